@@ -1,0 +1,659 @@
+// Terminal automaton: see terminal_automaton.h for the model.
+//
+// Per-terminal states are priority-ordered entry lists, the leftmost-first
+// DFA construction RE2 uses for Perl semantics, extended with two things
+// Python's re has and RE2 does not: negative lookaheads, carried by each
+// entry as the set of live positions of the lookahead body ("vetoes"; the
+// entry dies when a body reaches its match), and single-character
+// lookbehinds, decided from the byte just consumed.  A match reached with
+// pending vetoes is a conditional marker: it becomes the terminal's match
+// only once its vetoes die, and until then lower-priority entries are kept.
+// Tested by terminal_automaton_test.cc.
+#include "lexer/terminal_automaton.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "grammar/check.h"
+
+namespace cfgmask {
+
+struct TerminalAutomaton::Entry {
+  int32_t pc = -1;     // >= 0: a thread waiting at a kByteRange; -1: a match marker
+  uint8_t now = 0;     // marker created at the current position
+  uint8_t good = 0;    // shadow tag: this marker winning is the expected outcome
+  std::vector<uint32_t> vetoes;  // sorted (sub << 24) | sub_pc
+};
+
+namespace {
+
+enum Resolution : uint8_t { kPending, kGood, kBad, kNoMatch };
+
+constexpr int32_t kDead = 0;
+constexpr int32_t kNotComputed = -2;
+
+void AppendInt(std::string* key, int64_t v) {
+  key->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+}  // namespace
+
+struct TerminalAutomaton::TermTable {
+  const Nfa* nfa = nullptr;
+  std::vector<std::vector<Entry>> states;
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<std::vector<int32_t>> trans;  // lazily sized 256
+  std::vector<uint8_t> has_now, exists, resolution, exists_eof, resolution_eof, eof_now;
+  std::vector<uint8_t> has_thread;
+
+  static std::string EntryKey(const std::vector<Entry>& list) {
+    std::string key;
+    for (const Entry& e : list) {
+      AppendInt(&key, e.pc);
+      key.push_back(static_cast<char>(e.now));
+      key.push_back(static_cast<char>(e.good));
+      AppendInt(&key, static_cast<int64_t>(e.vetoes.size()));
+      for (uint32_t v : e.vetoes) AppendInt(&key, v);
+    }
+    return key;
+  }
+
+  int32_t Intern(std::vector<Entry> list) {
+    if (list.empty()) return kDead;
+    std::string key = EntryKey(list);
+    auto it = ids.find(key);
+    if (it != ids.end()) return it->second;
+    int32_t id = static_cast<int32_t>(states.size());
+    ids.emplace(std::move(key), id);
+    // Attributes.
+    bool now = false, ex = false, thread = false;
+    for (const Entry& e : list) {
+      if (e.pc < 0 && e.now) now = true;
+      if (e.pc < 0 && e.vetoes.empty()) ex = true;
+      if (e.pc >= 0) thread = true;
+    }
+    Resolution r = kPending;
+    if (list[0].pc < 0 && list[0].vetoes.empty()) r = list[0].good ? kGood : kBad;
+    Resolution reof = kNoMatch;
+    bool eof_now_marker = false, ex_eof = false;
+    for (const Entry& e : list) {
+      if (e.pc < 0) {
+        reof = e.good ? kGood : kBad;
+        eof_now_marker = e.now;
+        ex_eof = true;
+        break;
+      }
+    }
+    states.push_back(std::move(list));
+    trans.emplace_back();
+    has_now.push_back(now);
+    exists.push_back(ex);
+    resolution.push_back(r);
+    exists_eof.push_back(ex_eof);
+    resolution_eof.push_back(reof);
+    eof_now.push_back(eof_now_marker);
+    has_thread.push_back(thread);
+    return id;
+  }
+};
+
+namespace {
+
+// Plain (unordered) closure of a lookahead body; true if its match is reached.
+bool VetoClosure(const Nfa& sub, uint32_t sub_index, int32_t pc, std::set<uint32_t>* out,
+                 std::vector<uint8_t>* seen) {
+  std::vector<int32_t> stack = {pc};
+  bool fired = false;
+  while (!stack.empty()) {
+    int32_t p = stack.back();
+    stack.pop_back();
+    if (p < 0 || (*seen)[p]) continue;
+    (*seen)[p] = 1;
+    const NfaInst& in = sub.insts[p];
+    switch (in.op) {
+      case NfaInst::kByteRange: out->insert((sub_index << 24) | static_cast<uint32_t>(p)); break;
+      case NfaInst::kSplit: stack.push_back(in.out1); stack.push_back(in.out); break;
+      case NfaInst::kNop: stack.push_back(in.out); break;
+      case NfaInst::kMatch: fired = true; break;
+      default: stack.push_back(in.out); break;  // bodies have no lookarounds
+    }
+  }
+  return fired;
+}
+
+bool InByteSet(const uint64_t set[4], int b) { return (set[b >> 6] >> (b & 63)) & 1; }
+
+struct ClosureCtx {
+  const Nfa* nfa;
+  int prev;  // byte just consumed, -1 at the start of the terminal
+  std::set<std::pair<int32_t, std::vector<uint32_t>>> visited;
+  std::vector<TerminalAutomaton::Entry>* out;
+  bool lookbehind_at_start = false;
+};
+
+}  // namespace
+
+static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& vetoes,
+                    uint8_t good) {
+  if (pc < 0) return;
+  if (!c->visited.emplace(pc, vetoes).second) return;
+  const NfaInst& in = c->nfa->insts[pc];
+  switch (in.op) {
+    case NfaInst::kByteRange: {
+      TerminalAutomaton::Entry e;
+      e.pc = pc;
+      e.vetoes = vetoes;
+      c->out->push_back(std::move(e));
+      break;
+    }
+    case NfaInst::kSplit:
+      Closure(c, in.out, vetoes, good);
+      Closure(c, in.out1, vetoes, good);
+      break;
+    case NfaInst::kNop:
+      Closure(c, in.out, vetoes, good);
+      break;
+    case NfaInst::kMatch: {
+      TerminalAutomaton::Entry e;
+      e.pc = -1;
+      e.now = 1;
+      e.good = good;
+      e.vetoes = vetoes;
+      c->out->push_back(std::move(e));
+      break;
+    }
+    case NfaInst::kNegLookahead: {
+      const Nfa& sub = c->nfa->subs[in.sub];
+      std::set<uint32_t> live(vetoes.begin(), vetoes.end());
+      std::vector<uint8_t> seen(sub.insts.size(), 0);
+      if (VetoClosure(sub, static_cast<uint32_t>(in.sub), sub.start, &live, &seen)) return;
+      Closure(c, in.out, std::vector<uint32_t>(live.begin(), live.end()), good);
+      break;
+    }
+    case NfaInst::kLookbehind: {
+      if (c->prev < 0) {
+        c->lookbehind_at_start = true;
+        return;
+      }
+      if (InByteSet(in.set, c->prev) != in.negative) Closure(c, in.out, vetoes, good);
+      break;
+    }
+  }
+}
+
+// Advances vetoes by one byte; returns false if one of them fired.
+static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint8_t b,
+                       std::vector<uint32_t>* out) {
+  std::set<uint32_t> next;
+  std::vector<std::vector<uint8_t>> seen(nfa.subs.size());
+  for (uint32_t v : vetoes) {
+    uint32_t sub_index = v >> 24;
+    int32_t pc = static_cast<int32_t>(v & 0xFFFFFF);
+    const Nfa& sub = nfa.subs[sub_index];
+    const NfaInst& in = sub.insts[pc];
+    if (in.op != NfaInst::kByteRange || b < in.lo || b > in.hi) continue;
+    if (seen[sub_index].empty()) seen[sub_index].assign(sub.insts.size(), 0);
+    if (VetoClosure(sub, sub_index, in.out, &next, &seen[sub_index])) return false;
+  }
+  out->assign(next.begin(), next.end());
+  return true;
+}
+
+// Drops duplicate entries and everything after the first confirmed marker.
+static void Canonicalize(std::vector<TerminalAutomaton::Entry>* list) {
+  std::set<std::pair<int32_t, std::vector<uint32_t>>> seen;
+  std::vector<TerminalAutomaton::Entry> out;
+  for (auto& e : *list) {
+    if (!seen.emplace(e.pc, e.vetoes).second) continue;
+    bool confirmed = e.pc < 0 && e.vetoes.empty();
+    out.push_back(std::move(e));
+    if (confirmed) break;
+  }
+  *list = std::move(out);
+}
+
+Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
+                                const TerminalAutomatonOptions& options,
+                                std::unique_ptr<TerminalAutomaton>* out) {
+  std::unique_ptr<TerminalAutomaton> a(new TerminalAutomaton());
+  a->grammar_ = &grammar;
+  a->num_terminals_ = grammar.num_terminals();
+  a->indenter_nl_ = indenter_nl;
+  a->max_states_ = options.max_lexer_states;
+  const int32_t n = a->num_terminals_;
+  a->nfas_.resize(n);
+  a->widths_.resize(n);
+  a->rank_.assign(n, -1);
+  a->is_string_.assign(n, 0);
+  std::vector<int32_t> lexed;
+  auto chars = [](const std::string& s) {
+    int64_t c = 0;
+    for (unsigned char ch : s) c += (ch & 0xC0) != 0x80;
+    return c;
+  };
+  for (int32_t t = 0; t < n; ++t) {
+    const TerminalDef& def = grammar.terminals[t];
+    if (def.kind == PatternKind::kDeclared) continue;
+    a->is_string_[t] = def.kind == PatternKind::kString;
+    Status st = CompileRegex(def.ToRegexp(), "", def.name, &a->nfas_[t], &a->widths_[t]);
+    if (!st.ok()) return st;
+    if (a->is_string_[t]) {
+      a->widths_[t].lo = a->widths_[t].hi = static_cast<unsigned __int128>(chars(def.value));
+    }
+    if (a->widths_[t].lo == 0) {
+      return Status(ErrorCode::kGrammarSemantics,
+                    "terminal " + def.name + ": matches the empty string (Lark does not allow "
+                    "zero-width terminals)");
+    }
+    lexed.push_back(t);
+  }
+  std::sort(lexed.begin(), lexed.end(), [&](int32_t x, int32_t y) {
+    const TerminalDef& a1 = grammar.terminals[x];
+    const TerminalDef& b1 = grammar.terminals[y];
+    if (a1.priority != b1.priority) return a1.priority > b1.priority;
+    if (a->widths_[x].hi != a->widths_[y].hi) return a->widths_[x].hi > a->widths_[y].hi;
+    int64_t lx = chars(a1.value), ly = chars(b1.value);
+    if (lx != ly) return lx > ly;
+    return a1.name < b1.name;
+  });
+  a->order_ = lexed;
+  for (size_t i = 0; i < lexed.size(); ++i) a->rank_[lexed[i]] = static_cast<int32_t>(i);
+
+  a->unless_ok_.assign(n, std::vector<uint8_t>(n, 0));
+  a->embeds_.assign(n, std::vector<uint8_t>(n, 0));
+  for (int32_t r : lexed) {
+    if (a->is_string_[r]) continue;
+    const TerminalDef& rd = grammar.terminals[r];
+    for (int32_t k : lexed) {
+      if (!a->is_string_[k]) continue;
+      const TerminalDef& kd = grammar.terminals[k];
+      if (kd.priority != rd.priority) continue;
+      if (MatchPrefix(a->nfas_[r], kd.value) != static_cast<int64_t>(kd.value.size())) continue;
+      a->unless_ok_[r][k] = 1;
+      bool subset = std::all_of(kd.flags.begin(), kd.flags.end(), [&](char f) {
+        return rd.flags.find(f) != std::string::npos;
+      });
+      a->embeds_[r][k] = subset;
+    }
+  }
+
+  a->tables_.resize(n);
+  LexState init;
+  for (int32_t t : lexed) {
+    auto table = std::make_unique<TermTable>();
+    table->nfa = &a->nfas_[t];
+    table->Intern({});  // id 0: dead
+    table->states.resize(1);
+    std::vector<Entry> list;
+    ClosureCtx c{table->nfa, -1, {}, &list};
+    Closure(&c, table->nfa->start, {}, 0);
+    if (c.lookbehind_at_start) {
+      return Status(ErrorCode::kRegexUnsupported,
+                    "terminal " + grammar.terminals[t].name +
+                        ": a lookbehind at the start of a terminal depends on the previous "
+                        "terminal's text and is not supported");
+    }
+    Canonicalize(&list);
+    int32_t s = table->Intern(std::move(list));
+    a->tables_[t] = std::move(table);
+    if (s != kDead) init.cur.emplace_back(t, s);
+  }
+  init.at_start = true;
+  a->InternSet({});  // set 0: empty
+  a->hit_lists_.emplace_back();  // list 0: empty
+  a->initial_ = a->Intern(std::move(init));
+  *out = std::move(a);
+  return Status::Ok();
+}
+
+TerminalAutomaton::~TerminalAutomaton() = default;
+
+std::string TerminalAutomaton::Key(const LexState& st) const {
+  std::string key;
+  key.push_back(st.at_start ? 1 : 0);
+  AppendInt(&key, st.num_slots);
+  AppendInt(&key, static_cast<int64_t>(st.cur.size()));
+  for (auto& [t, s] : st.cur) {
+    AppendInt(&key, (static_cast<int64_t>(t) << 32) | static_cast<uint32_t>(s));
+  }
+  for (const ShadowRef& r : st.shadows) {
+    AppendInt(&key, r.slot);
+    AppendInt(&key, (static_cast<int64_t>(r.terminal) << 32) | static_cast<uint32_t>(r.tstate));
+    key.push_back(static_cast<char>(r.own));
+  }
+  return key;
+}
+
+int32_t TerminalAutomaton::Intern(LexState st) {
+  std::string key = Key(st);
+  auto it = state_ids_.find(key);
+  if (it != state_ids_.end()) return it->second;
+  if (static_cast<int32_t>(states_.size()) >= max_states_) return -3;
+  int32_t id = static_cast<int32_t>(states_.size());
+  state_ids_.emplace(std::move(key), id);
+  states_.push_back(std::move(st));
+  return id;
+}
+
+int32_t TerminalAutomaton::InternSet(std::vector<int32_t> s) {
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  std::string key;
+  for (int32_t v : s) AppendInt(&key, v);
+  auto it = set_ids_.find(key);
+  if (it != set_ids_.end()) return it->second;
+  int32_t id = static_cast<int32_t>(sets_.size());
+  set_ids_.emplace(std::move(key), id);
+  sets_.push_back(std::move(s));
+  return id;
+}
+
+namespace {
+int32_t DoTermStep(TerminalAutomaton::TermTable* table, int32_t s, uint8_t b) {
+  if (s == kDead) return kDead;
+  auto& tr = table->trans[s];
+  if (tr.empty()) tr.assign(256, kNotComputed);
+  if (tr[b] != kNotComputed) return tr[b];
+  const Nfa& nfa = *table->nfa;
+  std::vector<TerminalAutomaton::Entry> next;
+  ClosureCtx c{&nfa, b, {}, &next};
+  // Copy: Intern below may reallocate `states`.
+  std::vector<TerminalAutomaton::Entry> list = table->states[s];
+  for (const auto& e : list) {
+    std::vector<uint32_t> v2;
+    if (e.pc >= 0) {
+      const NfaInst& in = nfa.insts[e.pc];
+      if (b < in.lo || b > in.hi) continue;
+      if (!StepVetoes(nfa, e.vetoes, b, &v2)) continue;
+      Closure(&c, in.out, v2, 0);
+    } else {
+      if (!StepVetoes(nfa, e.vetoes, b, &v2)) continue;
+      TerminalAutomaton::Entry m;
+      m.pc = -1;
+      m.now = 0;
+      m.good = e.good;
+      m.vetoes = std::move(v2);
+      next.push_back(std::move(m));
+    }
+  }
+  Canonicalize(&next);
+  int32_t id = table->Intern(std::move(next));
+  table->trans[s][b] = id;
+  return id;
+}
+}  // namespace
+
+int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* items) {
+  {
+    LexState& st = states_[q];
+    if (st.step_to.empty()) {
+      st.step_to.assign(256, kNotComputed);
+      st.step_hits.assign(256, 0);
+    }
+    if (st.step_to[byte] != kNotComputed) {
+      int32_t h = st.step_hits[byte];
+      if (h > 0) items->insert(items->end(), hit_lists_[h].begin(), hit_lists_[h].end());
+      return st.step_to[byte];
+    }
+  }
+  const LexState st = states_[q];  // copy: Intern may reallocate
+  LexState next;
+  next.at_start = false;
+  next.num_slots = st.num_slots;
+  bool any_thread = false;
+  for (auto& [t, s] : st.cur) {
+    int32_t s2 = DoTermStep(tables_[t].get(), s, byte);
+    if (s2 == kDead) continue;
+    next.cur.emplace_back(t, s2);
+    if (tables_[t]->has_thread[s2]) any_thread = true;
+  }
+  std::vector<LexItem> hits;
+  bool dead = !any_thread;
+  for (const ShadowRef& r : st.shadows) {
+    if (dead) break;
+    TermTable* table = tables_[r.terminal].get();
+    int32_t s2 = DoTermStep(table, r.tstate, byte);
+    if (r.own) {
+      Resolution res = s2 == kDead ? kNoMatch : static_cast<Resolution>(table->resolution[s2]);
+      if (res == kGood) continue;
+      if (res == kBad || res == kNoMatch) {
+        dead = true;
+        break;
+      }
+      next.shadows.push_back({r.slot, r.terminal, s2, 1});
+    } else {
+      if (s2 == kDead) continue;
+      if (table->exists[s2]) {
+        LexItem h;
+        h.kind = LexItem::kHit;
+        h.terminal = r.terminal;
+        h.slot = r.slot;
+        hits.push_back(h);
+        continue;
+      }
+      next.shadows.push_back({r.slot, r.terminal, s2, 0});
+    }
+  }
+  int32_t to = -1;
+  int32_t hid = 0;
+  if (!dead) {
+    to = Intern(std::move(next));
+    if (to == -3) to = -1;
+    if (!hits.empty()) {
+      hid = static_cast<int32_t>(hit_lists_.size());
+      hit_lists_.push_back(hits);
+    }
+  }
+  states_[q].step_to[byte] = to;
+  states_[q].step_hits[byte] = hid;
+  if (to >= 0) items->insert(items->end(), hits.begin(), hits.end());
+  return to;
+}
+
+const std::vector<int32_t>& TerminalAutomaton::BoundaryCandidates(int32_t q) {
+  LexState& st = states_[q];
+  if (!st.candidates_done) {
+    st.candidates_done = true;
+    if (!st.at_start) {
+      for (auto& [t, s] : st.cur) {
+        if (tables_[t]->has_now[s]) st.candidates.push_back(t);
+      }
+    }
+  }
+  return st.candidates;
+}
+
+int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, LexItem* emit) {
+  std::string mkey;
+  AppendInt(&mkey, q);
+  AppendInt(&mkey, t);
+  auto memo = boundary_memo_.find(mkey);
+  if (memo != boundary_memo_.end()) {
+    if (memo->second < 0) return -1;
+    *emit = boundary_emits_[memo->second].first;
+    return boundary_emits_[memo->second].second;
+  }
+  int32_t to = BoundaryUncached(q, t, emit);
+  boundary_memo_[mkey] = to < 0 ? -1 : static_cast<int32_t>(boundary_emits_.size());
+  if (to >= 0) boundary_emits_.emplace_back(*emit, to);
+  return to;
+}
+
+int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit) {
+  const LexState st = states_[q];
+  int32_t t_state = -1;
+  for (auto& [u, s] : st.cur) {
+    if (u == t) t_state = s;
+  }
+  if (t_state < 0 || st.at_start) return -1;
+  TermTable* tt = tables_[t].get();
+  if (!tt->has_now[t_state]) return -1;
+  // Own shadow: entries up to and including the last marker created here.
+  std::vector<Entry> own = tt->states[t_state];
+  int32_t last_now = -1;
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (own[i].pc < 0 && own[i].now) last_now = static_cast<int32_t>(i);
+  }
+  own.resize(last_now + 1);
+  for (Entry& e : own) {
+    e.good = (e.pc < 0 && e.now) ? 1 : 0;
+    e.now = 0;
+  }
+  LexState next;
+  next.at_start = true;
+  next.num_slots = st.num_slots + 1;
+  next.shadows = st.shadows;
+  const int32_t slot = st.num_slots;
+  int32_t own_id = tt->Intern(std::move(own));
+  Resolution res = static_cast<Resolution>(tt->resolution[own_id]);
+  if (res == kBad || res == kNoMatch) return -1;
+  if (res == kPending) next.shadows.push_back({slot, t, own_id, 1});
+  std::vector<int32_t> blockers, full;
+  for (auto& [u, s] : st.cur) {
+    if (u == t) continue;
+    TermTable* ut = tables_[u].get();
+    if (rank_[u] < rank_[t]) {
+      if (ut->exists[s]) {
+        blockers.push_back(u);
+      } else {
+        std::vector<Entry> list = ut->states[s];
+        for (Entry& e : list) {
+          e.now = 0;
+          e.good = 0;
+        }
+        next.shadows.push_back({slot, u, ut->Intern(std::move(list)), 0});
+      }
+    }
+    if (is_string_[u] && unless_ok_[t][u] && ut->has_now[s] && ut->exists[s]) full.push_back(u);
+  }
+  // Initial state of the next terminal: same per-terminal lists as at start.
+  next.cur = states_[initial_].cur;
+  std::sort(next.shadows.begin(), next.shadows.end(), [&](const ShadowRef& a, const ShadowRef& b) {
+    if (a.slot != b.slot) return a.slot < b.slot;
+    if (a.own != b.own) return a.own > b.own;
+    return rank_[a.terminal] < rank_[b.terminal];
+  });
+  emit->kind = LexItem::kEmit;
+  emit->terminal = t;
+  emit->blockers = InternSet(blockers);
+  emit->full_match = InternSet(full);
+  emit->slot = slot;
+  int32_t to = Intern(std::move(next));
+  return to == -3 ? -1 : to;
+}
+
+std::vector<TerminalAutomaton::EofAlternative> TerminalAutomaton::EndOfInput(int32_t q) {
+  const LexState& st = states_[q];
+  std::vector<LexItem> hits;
+  for (const ShadowRef& r : st.shadows) {
+    TermTable* table = tables_[r.terminal].get();
+    if (r.own) {
+      if (table->resolution_eof[r.tstate] != kGood) return {};
+    } else if (table->exists_eof[r.tstate]) {
+      LexItem h;
+      h.kind = LexItem::kHit;
+      h.terminal = r.terminal;
+      h.slot = r.slot;
+      hits.push_back(h);
+    }
+  }
+  std::vector<EofAlternative> alts;
+  if (st.at_start) {
+    alts.push_back({hits});
+    return alts;
+  }
+  for (auto& [t, s] : st.cur) {
+    TermTable* tt = tables_[t].get();
+    if (!tt->exists_eof[s] || !tt->eof_now[s]) continue;
+    std::vector<int32_t> blockers, full;
+    for (auto& [u, su] : st.cur) {
+      if (u == t) continue;
+      TermTable* ut = tables_[u].get();
+      if (rank_[u] < rank_[t] && ut->exists_eof[su]) blockers.push_back(u);
+      if (is_string_[u] && unless_ok_[t][u] && ut->has_now[su] && ut->exists_eof[su]) {
+        full.push_back(u);
+      }
+    }
+    EofAlternative alt;
+    alt.items = hits;
+    LexItem e;
+    e.kind = LexItem::kEmit;
+    e.terminal = t;
+    e.blockers = InternSet(blockers);
+    e.full_match = InternSet(full);
+    e.slot = st.num_slots;
+    alt.items.push_back(e);
+    alts.push_back(std::move(alt));
+  }
+  return alts;
+}
+
+int32_t TerminalAutomaton::CompactSlots(int32_t q, std::vector<int32_t>* slot_map) {
+  const LexState& st = states_[q];
+  slot_map->clear();
+  for (const ShadowRef& r : st.shadows) {
+    if (slot_map->empty() || slot_map->back() != r.slot) slot_map->push_back(r.slot);
+  }
+  bool identity = static_cast<int32_t>(slot_map->size()) == st.num_slots;
+  for (size_t i = 0; identity && i < slot_map->size(); ++i) identity = (*slot_map)[i] == (int32_t)i;
+  if (identity) return q;
+  LexState next;
+  next.at_start = st.at_start;
+  next.cur = st.cur;
+  next.num_slots = static_cast<int32_t>(slot_map->size());
+  for (const ShadowRef& r : st.shadows) {
+    int32_t ns = static_cast<int32_t>(
+        std::lower_bound(slot_map->begin(), slot_map->end(), r.slot) - slot_map->begin());
+    next.shadows.push_back({ns, r.terminal, r.tstate, r.own});
+  }
+  int32_t to = Intern(std::move(next));
+  return to == -3 ? -1 : to;
+}
+
+std::vector<TerminalAutomaton::ComputedStep> TerminalAutomaton::ComputedSteps(int32_t q) const {
+  std::vector<ComputedStep> out;
+  const LexState& st = states_[q];
+  for (int b = 0; b < static_cast<int>(st.step_to.size()); ++b) {
+    if (st.step_to[b] == kNotComputed || st.step_to[b] < 0) continue;
+    out.push_back({static_cast<uint8_t>(b), st.step_to[b], hit_lists_[st.step_hits[b]]});
+  }
+  return out;
+}
+
+bool TerminalAutomaton::UnlessOk(int32_t r, int32_t k) const { return unless_ok_[r][k]; }
+bool TerminalAutomaton::Embeds(int32_t r, int32_t k) const { return embeds_[r][k]; }
+
+int64_t TerminalAutomaton::MatchTerminal(int32_t t, const std::string& text) const {
+  return MatchPrefix(nfas_[t], text);
+}
+
+std::string TerminalAutomaton::DebugString(int32_t q) const {
+  const LexState& st = states_[q];
+  std::ostringstream os;
+  os << "q" << q << (st.at_start ? " start" : "") << " cur{";
+  for (auto& [t, s] : st.cur) os << " " << grammar_->terminals[t].name << ":" << s;
+  os << " } shadows{";
+  for (const ShadowRef& r : st.shadows) {
+    os << " [" << r.slot << (r.own ? " own " : " blk ") << grammar_->terminals[r.terminal].name
+       << ":" << r.tstate << "]";
+  }
+  os << " } slots=" << st.num_slots;
+  return os.str();
+}
+
+size_t TerminalAutomaton::MemoryBytes() const {
+  size_t bytes = states_.size() * sizeof(LexState);
+  for (const LexState& s : states_) {
+    bytes += s.cur.size() * 8 + s.shadows.size() * sizeof(ShadowRef) + s.step_to.size() * 8;
+  }
+  for (const auto& t : tables_) {
+    if (!t) continue;
+    for (const auto& tr : t->trans) bytes += tr.size() * 4;
+    for (const auto& l : t->states) bytes += l.size() * sizeof(Entry);
+  }
+  return bytes;
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,113 @@
+// The compiled store: everything the runtime needs, in flat int32/uint64
+// arrays so that it is written and read as one versioned, checksummed file
+// (store_file.cc) and shared read-only by any number of sessions.
+//
+//  - vocabulary: token bytes, special flags, EOS ids, identity hash;
+//  - LALR(1) tables and, per parser state, the contextual lexer's scanner as
+//    two terminal bitsets (all terminals it scans; the alternation after
+//    Lark's "embedded" keyword strings are removed);
+//  - the frozen terminal automaton: per lexer state its byte transitions,
+//    boundary candidates with their results, slot compaction and end-of-input
+//    alternatives (lexer/terminal_automaton.h explains the items);
+//  - the mask store proper (streamlining seed): for every lexer state q at a
+//    token boundary, rows (q, S) -> set of tokens, S an interned item
+//    sequence; token sets stored adaptively (sorted ids, complement, bitset).
+// Tested by mask_store_test.cc and store_file_test.cc.
+#ifndef CFGMASK_MASKSTORE_COMPILED_STORE_H_
+#define CFGMASK_MASKSTORE_COMPILED_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grammar/status.h"
+
+namespace cfgmask {
+
+constexpr uint32_t kStoreFormatVersion = 1;
+
+enum class RowKind : int32_t {
+  kList = 0,        // sorted token ids
+  kComplement = 1,  // every non-special token except the sorted ids
+  kBitset = 2,      // ceil(V/32) uint32 words
+};
+
+struct CompiledStore {
+  // Identity.
+  std::string grammar_name;
+  std::string start;
+  std::string tokenizer_name;
+  uint64_t tokenizer_identity = 0;
+
+  // Vocabulary.
+  int32_t vocab_size = 0;
+  std::vector<int32_t> token_offsets;  // vocab_size + 1
+  std::string token_bytes;
+  std::vector<uint8_t> token_special;
+  std::vector<int32_t> eos_ids;
+
+  // Terminals.
+  int32_t num_terminals = 0;           // grammar terminals ($END excluded)
+  std::vector<std::string> terminal_names;
+  std::vector<int32_t> terminal_rank;  // Lark lexer order, -1 for declared
+  std::vector<uint8_t> terminal_ignored;
+  std::vector<uint8_t> terminal_open_paren, terminal_close_paren;
+  int32_t indenter_nl = -1, indenter_indent = -1, indenter_dedent = -1;
+  int32_t indenter_tab_len = 8;
+
+  // Parser.
+  int32_t num_states = 0;
+  int32_t num_parse_terminals = 0;     // + $END
+  int32_t num_nonterminals = 0;
+  int32_t start_state = 0;
+  std::vector<int32_t> action, goto_table, rule_lhs, rule_length;
+  int32_t scanner_words = 0;           // ceil(num_terminals / 64)
+  std::vector<uint64_t> scanner_terms, scanner_alt;  // num_states * scanner_words
+
+  // Items and sets.
+  std::vector<int32_t> item_kind, item_terminal, item_blockers, item_full, item_col_abs,
+      item_col, item_slot;
+  std::vector<int32_t> set_offsets, set_data;
+  std::vector<int32_t> seq_offsets, seq_data;  // sequences of item ids
+
+  // Frozen lexer states.
+  int32_t num_lex_states = 0;
+  int32_t initial_lex_state = 0;
+  std::vector<int32_t> step_offsets;            // per state, into step_*
+  std::vector<int32_t> step_byte, step_to, step_hits;  // hits: seq id (0 = none)
+  std::vector<int32_t> cand_offsets;            // per state, into cand_*
+  std::vector<int32_t> cand_terminal, cand_to, cand_item;
+  std::vector<int32_t> compact_to, compact_map; // per state; map: set id (slot map)
+  std::vector<int32_t> num_slots;               // per state
+  std::vector<int32_t> at_start;                // per state
+  std::vector<int32_t> eof_offsets, eof_seq;    // per state (roots only non-empty)
+  std::vector<int32_t> root_index;              // per state: row group or -1
+
+  // The mask store.
+  int32_t num_roots = 0;
+  std::vector<int32_t> root_row_offsets;        // per root, into row_*
+  std::vector<int32_t> row_seq, row_kind, row_offset, row_length;
+  std::vector<int32_t> row_tokens;              // kList / kComplement payload
+  std::vector<uint32_t> row_bits;               // kBitset payload
+
+  // Statistics (cfgmask stats).
+  struct Stats {
+    double seconds_grammar = 0, seconds_lalr = 0, seconds_automaton = 0, seconds_store = 0;
+    int64_t nfa_transition_entries = 0;  // (root, token, S) triples
+    int64_t rows_before_streamlining = 0;
+  } stats;
+
+  std::string_view TokenBytes(int32_t t) const {
+    return std::string_view(token_bytes.data() + token_offsets[t],
+                            token_offsets[t + 1] - token_offsets[t]);
+  }
+  int32_t mask_words() const { return (vocab_size + 31) / 32; }
+  size_t MemoryBytes() const;
+};
+
+Status WriteStoreFile(const CompiledStore& store, const std::string& path);
+Status ReadStoreFile(const std::string& path, CompiledStore* store);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_MASKSTORE_COMPILED_STORE_H_

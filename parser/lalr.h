@@ -1,0 +1,87 @@
+// LALR(1) parse tables: LR(0) item sets (lr0.cc), DeRemer-Pennello lookaheads
+// (lalr.cc), conflict resolution as Lark does it (conflicts.cc: shift wins a
+// shift/reduce conflict; reduce/reduce is resolved by rule priority, else an
+// error), and the Bison export used as a test oracle (bison_export.cc).
+// Tested by lalr_test.cc, bison_export_test.cc and the Lark differential test.
+#ifndef CFGMASK_PARSER_LALR_H_
+#define CFGMASK_PARSER_LALR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/status.h"
+
+namespace cfgmask {
+
+// Action encoding in ParseTables::action: 0 = error; s+1 (> 0) = shift to
+// state s; -(r+1) (< 0) = reduce by rule r; kAcceptAction = accept on $END.
+constexpr int32_t kAcceptAction = INT32_MIN;
+
+struct ParseTables {
+  int32_t num_states = 0;
+  int32_t num_terminals = 0;     // grammar terminals + 1: id num_terminals-1 is $END
+  int32_t num_nonterminals = 0;
+  int32_t end_terminal = 0;      // = num_terminals - 1
+  std::vector<int32_t> action;   // [state * num_terminals + terminal]
+  std::vector<int32_t> goto_table;  // [state * num_nonterminals + nonterminal index], -1 none
+  std::vector<int32_t> rule_lhs;     // nonterminal index (symbol id - grammar terminals)
+  std::vector<int32_t> rule_length;  // rhs length
+  std::vector<int32_t> start_state;  // per Grammar::start entry
+  std::vector<int32_t> accessing_symbol;  // per state; -1 for start states
+
+  struct Conflict {
+    int32_t state, terminal;
+    bool shift_reduce;           // else reduce/reduce
+    std::vector<int32_t> rules;  // rules involved
+  };
+  std::vector<Conflict> resolved_conflicts;  // s/r resolved as shift, r/r by priority
+
+  int32_t Action(int32_t state, int32_t terminal) const {
+    return action[static_cast<size_t>(state) * num_terminals + terminal];
+  }
+  int32_t Goto(int32_t state, int32_t nonterminal) const {
+    return goto_table[static_cast<size_t>(state) * num_nonterminals + nonterminal];
+  }
+  // Terminals (grammar ids, $END excluded) that have an action in `state`:
+  // Lark's contextual lexer scans with exactly these (plus %ignore ones).
+  std::vector<int32_t> AcceptedTerminals(int32_t state) const;
+  // One line per state: its actions and gotos, by symbol name.
+  std::string DebugString(const Grammar& grammar) const;
+};
+
+struct LalrStats {
+  int32_t lr0_states = 0;
+  int32_t shift_reduce = 0;
+  int32_t reduce_reduce_resolved = 0;
+  double seconds = 0;
+  // Bison's count of reduce/reduce conflicts before resolution: the sum over
+  // (state, terminal) of (reductions - 1) where two or more meet.
+  int32_t reduce_reduce = 0;
+  int32_t lr0_items = 0;               // sum of closure sizes over the states
+  int32_t nonterminal_transitions = 0;
+  double lr0_seconds = 0;              // phase times; `seconds` is their total
+  double lookahead_seconds = 0;
+  double table_seconds = 0;
+};
+
+// Builds LALR(1) tables.  An unresolved reduce/reduce conflict is an error
+// naming the terminal, the rules and a sample input that reaches the state.
+// `stats`, when given, is filled as far as the construction went (conflict
+// counts included when the error is a reduce/reduce conflict); `out` is only
+// written on success.
+Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats = nullptr);
+
+// Bison-style listing of the conflicts resolved in `tables`: for each state
+// with conflicts, "State N conflicts: X shift/reduce, Y reduce/reduce" and one
+// line per terminal saying which action won.  Empty when there were none.
+std::string ConflictReport(const Grammar& grammar, const ParseTables& tables);
+
+// The BNF as a Bison .y file (same rules, same order, %start per start
+// symbol) for the Bison oracle.
+std::string ExportBison(const Grammar& grammar, int start_index = 0);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_PARSER_LALR_H_

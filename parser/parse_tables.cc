@@ -1,0 +1,98 @@
+// The LALR(1) pipeline and queries on its result.  BuildParseTables runs the
+// phases in order, each on the immutable output of the one before, and times
+// each one: Augment + BuildLr0 (lr0.cc), ComputeLookaheads (lalr.cc, the
+// DeRemer-Pennello relations), ResolveConflicts (conflicts.cc).
+//
+// AcceptedTerminals(state) is the set Lark's contextual lexer builds for a
+// parser state (lark/lexer.py, ContextualLexer: the keys of
+// parse_table.states[state] that are terminals), $END left out: every
+// terminal with a shift or a reduce, after conflict resolution.
+// Tested by lalr_test.cc (including the python.lark comparison with Lark).
+#include <chrono>
+
+#include "parser/lalr.h"
+#include "parser/lalr_internal.h"
+
+namespace cfgmask {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats) {
+  using lalr_internal::AugmentedGrammar;
+  LalrStats local;
+  LalrStats& st = stats != nullptr ? *stats : local;
+  st = LalrStats();
+
+  auto phase = std::chrono::steady_clock::now();
+  AugmentedGrammar g;
+  CFGMASK_RETURN_IF_ERROR(lalr_internal::Augment(grammar, &g));
+  const lalr_internal::Lr0Automaton lr0 = lalr_internal::BuildLr0(g);
+  st.lr0_states = lr0.num_states;
+  st.lr0_items = static_cast<int32_t>(lr0.closure.size());
+  st.lr0_seconds = SecondsSince(phase);
+
+  phase = std::chrono::steady_clock::now();
+  const lalr_internal::Lookaheads la = lalr_internal::ComputeLookaheads(g, lr0);
+  st.nonterminal_transitions = la.nonterminal_transitions;
+  st.lookahead_seconds = SecondsSince(phase);
+
+  phase = std::chrono::steady_clock::now();
+  ParseTables tables;
+  lalr_internal::ConflictCounts counts;
+  const Status status = lalr_internal::ResolveConflicts(g, lr0, la, &tables, &counts);
+  st.shift_reduce = counts.shift_reduce;
+  st.reduce_reduce = counts.reduce_reduce;
+  st.reduce_reduce_resolved = counts.reduce_reduce_resolved;
+  st.table_seconds = SecondsSince(phase);
+  st.seconds = st.lr0_seconds + st.lookahead_seconds + st.table_seconds;
+  if (!status.ok()) return status;
+  *out = std::move(tables);
+  return Status::Ok();
+}
+
+std::vector<int32_t> ParseTables::AcceptedTerminals(int32_t state) const {
+  std::vector<int32_t> terminals;
+  const int32_t* row = action.data() + static_cast<size_t>(state) * num_terminals;
+  for (int32_t t = 0; t < end_terminal; ++t) {
+    if (row[t] != 0) terminals.push_back(t);
+  }
+  return terminals;
+}
+
+std::string ParseTables::DebugString(const Grammar& grammar) const {
+  const int32_t grammar_terminals = grammar.num_terminals();
+  auto terminal_name = [&](int32_t t) {
+    return t < grammar_terminals ? grammar.terminals[t].name : std::string("$END");
+  };
+  std::string text;
+  for (int32_t s = 0; s < num_states; ++s) {
+    text += "state " + std::to_string(s);
+    if (accessing_symbol[s] >= 0) text += " [" + grammar.SymbolName(accessing_symbol[s]) + "]";
+    text += ":";
+    for (int32_t t = 0; t < num_terminals; ++t) {
+      const int32_t a = Action(s, t);
+      if (a == 0) continue;
+      text += " " + terminal_name(t) + "=";
+      if (a == kAcceptAction) {
+        text += "acc";
+      } else if (a > 0) {
+        text += "s" + std::to_string(a - 1);
+      } else {
+        text += "r" + std::to_string(-a - 1);
+      }
+    }
+    for (int32_t k = 0; k < num_nonterminals; ++k) {
+      const int32_t target = Goto(s, k);
+      if (target >= 0) text += " " + grammar.nonterminals[k] + "->" + std::to_string(target);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace cfgmask

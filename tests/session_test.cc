@@ -1,0 +1,211 @@
+// Exactness of the decoding session (runtime/session.cc) and of the store it
+// reads (maskstore/store_builder.cc):
+//  - differential against Lark itself: for texts generated at random (fixed
+//    seed) from lexer-trap fragments, cfgmask accepts a text in full exactly
+//    when Lark's LALR + contextual lexer parses it, and every prefix of a
+//    text Lark accepts can be fed byte by byte;
+//  - the store against the slow reference: the mask from the store rows
+//    equals, bit for bit, the per-token simulation (Session::AllowsSlow)
+//    over the whole vocabulary at random steps of teacher-forced texts;
+//  - invalid tokens leave the session unchanged.
+// Needs $CFGMASK_PYTHON (Lark) and a real tokenizer ($CFGMASK_TOK_LLAMA_SPM).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "maskstore/store_builder.h"
+#include "runtime/session.h"
+
+namespace cfgmask {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool Quick() { return Env("CFGMASK_QUICK") == "1" && Env("CFGMASK_FULL") != "1"; }
+
+#define REQUIRE_ENV(var)                                                   \
+  do {                                                                     \
+    if (Env(var).empty()) {                                                \
+      if (Env("CI") == "true") FAIL() << var " is not set (run setup.sh)"; \
+      GTEST_SKIP() << var " is not set";                                   \
+    }                                                                      \
+  } while (0)
+
+std::string JsonQuote(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o + "\"";
+}
+
+// Lark's verdict on each text.
+std::vector<int> LarkVerdicts(const std::string& grammar, const std::string& start,
+                              const std::string& indenter, const std::vector<std::string>& texts) {
+  char in_path[] = "/tmp/cfgmask_lark_in_XXXXXX";
+  int fd = mkstemp(in_path);
+  close(fd);
+  {
+    std::ofstream f(in_path);
+    for (const auto& t : texts) f << JsonQuote(t) << "\n";
+  }
+  std::string cmd = Env("CFGMASK_PYTHON") + " " + CFGMASK_SOURCE_DIR +
+                    "/tests/tools/lark_accepts.py " + grammar + " " + start + " " + indenter +
+                    " < " + in_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::vector<int> out;
+  char line[16];
+  while (p && std::fgets(line, sizeof line, p)) out.push_back(line[0] == '1');
+  if (p) pclose(p);
+  std::remove(in_path);
+  return out;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static const CompiledStore* Store(const std::string& grammar) {
+    static std::map<std::string, std::unique_ptr<CompiledStore>> cache;
+    auto it = cache.find(grammar);
+    if (it != cache.end()) return it->second.get();
+    auto store = std::make_unique<CompiledStore>();
+    CompileOptions opt;
+    Status st = CompileStore(std::string(CFGMASK_SOURCE_DIR) + "/tests/data/engine/" + grammar,
+                             Env("CFGMASK_TOK_LLAMA_SPM"), opt, store.get());
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return nullptr;
+    return cache.emplace(grammar, std::move(store)).first->second.get();
+  }
+
+  static bool AcceptsText(const CompiledStore* store, const std::string& text, bool* prefixes_ok) {
+    Session s(store);
+    *prefixes_ok = true;
+    for (char c : text) {
+      if (!s.AdvanceBytes(std::string_view(&c, 1)).ok()) {
+        *prefixes_ok = false;
+        return false;
+      }
+    }
+    return s.CanEnd();
+  }
+};
+
+TEST_F(SessionTest, TrapsAgreeWithLark) {
+  REQUIRE_ENV("CFGMASK_PYTHON");
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("traps.lark");
+  ASSERT_NE(store, nullptr);
+  const std::vector<std::string> frags = {
+      "if",  "ifx", " ",  "x",    "=",     "==",  "=<",   "<",   "1",   "0",  "1.",   ".5",
+      "e5",  "\"",  "\\", "\"\"", "#c\n",  "{",   "}",    "(",   ")",   ";",  ":",    "print",
+      "not", "nota", "+", "-",    "\n",    "a1",  "\"a\"", "\\\"", "01", "1.e5", "e",  "2"};
+  std::mt19937 rng(12345);
+  std::vector<std::string> texts = {
+      "x = 1;", "if x == 1: { print x; }", "x=1.e5;", "ifx = 2;", "print \"a\\\"b\";",
+      "print \"\";", "x = 0 + .5;", "nota = not a;", "x = 01;", "x = 1 =< 2;", "# c\nx=1;",
+      "print \"a\"\"b\";", "print x\n;", "if(x):{}", "x = \"\\\\\";"};
+  const int n = Quick() ? 1500 : 8000;
+  for (int i = 0; i < n; ++i) {
+    std::string t;
+    int k = 1 + rng() % 12;
+    for (int j = 0; j < k; ++j) t += frags[rng() % frags.size()];
+    texts.push_back(t);
+  }
+  // Mutations of valid programs: many of them valid too.
+  const std::vector<std::string> valid = {"x = 1;", "if x == 1: { print x; }", "x = (a + 1.5e3);",
+                                          "print \"q\\\"\"; # end\n", "y = not x =< 2;"};
+  for (int i = 0; i < n / 2; ++i) {
+    std::string t = valid[rng() % valid.size()] + valid[rng() % valid.size()];
+    int pos = rng() % (t.size() + 1);
+    t.insert(pos, frags[rng() % frags.size()]);
+    texts.push_back(t);
+  }
+  std::vector<int> lark = LarkVerdicts(std::string(CFGMASK_SOURCE_DIR) +
+                                           "/tests/data/engine/traps.lark",
+                                       "start", "none", texts);
+  ASSERT_EQ(lark.size(), texts.size());
+  int mismatches = 0, accepted = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    bool prefixes_ok = false;
+    bool ours = AcceptsText(store, texts[i], &prefixes_ok);
+    accepted += lark[i];
+    if (ours != static_cast<bool>(lark[i]) || (lark[i] && !prefixes_ok)) {
+      if (++mismatches <= 10) {
+        ADD_FAILURE() << "text " << JsonQuote(texts[i]) << ": Lark " << lark[i] << ", cfgmask "
+                      << ours << (prefixes_ok ? "" : " (a prefix was rejected)");
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << texts.size() << " texts, " << accepted
+                           << " accepted by Lark";
+  EXPECT_GT(accepted, 50);
+}
+
+TEST_F(SessionTest, StoreMaskEqualsSlowReference) {
+  REQUIRE_ENV("CFGMASK_PYTHON");
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  for (const char* g : {"traps.lark", "json.lark"}) {
+    const CompiledStore* store = Store(g);
+    ASSERT_NE(store, nullptr);
+    std::mt19937 rng(7);
+    const int walks = Quick() ? 4 : 20;
+    for (int w = 0; w < walks; ++w) {
+      Session s(store);
+      for (int step = 0; step < 12; ++step) {
+        std::vector<uint32_t> mask = s.Mask();
+        std::vector<int32_t> allowed;
+        int mismatches = 0;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          bool fast = (mask[t >> 5] >> (t & 31)) & 1;
+          bool slow = s.AllowsSlow(t);
+          if (fast != slow && ++mismatches <= 5) {
+            ADD_FAILURE() << g << " after " << JsonQuote(s.text()) << ": token " << t << " "
+                          << JsonQuote(std::string(store->TokenBytes(t))) << " fast " << fast
+                          << " slow " << slow;
+          }
+          if (fast && !store->token_special[t]) allowed.push_back(t);
+        }
+        ASSERT_EQ(mismatches, 0);
+        if (allowed.empty()) break;
+        ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
+      }
+    }
+  }
+}
+
+TEST_F(SessionTest, InvalidTokenLeavesSessionUnchanged) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_NE(store, nullptr);
+  Session s(store);
+  ASSERT_TRUE(s.AdvanceBytes("[1, ").ok());
+  std::vector<uint32_t> before = s.Mask();
+  EXPECT_EQ(s.Advance(-1).code(), ErrorCode::kInvalidToken);
+  EXPECT_EQ(s.Advance(store->vocab_size).code(), ErrorCode::kInvalidToken);
+  EXPECT_FALSE(s.AdvanceBytes("]").ok());
+  EXPECT_EQ(s.text(), "[1, ");
+  EXPECT_EQ(s.Mask(), before);
+  EXPECT_FALSE(s.CanEnd());
+  ASSERT_TRUE(s.AdvanceBytes("2]").ok());
+  EXPECT_TRUE(s.CanEnd());
+}
+
+}  // namespace
+}  // namespace cfgmask
