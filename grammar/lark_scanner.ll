@@ -16,13 +16,19 @@
 
 #include "lark_parser.tab.hh"
 
-namespace {
+namespace cfgmask::lark {
 
+// The scanner's per-file state (yyextra).
 struct ScanExtra {
-  cfgmask::lark::ParseState* state = nullptr;
-  cfgmask::lark::location loc;
+  ParseState* state = nullptr;
+  location loc;
 };
 
+}  // namespace cfgmask::lark
+
+namespace {
+
+using cfgmask::lark::ScanExtra;
 using Parser = cfgmask::lark::LarkParser;
 
 // Moves `loc` over the matched text, counting columns in code points as
@@ -115,7 +121,7 @@ int LazyQuotedMatch(const std::string& text, char quote, bool allow_newline) {
 
 %option reentrant noyywrap nounput noinput batch never-interactive 8bit nodefault
 %option prefix="cfgmask_lark_yy"
-%option extra-type="ScanExtra*"
+%option extra-type="cfgmask::lark::ScanExtra*"
 
 SPACE       [ \t\n\r\f\v\x1c-\x1f]
 NAME_TAIL   [_a-z0-9]*

@@ -6,6 +6,7 @@
 // file size, whatever the header claims.  Tested by tokenizer_test.cc.
 #include "lexer/gguf_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -49,7 +50,7 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 
-// Sequential reader with a 1 MiB buffer and a logical offset.
+// Sequential reader with a buffer of up to 1 MiB and a logical offset.
 class Cursor {
  public:
   explicit Cursor(std::string path) : path_(std::move(path)) {}
@@ -61,7 +62,7 @@ class Cursor {
     off_t end = ftello(file_.get());
     if (end < 0 || fseeko(file_.get(), 0, SEEK_SET) != 0) return IoError();
     size_ = static_cast<uint64_t>(end);
-    buffer_.resize(1 << 20);
+    buffer_.resize(std::min<uint64_t>(size_ + 1, 1 << 20));
     return Status::Ok();
   }
 

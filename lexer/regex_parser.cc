@@ -20,6 +20,7 @@
 // Tested by regex_test.cc.
 #include <boost/spirit/home/x3.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -39,9 +40,6 @@ const auto kHex2 = x3::uint_parser<uint32_t, 16, 2, 2>();
 const auto kHex4 = x3::uint_parser<uint32_t, 16, 4, 4>();
 const auto kHex8 = x3::uint_parser<uint64_t, 16, 8, 8>();
 const auto kOctal3 = x3::uint_parser<uint32_t, 8, 1, 3>();
-// {m}, {m,}, {,n}, {m,n}: digits kept as text, sre_parse checks the bounds.
-const auto kQuantifierBody =
-    *x3::digit >> -(x3::lit(',') >> *x3::digit) >> x3::lit('}');
 const auto kAsciiIdentifier = (x3::alpha | x3::char_('_')) >> *(x3::alnum | x3::char_('_'));
 const auto kFlagLetters = *x3::char_("aiLmstux");
 
@@ -99,7 +97,7 @@ class RegexParser {
   Status CheckUtf8() {
     size_t i = 0;
     while (i < pattern_.size()) {
-      uint32_t c;
+      uint32_t c = 0;
       size_t n = Decode(i, &c);
       if (n == 0) {
         return Status(ErrorCode::kRegexSyntax,
@@ -132,11 +130,15 @@ class RegexParser {
   }
 
   int32_t CodePointOffset(size_t byte_pos) const {
-    int32_t n = 0;
-    for (size_t i = 0; i < byte_pos && i < pattern_.size(); ++i) {
-      if ((static_cast<unsigned char>(pattern_[i]) & 0xC0) != 0x80) ++n;
+    if (cp_offset_.empty()) {
+      cp_offset_.resize(pattern_.size() + 1);
+      int32_t n = 0;
+      for (size_t i = 0; i <= pattern_.size(); ++i) {
+        cp_offset_[i] = n;
+        if (i < pattern_.size() && (static_cast<unsigned char>(pattern_[i]) & 0xC0) != 0x80) ++n;
+      }
     }
-    return n;
+    return cp_offset_[std::min(byte_pos, pattern_.size())];
   }
 
   std::string Prefix(size_t byte_pos) const {
@@ -162,7 +164,7 @@ class RegexParser {
     if (AtEnd()) return std::nullopt;
     Token t;
     t.start = pos_;
-    uint32_t c;
+    uint32_t c = 0;
     size_t n = Decode(pos_, &c);
     if (c == '\\') {
       t.escape = true;
@@ -541,15 +543,21 @@ class RegexParser {
         *is_quantifier = false;
         return Status::Ok();
       }
-      boost::fusion::vector<std::string, boost::optional<std::string>> attr;
-      if (!ParseAt(kQuantifierBody, attr)) {
+      // {m}, {m,}, {,n}, {m,n}: digits kept as text, the bounds checked below.
+      std::string lo, hi;
+      bool comma = false;
+      auto on_lo = [&](auto& ctx) { lo.assign(x3::_attr(ctx).begin(), x3::_attr(ctx).end()); };
+      auto on_comma = [&](auto&) { comma = true; };
+      auto on_hi = [&](auto& ctx) { hi.assign(x3::_attr(ctx).begin(), x3::_attr(ctx).end()); };
+      const auto body = x3::raw[*x3::digit][on_lo] >>
+                        -(x3::lit(',')[on_comma] >> x3::raw[*x3::digit][on_hi]) >> x3::lit('}');
+      x3::unused_type unused;
+      if (!ParseAt(body, unused)) {
         pos_ = here;
         *is_quantifier = false;
         return Status::Ok();
       }
-      const std::string& lo = boost::fusion::at_c<0>(attr);
-      const boost::optional<std::string>& hi_opt = boost::fusion::at_c<1>(attr);
-      std::string hi = hi_opt ? *hi_opt : lo;
+      if (!comma) hi = lo;
       auto number = [](const std::string& s) {
         uint64_t v = 0;
         for (char ch : s) {
@@ -688,7 +696,6 @@ class RegexParser {
                uint32_t* flags, int32_t* item) {
     *item = -1;
     bool capture = true;
-    bool atomic = false;
     std::string name;
     uint32_t add = 0, del = 0;
     if (Match('?')) {
@@ -738,7 +745,6 @@ class RegexParser {
         return unsupported_;
       } else if (ch->Is('>')) {
         capture = false;
-        atomic = true;
         Unsupported(start, "atomic groups (?>...) are not supported");
       } else if (!ch->escape && (ch->c == '-' || (ch->c < 128 && std::string_view("aiLmstux")
                                                                   .find(static_cast<char>(ch->c)) !=
@@ -966,6 +972,7 @@ class RegexParser {
   uint32_t global_flags_ = 0;
   std::vector<bool> groups_closed_ = {true};  // group 0 is the whole match
   std::map<std::string, int32_t> group_names_;
+  mutable std::vector<int32_t> cp_offset_;  // byte offset -> code-point offset
   Status deferred_;     // first compile-time error (sre_compile's checks)
   Status unsupported_;  // first valid-but-unsupported construct
 };

@@ -60,6 +60,15 @@ struct TerminalAutomaton::TermTable {
     return key;
   }
 
+  // Id 0 is the dead state (no entry left).
+  void InitDead() {
+    states.emplace_back();
+    trans.emplace_back();
+    for (auto* v : {&has_now, &exists, &exists_eof, &eof_now, &has_thread}) v->push_back(0);
+    resolution.push_back(kNoMatch);
+    resolution_eof.push_back(kNoMatch);
+  }
+
   int32_t Intern(std::vector<Entry> list) {
     if (list.empty()) return kDead;
     std::string key = EntryKey(list);
@@ -75,7 +84,14 @@ struct TerminalAutomaton::TermTable {
       if (e.pc >= 0) thread = true;
     }
     Resolution r = kPending;
-    if (list[0].pc < 0 && list[0].vetoes.empty()) r = list[0].good ? kGood : kBad;
+    if (list[0].pc < 0 && list[0].vetoes.empty()) {
+      r = list[0].good ? kGood : kBad;
+    } else {
+      // A shadow whose expected winners are all gone can only end badly.
+      bool any_good = false;
+      for (const Entry& e : list) any_good |= e.pc < 0 && e.good;
+      if (!any_good) r = kBad;
+    }
     Resolution reof = kNoMatch;
     bool eof_now_marker = false, ex_eof = false;
     for (const Entry& e : list) {
@@ -284,8 +300,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
   for (int32_t t : lexed) {
     auto table = std::make_unique<TermTable>();
     table->nfa = &a->nfas_[t];
-    table->Intern({});  // id 0: dead
-    table->states.resize(1);
+    table->InitDead();
     std::vector<Entry> list;
     ClosureCtx c{table->nfa, -1, {}, &list};
     Closure(&c, table->nfa->start, {}, 0);
@@ -407,7 +422,8 @@ int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* i
     int32_t s2 = DoTermStep(tables_[t].get(), s, byte);
     if (s2 == kDead) continue;
     next.cur.emplace_back(t, s2);
-    if (tables_[t]->has_thread[s2]) any_thread = true;
+    // Viable while some terminal can still end: now, or after more bytes.
+    if (tables_[t]->has_thread[s2] || tables_[t]->has_now[s2]) any_thread = true;
   }
   std::vector<LexItem> hits;
   bool dead = !any_thread;
@@ -481,6 +497,17 @@ int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, LexItem* emit) {
   return to;
 }
 
+int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, LexItem* emit) const {
+  std::string mkey;
+  AppendInt(&mkey, q);
+  AppendInt(&mkey, t);
+  auto memo = boundary_memo_.find(mkey);
+  if (memo == boundary_memo_.end()) return -2;
+  if (memo->second < 0) return -1;
+  *emit = boundary_emits_[memo->second].first;
+  return boundary_emits_[memo->second].second;
+}
+
 int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit) {
   const LexState st = states_[q];
   int32_t t_state = -1;
@@ -544,6 +571,21 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit)
   return to == -3 ? -1 : to;
 }
 
+LexItem TerminalAutomaton::Tail(int32_t q) {
+  const LexState& st = states_[q];
+  std::vector<int32_t> alive, matched;
+  for (auto& [t, s] : st.cur) {
+    TermTable* tt = tables_[t].get();
+    if (tt->has_thread[s] || tt->has_now[s]) alive.push_back(t);
+    if (tt->exists[s]) matched.push_back(t);
+  }
+  LexItem it;
+  it.kind = LexItem::kTail;
+  it.blockers = InternSet(alive);
+  it.full_match = InternSet(matched);
+  return it;
+}
+
 std::vector<TerminalAutomaton::EofAlternative> TerminalAutomaton::EndOfInput(int32_t q) {
   const LexState& st = states_[q];
   std::vector<LexItem> hits;
@@ -591,23 +633,53 @@ std::vector<TerminalAutomaton::EofAlternative> TerminalAutomaton::EndOfInput(int
 }
 
 int32_t TerminalAutomaton::CompactSlots(int32_t q, std::vector<int32_t>* slot_map) {
+  // Slots whose shadows are identical (same terminals in the same states)
+  // will match or die together: they merge into one slot, whose scanner
+  // condition at run time is the union of theirs.  Without this, a run such
+  // as "0 0 0 0" (each NUMBER leaving a FLOAT shadow that waits for a '.')
+  // would need unboundedly many slots.
   const LexState& st = states_[q];
   slot_map->clear();
-  for (const ShadowRef& r : st.shadows) {
-    if (slot_map->empty() || slot_map->back() != r.slot) slot_map->push_back(r.slot);
+  std::vector<std::pair<std::string, int32_t>> groups;  // signature -> new slot
+  std::vector<int32_t> new_of_old(st.num_slots, -1);
+  for (size_t i = 0; i < st.shadows.size();) {
+    const int32_t old = st.shadows[i].slot;
+    std::string sig;
+    size_t j = i;
+    for (; j < st.shadows.size() && st.shadows[j].slot == old; ++j) {
+      AppendInt(&sig, st.shadows[j].terminal);
+      AppendInt(&sig, st.shadows[j].tstate);
+      sig.push_back(static_cast<char>(st.shadows[j].own));
+    }
+    int32_t ns = -1;
+    for (auto& [g, id] : groups) {
+      if (g == sig) ns = id;
+    }
+    if (ns < 0) {
+      ns = static_cast<int32_t>(groups.size());
+      groups.emplace_back(sig, ns);
+    }
+    new_of_old[old] = ns;
+    slot_map->push_back((ns << 16) | old);
+    i = j;
   }
-  bool identity = static_cast<int32_t>(slot_map->size()) == st.num_slots;
-  for (size_t i = 0; identity && i < slot_map->size(); ++i) identity = (*slot_map)[i] == (int32_t)i;
+  bool identity = static_cast<int32_t>(groups.size()) == st.num_slots;
+  for (int32_t o = 0; identity && o < st.num_slots; ++o) identity = new_of_old[o] == o;
   if (identity) return q;
   LexState next;
   next.at_start = st.at_start;
   next.cur = st.cur;
-  next.num_slots = static_cast<int32_t>(slot_map->size());
+  next.num_slots = static_cast<int32_t>(groups.size());
   for (const ShadowRef& r : st.shadows) {
-    int32_t ns = static_cast<int32_t>(
-        std::lower_bound(slot_map->begin(), slot_map->end(), r.slot) - slot_map->begin());
-    next.shadows.push_back({ns, r.terminal, r.tstate, r.own});
+    next.shadows.push_back({new_of_old[r.slot], r.terminal, r.tstate, r.own});
   }
+  // Keep the canonical order (slot, own first, rank).
+  std::sort(next.shadows.begin(), next.shadows.end(), [&](const ShadowRef& a, const ShadowRef& b) {
+    if (a.slot != b.slot) return a.slot < b.slot;
+    if (a.own != b.own) return a.own > b.own;
+    return rank_[a.terminal] < rank_[b.terminal];
+  });
+  next.shadows.erase(std::unique(next.shadows.begin(), next.shadows.end()), next.shadows.end());
   int32_t to = Intern(std::move(next));
   return to == -3 ? -1 : to;
 }
@@ -636,10 +708,25 @@ std::string TerminalAutomaton::DebugString(int32_t q) const {
   for (auto& [t, s] : st.cur) os << " " << grammar_->terminals[t].name << ":" << s;
   os << " } shadows{";
   for (const ShadowRef& r : st.shadows) {
-    os << " [" << r.slot << (r.own ? " own " : " blk ") << grammar_->terminals[r.terminal].name
-       << ":" << r.tstate << "]";
+    os << " [" << r.slot << (r.own ? " own " : " blk ") << TerminalStateString(r.terminal, r.tstate)
+       << "]";
   }
   os << " } slots=" << st.num_slots;
+  return os.str();
+}
+
+std::string TerminalAutomaton::TerminalStateString(int32_t t, int32_t tstate) const {
+  std::ostringstream os;
+  os << grammar_->terminals[t].name << ":" << tstate << " [";
+  for (const Entry& e : tables_[t]->states[tstate]) {
+    if (e.pc >= 0) {
+      os << " T" << e.pc;
+    } else {
+      os << " M" << (e.now ? "n" : "") << (e.good ? "g" : "");
+    }
+    if (!e.vetoes.empty()) os << "v" << e.vetoes.size();
+  }
+  os << " ] res=" << int(tables_[t]->resolution[tstate]);
   return os.str();
 }
 

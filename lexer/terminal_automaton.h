@@ -48,6 +48,10 @@ struct LexItem {
     kEmit,  // terminal `terminal` ended here
     kHit,   // the blocking shadow of `terminal` matched: the boundary in
             // `slot` is legal only if `terminal` is not in that scanner
+    kTail,  // the token ends inside a terminal: one of the terminals in set
+            // `blockers` (still able to end) must be scannable and accepted
+            // by the parser after S, unless an earlier terminal of the scanner
+            // already matched (set `full_match`: terminals with a match)
   };
   Kind kind = kEmit;
   int32_t terminal = -1;
@@ -110,6 +114,11 @@ class TerminalAutomaton {
   // `nslots_base`: number of slots open before this token transition started
   // plus those opened since (the new slot's ordinal).  Returns -1 if illegal.
   int32_t Boundary(int32_t q, int32_t t, LexItem* emit);
+  // Boundary() if it was computed before, else -2 (never computes).
+  int32_t BoundaryIfComputed(int32_t q, int32_t t, LexItem* emit) const;
+
+  // The kTail item of a token that ends in state q (q not at a terminal start).
+  LexItem Tail(int32_t q);
 
   // End of input at q: each alternative is a full item sequence (Hits from
   // open shadows, then the Emit of the last terminal unless q is at the
@@ -148,6 +157,8 @@ class TerminalAutomaton {
   int64_t MatchTerminal(int32_t t, const std::string& text) const;
 
   std::string DebugString(int32_t q) const;
+  // One per-terminal state: its entries (thread pc / marker, flags, vetoes).
+  std::string TerminalStateString(int32_t t, int32_t tstate) const;
   size_t MemoryBytes() const;
 
   // Steps of q computed so far: (byte, target, Hit items).  Used to freeze

@@ -38,7 +38,8 @@ struct VocabularyOptions {
   // bytes; a name on the EOS list below (e.g. "<|endoftext|>") makes it EOS.
   std::vector<std::string> extra_special;
   // When >= 0, the only EOS id, replacing whatever the file or the naming
-  // rule says; it is marked special.  Out of range -> kInvalidArgument.
+  // rule says; it is marked special with empty bytes.  Out of range ->
+  // kInvalidArgument.
   int32_t eos_id = -1;
 };
 
@@ -46,7 +47,8 @@ struct VocabularyOptions {
 //
 // EOS rules per format:
 //  - GGUF: tokenizer.ggml.eos_token_id, plus tokenizer.ggml.eot_token_id when
-//    present and different (chat models end a turn with EOT).
+//    present and different (chat models end a turn with EOT); with neither
+//    key, the special tokens named on kEosTokenNames.
 //  - tokenizer.json: every special added token whose content is one of
 //    kEosTokenNames below.
 //  - tiktoken: none in the file.  A file of exactly 151,643 ranks is Qwen's;

@@ -105,12 +105,12 @@ uint32_t MapThrough(const std::vector<std::pair<uint32_t, uint32_t>>& pairs, uin
   return it != pairs.end() && it->first == c ? it->second : c;
 }
 
+// {c : f(c) in s}, where `pairs` lists f's non-identity points and
+// `changed` holds their first components.
 CodePointSet Preimage(const std::vector<std::pair<uint32_t, uint32_t>>& pairs,
-                      const CodePointSet& s) {
-  CodePointSet changed;
+                      const CodePointSet& changed, const CodePointSet& s) {
   CodePointSet added;
   for (const auto& [c, m] : pairs) {
-    changed.Add(c);
     if (s.Contains(m)) added.Add(c);
   }
   CodePointSet out = s.Minus(changed);
@@ -154,9 +154,20 @@ const std::vector<std::pair<uint32_t, uint32_t>>& UpperPairs() {
 uint32_t UnicodeToLower(uint32_t c) { return MapThrough(LowerPairs(), c); }
 uint32_t UnicodeToUpper(uint32_t c) { return MapThrough(UpperPairs(), c); }
 
-bool UnicodeIsCased(uint32_t c) {
+const CodePointSet& UnicodeCasedSet() {
   static const CodePointSet* const kCased = new CodePointSet(FromTable(kCasedRanges));
-  return kCased->Contains(c);
+  return *kCased;
+}
+
+bool UnicodeIsCased(uint32_t c) { return UnicodeCasedSet().Contains(c); }
+
+const std::vector<uint32_t>& UnicodeExtraCaseKeys() {
+  static const std::vector<uint32_t>* const kKeys = [] {
+    auto* keys = new std::vector<uint32_t>;
+    for (const auto& row : kExtraCases) keys->push_back(row[0]);
+    return keys;
+  }();
+  return *kKeys;
 }
 
 std::vector<uint32_t> UnicodeExtraCases(uint32_t lower) {
@@ -166,7 +177,24 @@ std::vector<uint32_t> UnicodeExtraCases(uint32_t lower) {
   return {};
 }
 
-CodePointSet LowerPreimage(const CodePointSet& s) { return Preimage(LowerPairs(), s); }
-CodePointSet UpperPreimage(const CodePointSet& s) { return Preimage(UpperPairs(), s); }
+namespace {
+
+CodePointSet Domain(const std::vector<std::pair<uint32_t, uint32_t>>& pairs) {
+  CodePointSet s;
+  for (const auto& p : pairs) s.Add(p.first);
+  return s;
+}
+
+}  // namespace
+
+CodePointSet LowerPreimage(const CodePointSet& s) {
+  static const CodePointSet* const kChanged = new CodePointSet(Domain(LowerPairs()));
+  return Preimage(LowerPairs(), *kChanged, s);
+}
+
+CodePointSet UpperPreimage(const CodePointSet& s) {
+  static const CodePointSet* const kChanged = new CodePointSet(Domain(UpperPairs()));
+  return Preimage(UpperPairs(), *kChanged, s);
+}
 
 }  // namespace cfgmask

@@ -62,6 +62,10 @@ bool UnicodeIsCased(uint32_t c);      // _sre.unicode_iscased
 // re._casefix._EXTRA_CASES[lower]: other lower-case code points that match
 // `lower` under re.IGNORECASE (empty for most).
 std::vector<uint32_t> UnicodeExtraCases(uint32_t lower);
+// The keys of _EXTRA_CASES, ascending.
+const std::vector<uint32_t>& UnicodeExtraCaseKeys();
+// {c : UnicodeIsCased(c)}
+const CodePointSet& UnicodeCasedSet();
 // Every (c, f(c)) with f(c) != c for f = UnicodeToLower / UnicodeToUpper.
 const std::vector<std::pair<uint32_t, uint32_t>>& LowerPairs();
 const std::vector<std::pair<uint32_t, uint32_t>>& UpperPairs();

@@ -52,6 +52,8 @@ struct CompiledStore {
   std::vector<int32_t> terminal_rank;  // Lark lexer order, -1 for declared
   std::vector<uint8_t> terminal_ignored;
   std::vector<uint8_t> terminal_open_paren, terminal_close_paren;
+  std::vector<uint8_t> terminal_is_string;
+  std::vector<int32_t> unless_offsets, unless_data;  // per regexp terminal: strings it retypes
   int32_t indenter_nl = -1, indenter_indent = -1, indenter_dedent = -1;
   int32_t indenter_tab_len = 8;
 
@@ -82,6 +84,7 @@ struct CompiledStore {
   std::vector<int32_t> at_start;                // per state
   std::vector<int32_t> eof_offsets, eof_seq;    // per state (roots only non-empty)
   std::vector<int32_t> root_index;              // per state: row group or -1
+  std::vector<int32_t> tail_item;               // per state: kTail item id, -1 at a start
 
   // The mask store.
   int32_t num_roots = 0;

@@ -2,6 +2,8 @@
 #include "maskstore/store_builder.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -191,6 +193,17 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     s.terminal_rank[t] = a->rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
+  s.terminal_is_string.assign(T, 0);
+  s.unless_offsets.assign(1, 0);
+  for (int32_t t = 0; t < T; ++t) {
+    s.terminal_is_string[t] = a->IsLexed(t) && a->IsStringTerminal(t);
+    if (a->IsLexed(t) && !a->IsStringTerminal(t)) {
+      for (int32_t k = 0; k < T; ++k) {
+        if (a->IsLexed(k) && a->UnlessOk(t, k)) s.unless_data.push_back(k);
+      }
+    }
+    s.unless_offsets.push_back(static_cast<int32_t>(s.unless_data.size()));
+  }
   if (use_indenter) {
     s.indenter_nl = nl;
     s.indenter_indent = ind;
@@ -245,6 +258,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   auto add_root = [&](int32_t q) {
     if (root_of.count(q)) return;
     root_of[q] = static_cast<int32_t>(roots.size());
+    if (std::getenv("CFGMASK_DEBUG_ROOTS")) {
+      std::fprintf(stderr, "root %zu: %s\n", roots.size(), a->DebugString(q).c_str());
+    }
     roots.push_back(q);
     queue.push_back(q);
   };
@@ -287,7 +303,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
             it = compaction.emplace(ws.q, std::make_pair(to, a->InternSet(slot_map))).first;
           }
           add_root(it->second.first);
-          int32_t seq = in.Seq(ws.items);
+          std::vector<LexItem> items = ws.items;
+          items.push_back(a->Tail(ws.q));
+          int32_t seq = in.Seq(items);
           auto& row = rows[ri][seq];
           row.insert(row.end(), toks.begin(), toks.end());
           entries += static_cast<int64_t>(toks.size());
@@ -330,7 +348,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   s.num_slots.resize(Q);
   s.at_start.resize(Q);
   s.root_index.assign(Q, -1);
+  s.tail_item.assign(Q, -1);
   for (int32_t q = 0; q < Q; ++q) {
+    if (!a->AtTerminalStart(q)) s.tail_item[q] = in.Item(a->Tail(q));
     for (auto& cs : a->ComputedSteps(q)) {
       s.step_byte.push_back(cs.byte);
       s.step_to.push_back(cs.to);
@@ -339,7 +359,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     s.step_offsets.push_back(static_cast<int32_t>(s.step_byte.size()));
     for (int32_t t : a->BoundaryCandidates(q)) {
       LexItem emit;
-      int32_t to = a->Boundary(q, t, &emit);
+      int32_t to = a->BoundaryIfComputed(q, t, &emit);
       if (to < 0) continue;
       s.cand_terminal.push_back(t);
       s.cand_to.push_back(to);
@@ -360,8 +380,6 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     }
     s.eof_offsets.push_back(static_cast<int32_t>(s.eof_seq.size()));
   }
-  // Boundary() above may have interned new states only if it was not
-  // memoised; every candidate was already explored by the walk.
   CFGMASK_CHECK(a->num_states() == Q);
 
   // Items, sets, sequences.

@@ -102,7 +102,8 @@ bool Fields(IO& io, CompiledStore* s) {
   s->terminal_names.resize(names);
   for (auto& n : s->terminal_names) ok = ok && io.Str(&n);
   ok = ok && io.Vec(&s->terminal_rank) && io.Vec(&s->terminal_ignored) &&
-       io.Vec(&s->terminal_open_paren) && io.Vec(&s->terminal_close_paren);
+       io.Vec(&s->terminal_open_paren) && io.Vec(&s->terminal_close_paren) &&
+       io.Vec(&s->terminal_is_string) && io.Vec(&s->unless_offsets) && io.Vec(&s->unless_data);
   ok = ok && io.Pod(&s->indenter_nl) && io.Pod(&s->indenter_indent) &&
        io.Pod(&s->indenter_dedent) && io.Pod(&s->indenter_tab_len);
   ok = ok && io.Pod(&s->num_states) && io.Pod(&s->num_parse_terminals) &&
@@ -122,7 +123,7 @@ bool Fields(IO& io, CompiledStore* s) {
        io.Vec(&s->cand_item);
   ok = ok && io.Vec(&s->compact_to) && io.Vec(&s->compact_map) && io.Vec(&s->num_slots) &&
        io.Vec(&s->at_start) && io.Vec(&s->eof_offsets) && io.Vec(&s->eof_seq) &&
-       io.Vec(&s->root_index);
+       io.Vec(&s->root_index) && io.Vec(&s->tail_item);
   ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets) && io.Vec(&s->row_seq) &&
        io.Vec(&s->row_kind) && io.Vec(&s->row_offset) && io.Vec(&s->row_length) &&
        io.Vec(&s->row_tokens) && io.Vec(&s->row_bits);
@@ -191,7 +192,9 @@ bool Validate(const CompiledStore& s, std::string* why) {
       !offsets_ok(s.cand_offsets, Q, s.cand_terminal.size()) ||
       !offsets_ok(s.eof_offsets, Q, s.eof_seq.size()) ||
       !offsets_ok(s.root_row_offsets, s.num_roots, s.row_seq.size()) ||
-      s.compact_to.size() != Q || s.root_index.size() != Q || s.compact_map.size() != Q) {
+      s.compact_to.size() != Q || s.root_index.size() != Q || s.compact_map.size() != Q ||
+      s.tail_item.size() != Q || s.terminal_is_string.size() != (size_t)s.num_terminals ||
+      !offsets_ok(s.unless_offsets, s.num_terminals, s.unless_data.size())) {
     *why = "lexer tables";
     return false;
   }

@@ -21,8 +21,9 @@
 // Bison deletes useless nonterminals (those that derive no terminal string)
 // and their rules before building states, so the correspondence holds for
 // grammars where every nonterminal is productive; our tables keep them, as
-// Lark does.  With several start symbols, the export uses one (`%start`) and
-// the comparison is against tables built for that start alone.
+// Lark does.  With several start symbols the export names one in `%start`
+// and Bison drops the rules only the others reach, so the comparison is made
+// on single-start grammars.
 // Tested by bison_export_test.cc.
 #include <set>
 

@@ -12,18 +12,29 @@
 // Each node carries its depth and a hash of the whole stack below it
 // (chained: hash(parent) mixed with the state), so Hash() is O(1) and
 // operator== compares depth and hash before walking the two stacks down to
-// their first shared node.  A reduction chain longer than kMaxReductions can
-// only come from a cyclic grammar (A =>+ A) and is treated as a rejection
-// instead of looping forever as Lark would.
+// their first shared node.
+//
+// A cyclic grammar (A =>+ A) can make the reductions on one terminal go on
+// forever, where Lark's parser hangs; we reject the terminal instead.  Once
+// the stack's base stops moving down (it can do so only Depth() times), an
+// endless chain either repeats a configuration exactly or grows the overlay
+// without bound.  Brent's cycle detection catches the first: after 2^k
+// reductions (k >= 6) the configuration is saved and compared with every
+// later one until 2^(k+1); the second is cut at kMaxOverlay states.  Chains
+// of fewer than 64 reductions, i.e. all of them in real grammars, never
+// reach either check.
 // Tested by incremental_parser_test.cc.
 #include "parser/incremental_parser.h"
+
+#include <algorithm>
 
 #include "grammar/check.h"
 
 namespace cfgmask {
 namespace {
 
-constexpr int64_t kMaxReductions = int64_t{1} << 22;
+constexpr int64_t kFirstCycleCheck = 64;
+constexpr int32_t kMaxOverlay = int32_t{1} << 16;
 
 uint64_t MixState(uint64_t parent_hash, int32_t state) {
   uint64_t z = parent_hash + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(state) + 1);
@@ -112,7 +123,22 @@ IncrementalParser::Outcome IncrementalParser::Simulate(int32_t terminal, int32_t
   const Node* base = top_;
   int32_t size = 0;
   int32_t state = top_->state;
-  for (int64_t reductions = 0; reductions < kMaxReductions; ++reductions) {
+  // Brent's saved configuration; only used past kFirstCycleCheck reductions.
+  std::vector<int32_t> saved_overlay;
+  const Node* saved_base = nullptr;
+  int64_t next_save = kFirstCycleCheck;
+  for (int64_t reductions = 0;; ++reductions) {
+    if (reductions >= kFirstCycleCheck) {
+      if (reductions == next_save) {
+        saved_base = base;
+        saved_overlay.assign(overlay, overlay + size);
+        next_save *= 2;
+      } else if (base == saved_base && size == static_cast<int32_t>(saved_overlay.size()) &&
+                 std::equal(overlay, overlay + size, saved_overlay.begin())) {
+        return Outcome::kReject;
+      }
+      if (size >= kMaxOverlay) return Outcome::kReject;
+    }
     const int32_t action = action_[static_cast<size_t>(state) * num_terminals_ + terminal];
     if (action > 0) {
       *cursor = {base, size, action - 1};
@@ -134,7 +160,6 @@ IncrementalParser::Outcome IncrementalParser::Simulate(int32_t terminal, int32_t
     CFGMASK_DCHECK(state >= 0);
     overlay[size++] = state;
   }
-  return Outcome::kReject;
 }
 
 IncrementalParser::Outcome IncrementalParser::Run(int32_t terminal, int32_t* inline_overlay,

@@ -15,10 +15,23 @@
 // As Lark (lark/parsers/lalr_analysis.py) does, $END is a direct read of the
 // transition on S out of S's start state, and `includes` is built by walking,
 // for each (p', B), every item of p' whose left side is B from its dot to its
-// end.  For the items `B -> . w` that is exactly the definition above; the
-// kernel items `B -> a . w` (a non-empty) that Lark also walks only add
-// edges whose Follow sets the merged LR(0) states already share, which the
-// Bison and Lark differential tests confirm.
+// end (the kernel items `B -> a . w` included, as Lark does).
+//
+// One more thing is Lark's and not DeRemer-Pennello's.  Lark's digraph keeps
+// one Python set object per strongly connected component of `reads` and
+// hands those objects to the Follow pass as its initial sets, which the Follow
+// pass then updates in place: the transitions of one reads cycle (a loop of
+// the LR(0) automaton through nullable nonterminals) pool their Follow sets.
+// We compute that deterministically, as the digraph over the quotient by the
+// reads components (each component one node, its edges the union of its
+// members' `includes` edges), every member getting its component's set.  This
+// is Lark's table whenever Lark's is deterministic: in rare grammars Lark's
+// set iteration order (id-hashed objects) makes a member copy a component's
+// set before it is complete, and Lark's table then varies between runs (2 of
+// 108 random grammars with reads cycles; lalr_test.cc compares the others).
+// The pooled sets contain DeRemer-Pennello's, which Bison computes, so for
+// the Bison oracle LalrStats counts the transitions on reads cycles and the
+// (reduction, terminal) pairs the pooling adds; both are 0 on python.lark.
 // Tested by lalr_test.cc and bison_export_test.cc.
 #include <algorithm>
 
@@ -47,8 +60,10 @@ struct Relation {
 };
 
 // DeRemer & Pennello's DIGRAPH / TRAVERSE, iterative: on return,
-// F(x) = F0(x) u U{ F(y) | x R y }, with F given as F0 on entry.
-void Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets) {
+// F(x) = F0(x) u U{ F(y) | x R y }, with F given as F0 on entry.  Returns the
+// number of nodes in strongly connected components of two or more nodes.
+int32_t Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets,
+                std::vector<int32_t>* component = nullptr) {
   const int32_t num_nodes = static_cast<int32_t>(rel.begin.size()) - 1;
   constexpr int32_t kDone = INT32_MAX;
   std::vector<int32_t> depth(num_nodes, 0);
@@ -57,6 +72,7 @@ void Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets) {
     int32_t node, edge, own_depth;
   };
   std::vector<Frame> frames;
+  int32_t in_cycles = 0;
   auto set_of = [&](int32_t x) { return sets->data() + static_cast<size_t>(x) * words; };
   auto unite = [&](int32_t into, int32_t from) {
     uint64_t* a = set_of(into);
@@ -88,10 +104,12 @@ void Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets) {
       const int32_t own_depth = f.own_depth;
       frames.pop_back();
       if (depth[x] == own_depth) {
+        if (stack.back() != x) in_cycles += static_cast<int32_t>(stack.size()) - own_depth + 1;
         while (true) {
           const int32_t z = stack.back();
           stack.pop_back();
           depth[z] = kDone;
+          if (component != nullptr) (*component)[z] = x;
           if (z == x) break;
           std::copy(set_of(x), set_of(x) + words, set_of(z));
         }
@@ -105,6 +123,7 @@ void Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets) {
       }
     }
   }
+  return in_cycles;
 }
 
 }  // namespace
@@ -140,7 +159,6 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
     }
     la.reduce_begin.push_back(static_cast<int32_t>(la.reduce_rule.size()));
   }
-  la.sets.assign(la.reduce_rule.size() * words, 0);
 
   // DR and reads.
   std::vector<uint64_t> follow(static_cast<size_t>(num_ntx) * words, 0);
@@ -162,7 +180,9 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
   for (size_t s = 0; s < lr0.start_state.size(); ++s) {
     set_bit(ntx_of_trans[lr0.TransitionIndex(lr0.start_state[s], g.start_symbol[s])], end);
   }
-  Digraph(Relation::FromEdges(num_ntx, edges), words, &follow);
+  std::vector<int32_t> reads_component(num_ntx);
+  la.reads_cycle_transitions =
+      Digraph(Relation::FromEdges(num_ntx, edges), words, &follow, &reads_component);
 
   // includes and lookback, walking each B-item of p' along its right side.
   edges.clear();
@@ -197,12 +217,39 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
   }
   std::sort(edges.begin(), edges.end());
   edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-  Digraph(Relation::FromEdges(num_ntx, edges), words, &follow);
 
-  for (const auto& [k, x] : lookback) {
-    uint64_t* into = la.sets.data() + static_cast<size_t>(k) * words;
-    const uint64_t* from = follow.data() + static_cast<size_t>(x) * words;
-    for (int32_t w = 0; w < words; ++w) into[w] |= from[w];
+  // Follow as Lark computes it: over the quotient by reads components.
+  std::vector<uint64_t> read;
+  if (la.reads_cycle_transitions > 0) read = follow;
+  std::vector<std::pair<int32_t, int32_t>> merged_edges;
+  merged_edges.reserve(edges.size());
+  for (const auto& [from, to] : edges) {
+    merged_edges.emplace_back(reads_component[from], reads_component[to]);
+  }
+  Digraph(Relation::FromEdges(num_ntx, merged_edges), words, &follow);
+  for (int32_t x = 0; x < num_ntx; ++x) {
+    const size_t rep = static_cast<size_t>(reads_component[x]) * words;
+    std::copy(follow.begin() + rep, follow.begin() + rep + words,
+              follow.begin() + static_cast<size_t>(x) * words);
+  }
+  auto lookaheads_from = [&](const std::vector<uint64_t>& follow_sets) {
+    std::vector<uint64_t> sets(la.reduce_rule.size() * words, 0);
+    for (const auto& [k, x] : lookback) {
+      uint64_t* into = sets.data() + static_cast<size_t>(k) * words;
+      const uint64_t* from = follow_sets.data() + static_cast<size_t>(x) * words;
+      for (int32_t w = 0; w < words; ++w) into[w] |= from[w];
+    }
+    return sets;
+  };
+  la.sets = lookaheads_from(follow);
+
+  // DeRemer-Pennello's own Follow, to count what the merge added.
+  if (la.reads_cycle_transitions > 0) {
+    Digraph(Relation::FromEdges(num_ntx, edges), words, &read);
+    const std::vector<uint64_t> exact = lookaheads_from(read);
+    for (size_t w = 0; w < exact.size(); ++w) {
+      la.lark_extra_lookaheads += __builtin_popcountll(la.sets[w] & ~exact[w]);
+    }
   }
   return la;
 }

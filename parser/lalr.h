@@ -61,6 +61,13 @@ struct LalrStats {
   int32_t reduce_reduce = 0;
   int32_t lr0_items = 0;               // sum of closure sizes over the states
   int32_t nonterminal_transitions = 0;
+  // Nonterminal transitions on cycles of the `reads` relation (loops through
+  // nullable nonterminals), and the (reduction, terminal) lookaheads that
+  // Lark's pooling of Follow sets along those cycles adds to DeRemer and
+  // Pennello's LALR(1) sets (see parser/lalr.cc).  When the second is not
+  // zero our conflict counts, like Lark's, may exceed Bison's.
+  int32_t reads_cycle_transitions = 0;
+  int32_t lark_extra_lookaheads = 0;
   double lr0_seconds = 0;              // phase times; `seconds` is their total
   double lookahead_seconds = 0;
   double table_seconds = 0;

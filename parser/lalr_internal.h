@@ -77,6 +77,8 @@ struct Lookaheads {
   std::vector<int32_t> reduce_rule;         // grammar rule of each reduction
   std::vector<uint64_t> sets;               // [reduction * words ...]
   int32_t nonterminal_transitions = 0;
+  int32_t reads_cycle_transitions = 0;      // see lalr.cc
+  int32_t lark_extra_lookaheads = 0;        // see lalr.cc
 
   bool Has(int32_t reduction, int32_t terminal) const {
     return (sets[static_cast<size_t>(reduction) * words + (terminal >> 6)] >> (terminal & 63)) & 1;

@@ -23,7 +23,6 @@
 // out of its tables but which always mean a mistake in the grammar.
 // Tested by lalr_test.cc.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <unordered_map>
 

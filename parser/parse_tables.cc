@@ -39,6 +39,8 @@ Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* sta
   phase = std::chrono::steady_clock::now();
   const lalr_internal::Lookaheads la = lalr_internal::ComputeLookaheads(g, lr0);
   st.nonterminal_transitions = la.nonterminal_transitions;
+  st.reads_cycle_transitions = la.reads_cycle_transitions;
+  st.lark_extra_lookaheads = la.lark_extra_lookaheads;
   st.lookahead_seconds = SecondsSince(phase);
 
   phase = std::chrono::steady_clock::now();

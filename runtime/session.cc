@@ -19,7 +19,7 @@ struct Sim {
   std::vector<int32_t> overlay;
   std::vector<int32_t> indent;
   int32_t paren;
-  std::vector<int32_t> slots;
+  std::vector<uint64_t> slots;  // scanner_words per slot
 
   int32_t Top() const { return overlay.empty() ? (*base)[cut - 1] : overlay.back(); }
   void Pop(int32_t n) {
@@ -68,19 +68,52 @@ struct Sim {
     }
     return col == indent.back();
   }
+  // Would terminal t be shifted now?  (Simulated on a copy.)
+  bool Accepts(int32_t t) const {
+    Sim copy = *this;
+    return copy.Feed(t);
+  }
+  bool TailOk(int32_t item) const {
+    const int32_t state = Top();
+    const int32_t alive = s->item_blockers[item], matched = s->item_full[item];
+    for (int32_t i = s->set_offsets[alive]; i < s->set_offsets[alive + 1]; ++i) {
+      const int32_t t = s->set_data[i];
+      if (!InAlt(state, t)) continue;
+      bool blocked = false;
+      for (int32_t j = s->set_offsets[matched]; j < s->set_offsets[matched + 1] && !blocked; ++j) {
+        const int32_t u = s->set_data[j];
+        blocked = s->terminal_rank[u] < s->terminal_rank[t] && InAlt(state, u);
+      }
+      if (blocked) continue;
+      if (s->terminal_ignored[t]) return true;
+      if (t == s->indenter_nl && s->indenter_nl >= 0) {
+        if (paren > 0 || Accepts(t)) return true;
+        continue;
+      }
+      if (Accepts(t)) return true;
+      for (int32_t j = s->unless_offsets[t]; j < s->unless_offsets[t + 1]; ++j) {
+        const int32_t k = s->unless_data[j];
+        if (InTerms(state, k) && Accepts(k)) return true;
+      }
+    }
+    return false;
+  }
   bool Item(int32_t item, int32_t carried_col, int32_t col_override = INT32_MIN) {
     const int32_t t = s->item_terminal[item];
     if (s->item_kind[item] == 1) {  // Hit
-      return !InAlt(slots[s->item_slot[item]], t);
+      const uint64_t w = slots[static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64];
+      return !((w >> (t & 63)) & 1);
     }
+    if (s->item_kind[item] == 2) return TailOk(item);
     const int32_t state = Top();
     if (!InAlt(state, t)) return false;
     const int32_t b = s->item_blockers[item];
     for (int32_t i = s->set_offsets[b]; i < s->set_offsets[b + 1]; ++i) {
       if (InAlt(state, s->set_data[i])) return false;
     }
-    CFGMASK_DCHECK(static_cast<int32_t>(slots.size()) == s->item_slot[item]);
-    slots.push_back(state);
+    CFGMASK_DCHECK(static_cast<int32_t>(slots.size() / s->scanner_words) == s->item_slot[item]);
+    const uint64_t* alt = s->scanner_alt.data() + static_cast<size_t>(state) * s->scanner_words;
+    slots.insert(slots.end(), alt, alt + s->scanner_words);
     if (s->terminal_ignored[t]) return true;
     int32_t type = t;
     const int32_t f = s->item_full[item];
@@ -114,7 +147,7 @@ struct Sim {
 };
 
 Sim MakeSim(const CompiledStore* s, const LiveState& l) {
-  Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_states};
+  Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_bits};
   return sim;
 }
 
@@ -160,7 +193,7 @@ bool Session::CheckSeq(const LiveState& l, int32_t seq, LiveState* result) const
     result->stack = std::move(stack);
     result->indent = std::move(sim.indent);
     result->paren = sim.paren;
-    result->slot_states = std::move(sim.slots);
+    result->slot_bits = std::move(sim.slots);
   }
   return true;
 }
@@ -228,7 +261,8 @@ bool Session::CanEnd() {
   return false;
 }
 
-Status Session::AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) const {
+Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
+                           std::vector<LiveState>* out) const {
   const CompiledStore* s = store_;
   struct W {
     int32_t q;
@@ -236,7 +270,7 @@ Status Session::AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) 
     bool abs;
     int32_t col;
   };
-  for (const LiveState& l : live_) {
+  for (const LiveState& l : in) {
     std::vector<W> cur = {W{l.q, {}, false, 0}}, next;
     for (unsigned char b : bytes) {
       next.clear();
@@ -287,6 +321,7 @@ Status Session::AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) 
           break;
         }
       }
+      if (ok && s->tail_item[w.q] >= 0) ok = sim.TailOk(s->tail_item[w.q]);
       if (!ok) continue;
       LiveState n;
       n.q = q;
@@ -298,22 +333,30 @@ Status Session::AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) 
       n.indent = std::move(sim.indent);
       n.paren = sim.paren;
       const int32_t map = s->compact_map[w.q];
+      const int32_t words = s->scanner_words;
       for (int32_t i = s->set_offsets[map]; i < s->set_offsets[map + 1]; ++i) {
-        n.slot_states.push_back(sim.slots[s->set_data[i]]);
+        const int32_t ns = s->set_data[i] >> 16, old = s->set_data[i] & 0xFFFF;
+        if (n.slot_bits.size() < static_cast<size_t>(ns + 1) * words) {
+          n.slot_bits.resize(static_cast<size_t>(ns + 1) * words, 0);
+        }
+        for (int32_t k = 0; k < words; ++k) {
+          n.slot_bits[static_cast<size_t>(ns) * words + k] |=
+              sim.slots[static_cast<size_t>(old) * words + k];
+        }
       }
       out->push_back(std::move(n));
     }
   }
   // Deduplicate.
   std::sort(out->begin(), out->end(), [](const LiveState& a, const LiveState& b) {
-    return std::tie(a.q, a.col, *a.stack, a.indent, a.paren, a.slot_states) <
-           std::tie(b.q, b.col, *b.stack, b.indent, b.paren, b.slot_states);
+    return std::tie(a.q, a.col, *a.stack, a.indent, a.paren, a.slot_bits) <
+           std::tie(b.q, b.col, *b.stack, b.indent, b.paren, b.slot_bits);
   });
   out->erase(std::unique(out->begin(), out->end(),
                          [](const LiveState& a, const LiveState& b) {
                            return a.q == b.q && a.col == b.col && *a.stack == *b.stack &&
                                   a.indent == b.indent && a.paren == b.paren &&
-                                  a.slot_states == b.slot_states;
+                                  a.slot_bits == b.slot_bits;
                          }),
              out->end());
   if (static_cast<int32_t>(out->size()) > limits_.max_live_states) {
@@ -345,13 +388,29 @@ Status Session::Advance(int32_t token) {
     return Status(ErrorCode::kInvalidToken,
                   "token " + std::to_string(token) + " is a special token");
   }
-  return AdvanceBytes(store_->TokenBytes(token));
+  std::vector<LiveState> out;
+  CFGMASK_RETURN_IF_ERROR(AdvanceOne(live_, store_->TokenBytes(token), &out));
+  if (out.empty()) {
+    return Status(ErrorCode::kInvalidToken,
+                  "token " + std::to_string(token) + " cannot continue the text at offset " +
+                      std::to_string(text_.size()));
+  }
+  live_ = std::move(out);
+  text_.append(store_->TokenBytes(token));
+  return Status::Ok();
 }
 
 Status Session::AdvanceBytes(std::string_view bytes) {
   if (terminated_) return Status(ErrorCode::kInvalidToken, "the session has already ended");
-  std::vector<LiveState> out;
-  CFGMASK_RETURN_IF_ERROR(AdvanceOne(bytes, &out));
+  // Byte by byte: every single byte is a token of a byte-level or
+  // byte-fallback vocabulary, so each step ends in a state of the store.
+  std::vector<LiveState> cur = live_, out;
+  for (size_t i = 0; i < bytes.size() && !cur.empty(); ++i) {
+    out.clear();
+    CFGMASK_RETURN_IF_ERROR(AdvanceOne(cur, bytes.substr(i, 1), &out));
+    cur.swap(out);
+  }
+  out.swap(cur);
   if (out.empty()) {
     std::string shown(bytes.substr(0, 40));
     return Status(ErrorCode::kInvalidToken,
@@ -370,7 +429,7 @@ bool Session::AllowsSlow(int32_t token) {
   }
   if (store_->token_special[token] || store_->TokenBytes(token).empty()) return false;
   std::vector<LiveState> out;
-  Status st = AdvanceOne(store_->TokenBytes(token), &out);
+  Status st = AdvanceOne(live_, store_->TokenBytes(token), &out);
   return st.ok() && !out.empty();
 }
 

@@ -32,7 +32,9 @@ namespace cfgmask {
 struct LiveState {
   int32_t q = 0;
   int32_t col = 0;                   // column of the current terminal so far
-  std::vector<int32_t> slot_states;  // parser state of each open slot's boundary
+  // Per open slot, the union of the alternation sets (terminal bitsets) of the
+  // scanners where its merged boundaries happened: scanner_words each.
+  std::vector<uint64_t> slot_bits;
   std::shared_ptr<const std::vector<int32_t>> stack;
   std::vector<int32_t> indent;       // indenter stack, starts {0}
   int32_t paren = 0;
@@ -72,7 +74,8 @@ class Session {
  private:
   bool CheckSeq(const LiveState& s, int32_t seq, LiveState* result) const;
   bool FinishOk(const LiveState& s) const;
-  Status AdvanceOne(std::string_view bytes, std::vector<LiveState>* out) const;
+  Status AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
+                    std::vector<LiveState>* out) const;
 
   const CompiledStore* store_;
   SessionLimits limits_;

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -51,14 +52,29 @@ bool FileExists(const std::string& path) { return !path.empty() && access(path.c
     }                                                                                     \
   } while (0)
 
+// A fresh directory, in /dev/shm when there is one (the corruption tests
+// write thousands of small files), removed when the tests end.
 const std::string& TempDir() {
   static const std::string dir = [] {
-    std::string pattern = testing::TempDir() + "cfgmask_tokenizer_XXXXXX";
+    std::string base = Env("TEST_TMPDIR").empty() && access("/dev/shm", W_OK) == 0
+                           ? std::string("/dev/shm/")
+                           : testing::TempDir();
+    std::string pattern = base + "cfgmask_tokenizer_XXXXXX";
     char* made = mkdtemp(pattern.data());
     return made == nullptr ? testing::TempDir() : std::string(made) + "/";
   }();
   return dir;
 }
+
+class RemoveTempDir : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(TempDir(), ignored);
+  }
+};
+const testing::Environment* const kRemoveTempDir =
+    testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -211,7 +227,8 @@ bool IsValidUtf8(const std::string& s) {
 // Builds tokenizer.json from `gguf` with `tokenizers`, checks that it loads to
 // the GGUF's bytes and flags, and that `tokenizers`' decode of every single id
 // agrees where that decode is well-defined (valid UTF-8; SentencePiece
-// decoders strip the leading space of a sequence's first token).
+// decoders strip the leading space of a sequence's first token, and the
+// Metaspace decoder drops every "▁" of the first token).
 void CheckTokenizerJson(const std::string& gguf, const std::string& style,
                         const std::vector<int32_t>& expected_eos) {
   std::string json = TempDir() + "from_gguf_" + style + ".json";
@@ -237,8 +254,11 @@ void CheckTokenizerJson(const std::string& gguf, const std::string& style,
     if (!IsValidUtf8(ours)) continue;
     ++compared;
     const std::string& theirs = decoded.tokens[id];
+    std::string without_spaces = ours;
+    std::erase(without_spaces, ' ');
     bool same = theirs == ours ||
-                (strips_space && !ours.empty() && ours[0] == ' ' && theirs == ours.substr(1));
+                (strips_space && !ours.empty() && ours[0] == ' ' && theirs == ours.substr(1)) ||
+                (style == "metaspace" && theirs == without_spaces);
     if (!same && ++mismatches <= 10) {
       ADD_FAILURE() << "id " << id << ": ours " << Hex(ours) << ", tokenizers " << Hex(theirs);
     }
@@ -501,7 +521,7 @@ TEST(Gguf, AbsurdLengthsAndTypes) {
     GgufBuilder b;
     b.Key("general.name", GgufType::kString);
     b.Put<uint64_t>(~uint64_t{0});
-    ExpectTokenizerError("huge_string.gguf", b.Build(), "offset 24: string value length");
+    ExpectTokenizerError("huge_string.gguf", b.Build(), "offset 48: string value length");
   }
   {
     GgufBuilder b;
@@ -668,7 +688,7 @@ TEST(TokenizerJson, SentencePiece) {
 }
 
 TEST(TokenizerJson, TruncatedAtEveryOffset) {
-  for (const std::string full : {std::string(kByteLevelJson), std::string(kSentencePieceJson)}) {
+  for (const std::string& full : {std::string(kByteLevelJson), std::string(kSentencePieceJson)}) {
     for (size_t n = 1; n < full.size(); ++n) {
       Vocabulary v;
       Status status = LoadFromBytes("truncated.json", full.substr(0, n), &v);
@@ -702,7 +722,7 @@ TEST(TokenizerJson, MalformedInputs) {
   ExpectTokenizerError("deep.json",
                        "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
                        "nested too deeply");
-  ExpectTokenizerError("escape.json", "{\"x\": \"\\q\", " + model + "}", "1:7: invalid escape");
+  ExpectTokenizerError("escape.json", "{\"x\": \"\\q\", " + model + "}", "1:8: invalid escape");
   ExpectTokenizerError("surrogate.json", "{\"x\": \"\\ud800\", " + model + "}",
                        "lone high surrogate");
   ExpectTokenizerError("low.json", "{\"x\": \"\\udc00\", " + model + "}", "lone low surrogate");

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -54,15 +53,13 @@ void CheckTrie(const Vocabulary& vocab, const VocabTrie& trie) {
     EXPECT_EQ(trie.depth(m), trie.depth(p) + 1);
     for (int32_t a = p; a >= 0; a = trie.parent(a)) last_descendant[a] = m;
   }
+  std::vector<std::vector<int32_t>> expected_children(n);
+  for (int32_t m = 1; m < n; ++m) expected_children[trie.parent(m)].push_back(m);
   for (int32_t m = 0; m < n; ++m) {
     ASSERT_EQ(trie.subtree_end(m), last_descendant[m] + 1) << "node " << m;
     std::vector<int32_t> children;
     for (int32_t c = trie.first_child(m); c >= 0; c = trie.next_sibling(c)) children.push_back(c);
-    std::vector<int32_t> expected;
-    for (int32_t c = m + 1; c < n; ++c) {
-      if (trie.parent(c) == m) expected.push_back(c);
-    }
-    ASSERT_EQ(children, expected) << "node " << m;
+    ASSERT_EQ(children, expected_children[m]) << "node " << m;
     for (size_t k = 1; k < children.size(); ++k) {
       EXPECT_LT(trie.byte(children[k - 1]), trie.byte(children[k]));
     }
@@ -94,25 +91,27 @@ void CheckTrie(const Vocabulary& vocab, const VocabTrie& trie) {
 }
 
 // Tokens in the subtree of Find(prefix), by the index-range walk.
-std::set<int32_t> TokensWithPrefix(const VocabTrie& trie, const std::string& prefix) {
-  std::set<int32_t> out;
+std::vector<int32_t> TokensWithPrefix(const VocabTrie& trie, const std::string& prefix) {
+  std::vector<int32_t> out;
   int32_t node = trie.Find(prefix);
   if (node < 0) return out;
   for (int32_t m = node; m < trie.subtree_end(node); ++m) {
-    for (int32_t id : trie.tokens_at(m)) out.insert(id);
+    for (int32_t id : trie.tokens_at(m)) out.push_back(id);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 // Tokens that are prefixes of `text`, by walking down the trie.
-std::set<int32_t> TokensPrefixOf(const VocabTrie& trie, const std::string& text) {
-  std::set<int32_t> out;
+std::vector<int32_t> TokensPrefixOf(const VocabTrie& trie, const std::string& text) {
+  std::vector<int32_t> out;
   int32_t node = 0;
   for (char c : text) {
     node = trie.Child(node, static_cast<uint8_t>(c));
     if (node < 0) break;
-    for (int32_t id : trie.tokens_at(node)) out.insert(id);
+    for (int32_t id : trie.tokens_at(node)) out.push_back(id);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -128,12 +127,12 @@ void CheckPrefixQueries(const Vocabulary& vocab, const VocabTrie& trie, std::mt1
       int len = static_cast<int>((*rng)() % 4);
       for (int k = 0; k < len; ++k) prefix.push_back(static_cast<char>((*rng)() % 256));
     }
-    std::set<int32_t> with_prefix, prefix_of;
+    std::vector<int32_t> with_prefix, prefix_of;
     for (int32_t t = 0; t < vocab.size(); ++t) {
       if (!Included(vocab, t)) continue;
       const std::string& s = vocab.tokens[t];
-      if (s.compare(0, prefix.size(), prefix) == 0) with_prefix.insert(t);
-      if (prefix.compare(0, s.size(), s) == 0) prefix_of.insert(t);
+      if (s.compare(0, prefix.size(), prefix) == 0) with_prefix.push_back(t);
+      if (prefix.compare(0, s.size(), s) == 0) prefix_of.push_back(t);
     }
     ASSERT_EQ(TokensWithPrefix(trie, prefix), with_prefix) << "prefix of size " << prefix.size();
     ASSERT_EQ(TokensPrefixOf(trie, prefix), prefix_of);

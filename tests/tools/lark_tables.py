@@ -21,7 +21,8 @@
       and its answer is `error` (a GrammarError, e.g. a reduce/reduce
       collision) or `states N` followed by one line per state: its actions
       as sorted `TERMINAL:s` (shift) / `TERMINAL:rK` (reduce by rule K, in
-      input order) words, '$END' included.
+      input order) words, '$END' included except in the end states, where
+      Lark's parser stops before looking at it.
 
 Used by tests/lalr_test.cc.
 """
@@ -84,11 +85,14 @@ def analyse(start, terminals, rule_lines):
         print('error')
         return
     table = analysis.parse_table
+    end_states = set(table.end_states.values())
     print('states', len(table.states))
     for state in sorted(table.states):
         words = []
         for name, (action, arg) in table.states[state].items():
             if name not in terminal_names and name != '$END':
+                continue
+            if name == '$END' and state in end_states:
                 continue
             words.append(name + (':s' if action is Shift else ':r%d' % index[id(arg)]))
         print(' '.join(sorted(words)))

@@ -15,7 +15,8 @@ reads the same files with independent code:
                         ByteLevel pre-tokenizer/decoder for model "gpt2"; BPE
                         with byte_fallback and either HF LLaMA's decoder
                         sequence (Replace "▁", ByteFallback, Fuse, Strip) or a
-                        Metaspace pre-tokenizer/decoder for model "llama".
+                        Metaspace pre-tokenizer and Metaspace + ByteFallback +
+                        Fuse decoder for model "llama".
   decode-json JSON OUT  `tokenizers` decode of every single id
                         (skip_special_tokens=True): "id<TAB>hex utf-8".
 
@@ -178,7 +179,9 @@ def make_json(gguf_path, out_path, style):
         if style == "metaspace":
             tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁",
                                                          prepend_scheme="first")
-            tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+            tok.decoder = decoders.Sequence([
+                decoders.Metaspace(replacement="▁", prepend_scheme="first"),
+                decoders.ByteFallback(), decoders.Fuse()])
         else:
             tok.normalizer = normalizers.Sequence(
                 [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])

@@ -1,0 +1,1 @@
+"""Corpus builders (SQL, Python, JSON) for the cfgmask tests; see each script."""
