@@ -248,6 +248,55 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     }
   }
 
+  // Rows, stored adaptively, emitted as soon as a root's walk ends so that
+  // only one root's rows are ever held as plain lists.
+  const int32_t V = s.vocab_size;
+  int32_t text_tokens = 0;
+  for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
+  const int32_t words = s.mask_words();
+  int64_t row_count = 0;
+  s.root_row_offsets.assign(1, 0);
+  auto emit_rows = [&](std::map<int32_t, std::vector<int32_t>>& root_rows) {
+    for (auto& [seq, toks] : root_rows) {
+      std::sort(toks.begin(), toks.end());
+      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+      const int64_t n = static_cast<int64_t>(toks.size());
+      const int64_t comp = text_tokens - n;
+      s.row_seq.push_back(seq);
+      if (n <= comp && n <= words) {
+        s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
+        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+        s.row_length.push_back(static_cast<int32_t>(n));
+        s.row_tokens.insert(s.row_tokens.end(), toks.begin(), toks.end());
+      } else if (comp <= words) {
+        s.row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
+        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+        size_t i = 0;
+        int32_t len = 0;
+        for (int32_t t = 0; t < V; ++t) {
+          if (s.token_special[t]) continue;
+          if (i < toks.size() && toks[i] == t) {
+            ++i;
+            continue;
+          }
+          s.row_tokens.push_back(t);
+          ++len;
+        }
+        s.row_length.push_back(len);
+      } else {
+        s.row_kind.push_back(static_cast<int32_t>(RowKind::kBitset));
+        s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+        s.row_length.push_back(words);
+        size_t base = s.row_bits.size();
+        s.row_bits.resize(base + words, 0);
+        for (int32_t t : toks) s.row_bits[base + t / 32] |= 1u << (t % 32);
+      }
+      ++row_count;
+    }
+    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+    root_rows.clear();
+  };
+
   // The vocabulary walk.
   progress("store", 0);
   Interner in;
@@ -266,7 +315,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   };
   add_root(a->initial_state());
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> compaction;  // state -> (to, map set)
-  std::vector<std::map<int32_t, std::vector<int32_t>>> rows;  // per root: seq -> tokens
+  std::map<int32_t, std::vector<int32_t>> root_rows;  // seq -> tokens, current root
   std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
   int64_t entries = 0;
   std::vector<int32_t> slot_map;
@@ -279,8 +328,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                     grammar_path + ": more than " + std::to_string(options.max_roots) +
                         " lexer states at token boundaries (--max-roots)");
     }
-    const int32_t ri = root_of[root];
-    if (static_cast<int32_t>(rows.size()) <= ri) rows.resize(ri + 1);
+    CFGMASK_CHECK(root_of[root] == static_cast<int32_t>(done));
     level[0].assign(1, WalkState{root, {}, ColumnDelta{false, 0}});
     for (int32_t n = 1; n < trie.num_nodes();) {
       const int32_t d = trie.depth(n);
@@ -306,7 +354,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
           std::vector<LexItem> items = ws.items;
           items.push_back(a->Tail(ws.q));
           int32_t seq = in.Seq(items);
-          auto& row = rows[ri][seq];
+          auto& row = root_rows[seq];
           row.insert(row.end(), toks.begin(), toks.end());
           entries += static_cast<int64_t>(toks.size());
         }
@@ -318,6 +366,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       }
       ++n;
     }
+    emit_rows(root_rows);
     ++done;
     if ((done & 15) == 0) progress("store", static_cast<double>(done) / roots.size());
   }
@@ -403,55 +452,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
   }
 
-  // Rows, stored adaptively.
-  const int32_t V = s.vocab_size;
-  int32_t text_tokens = 0;
-  for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
-  const int32_t words = s.mask_words();
   s.num_roots = static_cast<int32_t>(roots.size());
-  s.root_row_offsets.assign(1, 0);
-  int64_t row_count = 0;
-  for (size_t r = 0; r < roots.size(); ++r) {
-    if (r < rows.size()) {
-      for (auto& [seq, toks] : rows[r]) {
-        std::sort(toks.begin(), toks.end());
-        toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-        const int64_t n = static_cast<int64_t>(toks.size());
-        const int64_t comp = text_tokens - n;
-        s.row_seq.push_back(seq);
-        if (n <= comp && n <= words) {
-          s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
-          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-          s.row_length.push_back(static_cast<int32_t>(n));
-          s.row_tokens.insert(s.row_tokens.end(), toks.begin(), toks.end());
-        } else if (comp <= words) {
-          s.row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
-          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-          size_t i = 0;
-          int32_t len = 0;
-          for (int32_t t = 0; t < V; ++t) {
-            if (s.token_special[t]) continue;
-            if (i < toks.size() && toks[i] == t) {
-              ++i;
-              continue;
-            }
-            s.row_tokens.push_back(t);
-            ++len;
-          }
-          s.row_length.push_back(len);
-        } else {
-          s.row_kind.push_back(static_cast<int32_t>(RowKind::kBitset));
-          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-          s.row_length.push_back(words);
-          size_t base = s.row_bits.size();
-          s.row_bits.resize(base + words, 0);
-          for (int32_t t : toks) s.row_bits[base + t / 32] |= 1u << (t % 32);
-        }
-        ++row_count;
-      }
-    }
-    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
-  }
   s.stats.rows_before_streamlining = row_count;
   s.stats.seconds_store = Since(t0);
   progress("store", 1);

@@ -1,0 +1,52 @@
+// Test helper: compiles a grammar + tokenizer once and caches the store file
+// under $CFGMASK_TEST_CACHE (default /tmp/cfgmask-test-cache), keyed by the
+// grammar path, start rule, tokenizer and the test binary's build time, so
+// the tests of one ctest run (one process per test) share one compile.
+#ifndef CFGMASK_TESTS_TEST_STORE_CACHE_H_
+#define CFGMASK_TESTS_TEST_STORE_CACHE_H_
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "maskstore/compiled_store.h"
+#include "maskstore/store_builder.h"
+
+namespace cfgmask {
+
+inline std::string TestEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+inline bool TestQuick() { return TestEnv("CFGMASK_QUICK") == "1" && TestEnv("CFGMASK_FULL") != "1"; }
+
+inline const CompiledStore* CachedTestStore(const std::string& grammar, const std::string& tokenizer,
+                                            const std::string& start, Status* status) {
+  static std::map<std::string, std::unique_ptr<CompiledStore>> cache;
+  const std::string key = grammar + "|" + start + "|" + tokenizer + "|" + __DATE__ + __TIME__;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.get();
+  std::string dir = TestEnv("CFGMASK_TEST_CACHE");
+  if (dir.empty()) dir = "/tmp/cfgmask-test-cache";
+  mkdir(dir.c_str(), 0755);
+  const std::string path = dir + "/" + std::to_string(std::hash<std::string>()(key)) + ".cfgm";
+  auto store = std::make_unique<CompiledStore>();
+  *status = ReadStoreFile(path, store.get());
+  if (!status->ok()) {
+    CompileOptions opt;
+    opt.start = start;
+    *status = CompileStore(grammar, tokenizer, opt, store.get());
+    if (!status->ok()) return nullptr;
+    WriteStoreFile(*store, path);
+  }
+  return cache.emplace(key, std::move(store)).first->second.get();
+}
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_TESTS_TEST_STORE_CACHE_H_
