@@ -76,10 +76,101 @@ class Interner {
   std::unordered_map<std::string, int32_t> items_, seqs_;
 };
 
+// Which terminal can immediately follow which in some sentential form (the
+// FOLLOW sets of terminals, computed over all symbols).  Two terminals that
+// never touch cannot be consecutive Emits of one token, whatever the parser
+// state: pruning such splits keeps tokens like "================" from
+// producing exponentially many candidate lexings.
+class FollowRelation {
+ public:
+  explicit FollowRelation(const Grammar& g) : T_(g.num_terminals()) {
+    const int32_t n = g.num_symbols();
+    std::vector<uint8_t> nullable(n, 0);
+    std::vector<std::vector<uint8_t>> first(n, std::vector<uint8_t>(T_, 0)),
+        follow(n, std::vector<uint8_t>(T_, 0));
+    for (int32_t t = 0; t < T_; ++t) first[t][t] = 1;
+    auto unite = [&](std::vector<uint8_t>& dst, const std::vector<uint8_t>& src) {
+      bool changed = false;
+      for (int32_t i = 0; i < T_; ++i) {
+        if (src[i] && !dst[i]) dst[i] = 1, changed = true;
+      }
+      return changed;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const Rule& r : g.rules) {
+        bool all = true;
+        for (SymbolId x : r.rhs) {
+          changed |= unite(first[r.lhs], first[x]);
+          if (!nullable[x]) {
+            all = false;
+            break;
+          }
+        }
+        if (all && !nullable[r.lhs]) nullable[r.lhs] = 1, changed = true;
+      }
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const Rule& r : g.rules) {
+        for (size_t i = 0; i < r.rhs.size(); ++i) {
+          bool rest_nullable = true;
+          for (size_t j = i + 1; j < r.rhs.size(); ++j) {
+            changed |= unite(follow[r.rhs[i]], first[r.rhs[j]]);
+            if (!nullable[r.rhs[j]]) {
+              rest_nullable = false;
+              break;
+            }
+          }
+          if (rest_nullable) changed |= unite(follow[r.rhs[i]], follow[r.lhs]);
+        }
+      }
+    }
+    can_follow_.assign(static_cast<size_t>(T_) * T_, 0);
+    for (int32_t a = 0; a < T_; ++a) {
+      for (int32_t b = 0; b < T_; ++b) can_follow_[static_cast<size_t>(a) * T_ + b] = follow[a][b];
+    }
+  }
+  bool CanFollow(int32_t a, int32_t b) const {
+    return can_follow_[static_cast<size_t>(a) * T_ + b];
+  }
+
+ private:
+  int32_t T_;
+  std::vector<uint8_t> can_follow_;
+};
+
+struct WalkContext {
+  TerminalAutomaton* a;
+  int32_t nl;                      // indenter newline terminal, -1 without indenter
+  const std::vector<uint8_t>* ignored;
+  const FollowRelation* follow;
+};
+
+// Could Emit e2 come right after Emit e1 (either may be retyped by Lark's
+// "unless" into one of its full-match strings)?  A newline next to anything
+// is kept: the indenter may drop it or add _INDENT/_DEDENT around it.
+bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
+  if (e1.terminal == c.nl || e2.terminal == c.nl) return true;
+  auto types = [&](const LexItem& e) {
+    std::vector<int32_t> t = {e.terminal};
+    for (int32_t k : c.a->Set(e.full_match)) t.push_back(k);
+    return t;
+  };
+  for (int32_t x : types(e1)) {
+    for (int32_t y : types(e2)) {
+      if (c.follow->CanFollow(x, y)) return true;
+    }
+  }
+  return false;
+}
+
 // Advances a set of walk states by one byte, taking every legal terminal
 // boundary before the byte.
-void AdvanceWalk(TerminalAutomaton* a, int32_t nl, const std::vector<WalkState>& in, uint8_t b,
+void AdvanceWalk(const WalkContext& c, const std::vector<WalkState>& in, uint8_t b,
                  std::vector<WalkState>* out) {
+  TerminalAutomaton* a = c.a;
+  const int32_t nl = c.nl;
   out->clear();
   std::vector<LexItem> hits;
   for (const WalkState& ws : in) {
@@ -91,10 +182,18 @@ void AdvanceWalk(TerminalAutomaton* a, int32_t nl, const std::vector<WalkState>&
       n.col.Feed(b);
       out->push_back(std::move(n));
     }
+    const LexItem* last = nullptr;
+    for (auto it = ws.items.rbegin(); it != ws.items.rend(); ++it) {
+      if (it->kind == LexItem::kEmit && !(*c.ignored)[it->terminal]) {
+        last = &*it;
+        break;
+      }
+    }
     for (int32_t t : a->BoundaryCandidates(ws.q)) {
       LexItem emit;
       int32_t q1 = a->Boundary(ws.q, t, &emit);
       if (q1 < 0) continue;
+      if (last && !(*c.ignored)[t] && !PairPossible(c, *last, emit)) continue;
       if (t == nl) {
         emit.col_absolute = ws.col.absolute;
         emit.col = ws.col.value;
@@ -299,6 +398,8 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
 
   // The vocabulary walk.
   progress("store", 0);
+  FollowRelation follow(g);
+  const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored, &follow};
   Interner in;
   in.SeqIds({});  // seq 0: empty
   std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
@@ -332,7 +433,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     level[0].assign(1, WalkState{root, {}, ColumnDelta{false, 0}});
     for (int32_t n = 1; n < trie.num_nodes();) {
       const int32_t d = trie.depth(n);
-      AdvanceWalk(a.get(), use_indenter ? nl : -1, level[d - 1], trie.byte(n), &level[d]);
+      AdvanceWalk(walk, level[d - 1], trie.byte(n), &level[d]);
       if (level[d].empty()) {
         n = trie.subtree_end(n);
         continue;
