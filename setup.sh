@@ -27,7 +27,7 @@ LLAMA_CPP_PY_VERSION=0.3.36
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 install_debian() {
-  local pkgs="build-essential cmake bison flex libboost-dev libtbb-dev libgtest-dev libbenchmark-dev pybind11-dev sqlite3 python3-venv"
+  local pkgs="build-essential cmake bison flex libboost-dev libtbb-dev libgtest-dev libbenchmark-dev pybind11-dev sqlite3 sqlite3-doc python3-venv"
   local missing=""
   for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   if [ -n "$missing" ]; then
@@ -95,6 +95,8 @@ export CFGMASK_TOK_QWEN2="$dir/qwen2.gguf"
 export CFGMASK_TOK_LLAMA_SPM="$dir/llama-spm.gguf"
 export CFGMASK_TOK_SMOLLM2="$dir/smollm2-135m-instruct-q4_1.gguf"
 export CFGMASK_TOK_QWEN_TIKTOKEN="$dir/qwen.tiktoken"
+export CFGMASK_BIN="$BUILD/cfgmask"
+export CFGMASK_TEST_CACHE="$BUILD/test-cache"
 ENV
 }
 
@@ -117,6 +119,10 @@ case "$MODE" in
     "$BUILD/cfgmask" compile "$CFGMASK_LARK_GRAMMARS/python.lark" --start file_input \
         --tokenizer "$CFGMASK_TOK_QWEN2" -o "$OUT"
     "$BUILD/cfgmask" stats "$OUT"
+    # Teacher-force a standard-library file: every token in its step's mask.
+    STDLIB="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')"
+    "$BUILD/cfgmask" check "$OUT" "$STDLIB/colorsys.py" "$STDLIB/bisect.py"
+    # Constrained output: tokens drawn at random from each step's mask.
     "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 -o "$CACHE/samples"
     ;;
   test)
