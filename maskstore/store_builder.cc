@@ -347,6 +347,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     }
   }
 
+  Interner in;
+  in.SeqIds({});  // seq 0: empty
+
   // Rows, stored adaptively, emitted as soon as a root's walk ends so that
   // only one root's rows are ever held as plain lists.
   const int32_t V = s.vocab_size;
@@ -356,7 +359,16 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   int64_t row_count = 0;
   s.root_row_offsets.assign(1, 0);
   auto emit_rows = [&](std::map<int32_t, std::vector<int32_t>>& root_rows) {
-    for (auto& [seq, toks] : root_rows) {
+    // Rows in lexicographic order of their item sequences, so that the
+    // runtime walks them as a trie: a shared prefix is checked once, and a
+    // rejected prefix skips every row below it.
+    std::vector<std::pair<const std::vector<int32_t>*, std::vector<int32_t>*>> order;
+    for (auto& [seq, toks] : root_rows) order.emplace_back(&in.seq_list[seq], &toks);
+    std::sort(order.begin(), order.end(),
+              [](const auto& x, const auto& y) { return *x.first < *y.first; });
+    for (auto& [items, toks_ptr] : order) {
+      const int32_t seq = in.SeqIds(*items);
+      std::vector<int32_t>& toks = *toks_ptr;
       std::sort(toks.begin(), toks.end());
       toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
       const int64_t n = static_cast<int64_t>(toks.size());
@@ -400,8 +412,6 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   progress("store", 0);
   FollowRelation follow(g);
   const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored, &follow};
-  Interner in;
-  in.SeqIds({});  // seq 0: empty
   std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
   std::vector<int32_t> roots;
   std::deque<int32_t> queue;

@@ -217,28 +217,54 @@ void Session::FillMask(uint32_t* mask) {
   const int32_t words = s->mask_words();
   std::memset(mask, 0, sizeof(uint32_t) * words);
   if (terminated_) return;
+  // The rows of a root are sorted by item sequence: walk them as a trie,
+  // keeping one parser simulation per depth of the current prefix.
+  std::vector<Sim> sims;
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
+    sims.assign(1, MakeSim(s, l));
+    const int32_t* prev = nullptr;
+    int32_t prev_len = 0, valid = 0;
+    int32_t fail_at = INT32_MAX;
     for (int32_t r = s->root_row_offsets[root]; r < s->root_row_offsets[root + 1]; ++r) {
-      if (!CheckSeq(l, s->row_seq[r], nullptr)) continue;
-      const int32_t off = s->row_offset[r], len = s->row_length[r];
+      const int32_t seq = s->row_seq[r];
+      const int32_t* items = s->seq_data.data() + s->seq_offsets[seq];
+      const int32_t len = s->seq_offsets[seq + 1] - s->seq_offsets[seq];
+      int32_t lcp = 0;
+      while (lcp < len && lcp < prev_len && items[lcp] == prev[lcp]) ++lcp;
+      prev = items;
+      prev_len = len;
+      if (fail_at <= lcp) continue;  // a rejected prefix
+      valid = std::min(valid, lcp);
+      fail_at = INT32_MAX;
+      for (int32_t d = valid; d < len; ++d) {
+        if (static_cast<int32_t>(sims.size()) <= d + 1) sims.resize(d + 2, sims[0]);
+        sims[d + 1] = sims[d];
+        if (!sims[d + 1].Item(items[d], l.col)) {
+          fail_at = d + 1;
+          break;
+        }
+        valid = d + 1;
+      }
+      if (fail_at != INT32_MAX) continue;
+      const int32_t off = s->row_offset[r], rlen = s->row_length[r];
       switch (static_cast<RowKind>(s->row_kind[r])) {
         case RowKind::kList:
-          for (int32_t i = 0; i < len; ++i) {
+          for (int32_t i = 0; i < rlen; ++i) {
             int32_t t = s->row_tokens[off + i];
             mask[t >> 5] |= 1u << (t & 31);
           }
           break;
         case RowKind::kBitset:
-          for (int32_t w = 0; w < len; ++w) mask[w] |= s->row_bits[off + w];
+          for (int32_t w = 0; w < rlen; ++w) mask[w] |= s->row_bits[off + w];
           break;
         case RowKind::kComplement: {
           std::vector<uint32_t> m(words, 0);
           for (int32_t t = 0; t < s->vocab_size; ++t) {
             if (!s->token_special[t]) m[t >> 5] |= 1u << (t & 31);
           }
-          for (int32_t i = 0; i < len; ++i) {
+          for (int32_t i = 0; i < rlen; ++i) {
             int32_t t = s->row_tokens[off + i];
             m[t >> 5] &= ~(1u << (t & 31));
           }
