@@ -8,7 +8,6 @@
 #include "parser/lalr.h"
 
 namespace cfgmask {
-namespace {
 
 // The parser state of a hypothesis while a sequence is checked: the shared
 // base stack cut at `cut`, plus an overlay of states pushed since.
@@ -146,6 +145,8 @@ struct Sim {
   }
 };
 
+namespace {
+
 Sim MakeSim(const CompiledStore* s, const LiveState& l) {
   Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_bits};
   return sim;
@@ -178,6 +179,47 @@ void Session::Reset() {
   live_.push_back(std::move(l));
   text_.clear();
   terminated_ = false;
+  history_.clear();
+}
+
+Status Session::Rollback(int32_t k) {
+  if (k < 0 || k > static_cast<int32_t>(history_.size())) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "cannot roll back " + std::to_string(k) + " steps: " +
+                      std::to_string(history_.size()) + " in the history");
+  }
+  if (k == 0) return Status::Ok();
+  Saved& s = history_[history_.size() - k];
+  live_ = std::move(s.live);
+  text_.resize(s.text_size);
+  terminated_ = s.terminated;
+  history_.resize(history_.size() - k);
+  return Status::Ok();
+}
+
+std::string Session::JumpForwardString(int32_t max_bytes) const {
+  Session cur = *this;
+  cur.history_.clear();
+  std::string forced;
+  std::vector<LiveState> out, only;
+  while (static_cast<int32_t>(forced.size()) < max_bytes && !cur.terminated_ && !cur.CanEnd()) {
+    int found = -1;
+    for (int b = 0; b < 256; ++b) {
+      const char c = static_cast<char>(b);
+      out.clear();
+      if (!cur.AdvanceOne(cur.live_, std::string_view(&c, 1), &out).ok() || out.empty()) continue;
+      if (found >= 0) {
+        found = -2;
+        break;
+      }
+      found = b;
+      only = out;
+    }
+    if (found < 0) break;
+    forced.push_back(static_cast<char>(found));
+    cur.live_ = only;
+  }
+  return forced;
 }
 
 bool Session::CheckSeq(const LiveState& l, int32_t seq, LiveState* result) const {
@@ -212,14 +254,14 @@ bool Session::FinishOk(const LiveState& l) const {
   return false;
 }
 
-void Session::FillMask(uint32_t* mask) {
+void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   const CompiledStore* s = store_;
-  const int32_t words = s->mask_words();
-  std::memset(mask, 0, sizeof(uint32_t) * words);
+  rows->clear();
+  *eos = false;
   if (terminated_) return;
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
-  std::vector<Sim> sims;
+  thread_local std::vector<Sim> sims;  // reused: no allocation in steady state
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
@@ -247,34 +289,52 @@ void Session::FillMask(uint32_t* mask) {
         }
         valid = d + 1;
       }
-      if (fail_at != INT32_MAX) continue;
-      const int32_t off = s->row_offset[r], rlen = s->row_length[r];
-      switch (static_cast<RowKind>(s->row_kind[r])) {
-        case RowKind::kList:
-          for (int32_t i = 0; i < rlen; ++i) {
-            int32_t t = s->row_tokens[off + i];
-            mask[t >> 5] |= 1u << (t & 31);
-          }
-          break;
-        case RowKind::kBitset:
-          for (int32_t w = 0; w < rlen; ++w) mask[w] |= s->row_bits[off + w];
-          break;
-        case RowKind::kComplement: {
-          std::vector<uint32_t> m(words, 0);
-          for (int32_t t = 0; t < s->vocab_size; ++t) {
-            if (!s->token_special[t]) m[t >> 5] |= 1u << (t & 31);
-          }
-          for (int32_t i = 0; i < rlen; ++i) {
-            int32_t t = s->row_tokens[off + i];
-            m[t >> 5] &= ~(1u << (t & 31));
-          }
-          for (int32_t w = 0; w < words; ++w) mask[w] |= m[w];
-          break;
+      if (fail_at == INT32_MAX) rows->push_back(r);
+    }
+  }
+  *eos = CanEnd();
+}
+
+void OrRows(const CompiledStore& s, const int32_t* rows, size_t n, uint32_t* mask) {
+  const int32_t words = s.mask_words();
+  for (size_t k = 0; k < n; ++k) {
+    const int32_t r = rows[k];
+    const int32_t off = s.row_offset[r], rlen = s.row_length[r];
+    switch (static_cast<RowKind>(s.row_kind[r])) {
+      case RowKind::kList:
+        for (int32_t i = 0; i < rlen; ++i) {
+          int32_t t = s.row_tokens[off + i];
+          mask[t >> 5] |= 1u << (t & 31);
         }
+        break;
+      case RowKind::kBitset:
+        for (int32_t w = 0; w < rlen; ++w) mask[w] |= s.row_bits[off + w];
+        break;
+      case RowKind::kComplement: {
+        // Every text token but the listed ones: OR all, then restore the
+        // listed bits from a copy taken before.
+        std::vector<uint32_t> m(words, 0);
+        for (int32_t t = 0; t < s.vocab_size; ++t) {
+          if (!s.token_special[t]) m[t >> 5] |= 1u << (t & 31);
+        }
+        for (int32_t i = 0; i < rlen; ++i) {
+          int32_t t = s.row_tokens[off + i];
+          m[t >> 5] &= ~(1u << (t & 31));
+        }
+        for (int32_t w = 0; w < words; ++w) mask[w] |= m[w];
+        break;
       }
     }
   }
-  if (CanEnd()) {
+}
+
+void Session::FillMask(uint32_t* mask) {
+  const CompiledStore* s = store_;
+  std::memset(mask, 0, sizeof(uint32_t) * s->mask_words());
+  bool eos = false;
+  AcceptedRows(&scratch_rows_, &eos);
+  OrRows(*s, scratch_rows_.data(), scratch_rows_.size(), mask);
+  if (eos) {
     for (int32_t e : s->eos_ids) mask[e >> 5] |= 1u << (e & 31);
   }
 }
@@ -406,6 +466,7 @@ Status Session::Advance(int32_t token) {
         return Status(ErrorCode::kInvalidToken, "EOS token " + std::to_string(token) +
                                                     " is not allowed: the text is not complete");
       }
+      history_.push_back({live_, text_.size(), terminated_});
       terminated_ = true;
       return Status::Ok();
     }
@@ -421,6 +482,7 @@ Status Session::Advance(int32_t token) {
                   "token " + std::to_string(token) + " cannot continue the text at offset " +
                       std::to_string(text_.size()));
   }
+  history_.push_back({std::move(live_), text_.size(), terminated_});
   live_ = std::move(out);
   text_.append(store_->TokenBytes(token));
   return Status::Ok();
@@ -443,6 +505,7 @@ Status Session::AdvanceBytes(std::string_view bytes) {
                   "text offset " + std::to_string(text_.size()) + ": \"" + shown +
                       "\" cannot continue a valid prefix");
   }
+  history_.push_back({std::move(live_), text_.size(), terminated_});
   live_ = std::move(out);
   text_.append(bytes);
   return Status::Ok();

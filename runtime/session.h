@@ -40,6 +40,10 @@ struct LiveState {
   int32_t paren = 0;
 };
 
+// ORs the token sets of store rows `rows[0..n)` into `mask` (the reference
+// CPU reduction; runtime/batch.h has the batched and CUDA ones).
+void OrRows(const CompiledStore& store, const int32_t* rows, size_t n, uint32_t* mask);
+
 struct SessionLimits {
   int32_t max_live_states = 64;  // per step; more is an error (kResourceLimit)
 };
@@ -55,6 +59,10 @@ class Session {
     FillMask(m.data());
     return m;
   }
+  // The store rows whose item sequences this step accepts (ids into the
+  // store's row arrays, in store order) and whether EOS is allowed: the mask
+  // is the OR of those rows, plus the EOS ids.
+  void AcceptedRows(std::vector<int32_t>* rows, bool* eos);
   // True if the text so far is a complete program.
   bool CanEnd();
   // Advances by a token.  An id out of range, or a token that leaves the
@@ -64,6 +72,18 @@ class Session {
   Status AdvanceBytes(std::string_view bytes);
   bool IsTerminated() const { return terminated_; }
   void Reset();
+
+  // Undoes the last k successful Advance/AdvanceBytes calls (speculative
+  // decoding).  O(k): each step keeps the previous hypotheses, whose parser
+  // stacks are shared, not copied.  k larger than the history is an error.
+  Status Rollback(int32_t k);
+  int32_t HistoryLength() const { return static_cast<int32_t>(history_.size()); }
+  // An independent copy (beam search, parallel sampling): O(live states).
+  Session Fork() const { return *this; }
+  // The longest text forced by the grammar from here (every other byte is
+  // rejected and the text cannot end), up to `max_bytes`: what a server can
+  // append without sampling.
+  std::string JumpForwardString(int32_t max_bytes = 256) const;
 
   // Slow reference: is token t allowed?  (Advances a copy.)
   bool AllowsSlow(int32_t token);
@@ -80,8 +100,15 @@ class Session {
   const CompiledStore* store_;
   SessionLimits limits_;
   std::vector<LiveState> live_;
+  struct Saved {
+    std::vector<LiveState> live;
+    size_t text_size;
+    bool terminated;
+  };
+  std::vector<Saved> history_;
   std::string text_;
   bool terminated_ = false;
+  std::vector<int32_t> scratch_rows_;
 };
 
 }  // namespace cfgmask

@@ -214,5 +214,64 @@ TEST_F(SessionTest, InvalidTokenLeavesSessionUnchanged) {
   EXPECT_TRUE(s.CanEnd());
 }
 
+TEST_F(SessionTest, RollbackAndForkAreExact) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  for (const char* g : {"traps.lark", "json.lark"}) {
+    const CompiledStore* store = Store(g);
+    ASSERT_NE(store, nullptr);
+    std::mt19937 rng(31);
+    for (int walk = 0; walk < 6; ++walk) {
+      Session s(store);
+      std::vector<std::vector<uint32_t>> masks;
+      std::vector<int32_t> tokens;
+      for (int step = 0; step < 16; ++step) {
+        masks.push_back(s.Mask());
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (((masks.back()[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) {
+            allowed.push_back(t);
+          }
+        }
+        if (allowed.empty()) break;
+        tokens.push_back(allowed[rng() % allowed.size()]);
+        ASSERT_TRUE(s.Advance(tokens.back()).ok());
+      }
+      // A fork taken now is independent of what the original does next.
+      Session fork = s.Fork();
+      const std::vector<uint32_t> fork_mask = fork.Mask();
+      const std::string fork_text = fork.text();
+      // Roll back k steps: the masks are those seen on the way forward, and
+      // re-advancing gives them again.
+      const int32_t k = 1 + static_cast<int32_t>(rng() % tokens.size());
+      ASSERT_TRUE(s.Rollback(k).ok());
+      const size_t back = tokens.size() - k;
+      EXPECT_EQ(s.Mask(), masks[back]) << g;
+      for (size_t i = back; i < tokens.size(); ++i) {
+        EXPECT_EQ(s.Mask(), masks[i]);
+        ASSERT_TRUE(s.Advance(tokens[i]).ok());
+      }
+      EXPECT_EQ(fork.Mask(), fork_mask);
+      EXPECT_EQ(fork.text(), fork_text);
+      EXPECT_EQ(s.text(), fork_text);
+      EXPECT_FALSE(s.Rollback(s.HistoryLength() + 1).ok());
+    }
+  }
+}
+
+TEST_F(SessionTest, JumpForwardReturnsForcedText) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_NE(store, nullptr);
+  Session s(store);
+  ASSERT_TRUE(s.AdvanceBytes("{\"a\": tr").ok());
+  EXPECT_EQ(s.JumpForwardString(), "ue");
+  ASSERT_TRUE(s.AdvanceBytes("ue").ok());
+  EXPECT_EQ(s.JumpForwardString(), "");  // "," or "}" or whitespace
+  Session n(store);
+  ASSERT_TRUE(n.AdvanceBytes("[nu").ok());
+  EXPECT_EQ(n.JumpForwardString(), "ll");
+  EXPECT_EQ(n.text(), "[nu");  // the session itself is unchanged
+}
+
 }  // namespace
 }  // namespace cfgmask
