@@ -31,6 +31,8 @@ struct NfaInst {
                      // prefix of the remaining text
     kLookbehind,     // (?<=c) / (?<!c) for a set of ASCII chars: continue to
                      // out iff (previous byte in `set`) != negative
+    kEndOfText,      // \Z (only in look-ahead bodies): continue to out iff no
+                     // byte follows
   };
   Op op = kNop;
   uint8_t lo = 0, hi = 0;  // kByteRange

@@ -74,6 +74,7 @@ enum class RegexOp : uint8_t {
   kGroup,          // capturing or flag-scoped group (SUBPATTERN)
   kNegLookahead,   // (?!child)
   kLookbehind,     // (?<=c) / (?<!c), chars = the ASCII set of c
+  kEndOfText,      // \Z, only inside a negative look-ahead body
 };
 
 struct RegexNode {

@@ -223,6 +223,7 @@ RegexWidth RegexNodeWidth(const RegexAst& ast, int32_t node) {
     }
     case RegexOp::kNegLookahead:
     case RegexOp::kLookbehind:
+    case RegexOp::kEndOfText:
       break;
   }
   return w;
@@ -408,6 +409,13 @@ class NfaBuilder {
         la.sub = static_cast<int32_t>(nfa_->subs.size() - 1);
         la.out = ke;
         return Emit(la);
+      }
+      case RegexOp::kEndOfText: {
+        if (ke < 0) return -1;
+        NfaInst eot;
+        eot.op = NfaInst::kEndOfText;
+        eot.out = ke;
+        return Emit(eot);
       }
       case RegexOp::kLookbehind: {
         if (ke < 0) return -1;

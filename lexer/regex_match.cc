@@ -87,6 +87,9 @@ class PikeVm {
           if (in != inst.negative) stack_.push_back(inst.out);
           break;
         }
+        case NfaInst::kEndOfText:
+          if (pos == text_.size()) stack_.push_back(inst.out);
+          break;
       }
     }
   }
@@ -125,6 +128,9 @@ void Dump(const Nfa& nfa, const std::string& indent, std::string* out) {
         break;
       case NfaInst::kNegLookahead:
         *out += "neg-lookahead sub " + std::to_string(in.sub) + " -> " + std::to_string(in.out);
+        break;
+      case NfaInst::kEndOfText:
+        *out += "end-of-text -> " + std::to_string(in.out);
         break;
       case NfaInst::kLookbehind: {
         *out += std::string(in.negative ? "neg-" : "") + "lookbehind {";

@@ -73,6 +73,8 @@ struct Token {
 };
 
 class RegexParser {
+  int neg_lookahead_depth_ = 0;  // > 0 while parsing a (?!...) body
+
  public:
   RegexParser(std::string_view pattern, std::string_view what, RegexAst* ast)
       : pattern_(pattern), what_(what), ast_(ast) {}
@@ -384,6 +386,15 @@ class RegexParser {
   Status Escape(const Token& t, uint32_t flags, int32_t* item, bool* is_anchor) {
     *item = -1;
     *is_anchor = false;
+    if (t.c == 'Z' && neg_lookahead_depth_ > 0) {
+      // End of the text, inside a negative look-ahead: the look-ahead body
+      // may match at the end of the input ("a keyword followed by a non-word
+      // character or by nothing").  Width 0, and like every AT code it
+      // cannot be repeated.
+      *item = NewNode(RegexOp::kEndOfText, t.start);
+      *is_anchor = true;
+      return Status::Ok();
+    }
     if (t.c == 'A' || t.c == 'Z' || t.c == 'b' || t.c == 'B') {
       Unsupported(t.start, "anchor \\" + std::string(1, static_cast<char>(t.c)) +
                                " is not supported");
@@ -655,7 +666,11 @@ class RegexParser {
   Status Lookaround(size_t start, bool behind, bool negative, bool verbose, int nested,
                     uint32_t flags, int32_t* item) {
     int32_t body = -1;
-    CFGMASK_RETURN_IF_ERROR(ParseSub(verbose, nested + 1, flags, &body));
+    const bool neg_ahead = !behind && negative;
+    neg_lookahead_depth_ += neg_ahead;
+    Status sub = ParseSub(verbose, nested + 1, flags, &body);
+    neg_lookahead_depth_ -= neg_ahead;
+    CFGMASK_RETURN_IF_ERROR(sub);
     if (!Match(')')) return Error(start, "missing ), unterminated subpattern");
     *item = NewSeq({}, start);
     if (!behind) {
@@ -864,7 +879,7 @@ class RegexParser {
                                   " is not supported");
         is_anchor = true;
       }
-      if (is_anchor) item = NewSeq({}, t->start);
+      if (is_anchor && item < 0) item = NewSeq({}, t->start);
       items.push_back(item);
       anchor.push_back(is_anchor);
       repeat.push_back(false);

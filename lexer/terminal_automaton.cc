@@ -94,8 +94,17 @@ struct TerminalAutomaton::TermTable {
     }
     Resolution reof = kNoMatch;
     bool eof_now_marker = false, ex_eof = false;
+    // At the end of the input every pending look-ahead body dies, except one
+    // waiting at \Z, which matches: its marker is vetoed.
+    auto fires_at_eof = [&](const Entry& e) {
+      for (uint32_t v : e.vetoes) {
+        const Nfa& sub = nfa->subs[v >> 24];
+        if (sub.insts[v & 0xFFFFFF].op == NfaInst::kEndOfText) return true;
+      }
+      return false;
+    };
     for (const Entry& e : list) {
-      if (e.pc < 0) {
+      if (e.pc < 0 && !fires_at_eof(e)) {
         reof = e.good ? kGood : kBad;
         eof_now_marker = e.now;
         ex_eof = true;
@@ -133,6 +142,9 @@ bool VetoClosure(const Nfa& sub, uint32_t sub_index, int32_t pc, std::set<uint32
       case NfaInst::kSplit: stack.push_back(in.out1); stack.push_back(in.out); break;
       case NfaInst::kNop: stack.push_back(in.out); break;
       case NfaInst::kMatch: fired = true; break;
+      // \Z: kept as a live position; it fires at the end of the input and
+      // dies on any byte.
+      case NfaInst::kEndOfText: out->insert((sub_index << 24) | static_cast<uint32_t>(p)); break;
       default: stack.push_back(in.out); break;  // bodies have no lookarounds
     }
   }

@@ -56,6 +56,10 @@ EDGE_CASES = [
     "(?:a*)*b", "(?:a|b)*?b", "(?:a+|b)*c", "((?:a|b)*)*c", "(?:a{0,2}){0,2}b",
     "(?:(?:a?)*)*", "(?:a??)+", "(?:a??)*?b", "(?:x|(?:|a))*",
     "[\\s\\S]", "[^\\s\\S]", "[^\\w\\W]?a", "(?s:[^a])",
+    # \Z inside a negative look-ahead: "a keyword not followed by a word
+    # character or by the end of the text".
+    "a(?!b(?:c|\\Z))", "(?!(?:if|in)(?:[^a-z]|\\Z))[a-z]+", "x(?!\\Z)", "(?:a(?!\\Z))+",
+    "(?i)(?!(?:select|from)(?:[ ;]|\\Z))[a-z]+",
 ]
 
 # (pattern, expected kind, expected code-point offset)

@@ -1,0 +1,143 @@
+// The batch API over decoding sessions (see batch.h).  Tested by
+// batch_test.cc.
+#include "runtime/batch.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+#include <string>
+
+#include "grammar/check.h"
+#include "runtime/or_reduce.h"
+
+namespace cfgmask {
+
+void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out) {
+  const size_t b = sessions.size();
+  std::vector<std::vector<int32_t>> per(b);
+  out->eos.assign(b, 0);
+  tbb::parallel_for(size_t{0}, b, [&](size_t i) {
+    bool eos = false;
+    sessions[i]->AcceptedRows(&per[i], &eos);
+    out->eos[i] = eos ? 1 : 0;
+  });
+  out->row_begin.assign(b + 1, 0);
+  for (size_t i = 0; i < b; ++i) {
+    out->row_begin[i + 1] = out->row_begin[i] + static_cast<int32_t>(per[i].size());
+  }
+  out->rows.resize(static_cast<size_t>(out->row_begin[b]));
+  tbb::parallel_for(size_t{0}, b, [&](size_t i) {
+    std::copy(per[i].begin(), per[i].end(), out->rows.begin() + out->row_begin[i]);
+  });
+}
+
+const std::vector<uint32_t>& BatchMatcher::TextMask(const CompiledStore* store) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = text_masks_[store];
+  if (!slot) slot = std::make_unique<std::vector<uint32_t>>(TextTokenMask(*store));
+  return *slot;
+}
+
+Status BatchMatcher::FillNextTokenBitmask(std::span<Session* const> sessions,
+                                          std::span<const CompiledStore* const> stores,
+                                          int32_t* bitmask, int32_t words_per_row) {
+  if (sessions.size() != stores.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "FillNextTokenBitmask: " + std::to_string(sessions.size()) + " sessions but " +
+                      std::to_string(stores.size()) + " stores");
+  }
+  std::vector<const uint32_t*> text(sessions.size());
+  for (size_t b = 0; b < sessions.size(); ++b) {
+    if (sessions[b] == nullptr || stores[b] == nullptr) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "FillNextTokenBitmask: null session or store at " + std::to_string(b));
+    }
+    if (stores[b]->mask_words() > words_per_row) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "FillNextTokenBitmask: words_per_row " + std::to_string(words_per_row) +
+                        " < " + std::to_string(stores[b]->mask_words()) + " needed by session " +
+                        std::to_string(b));
+    }
+    text[b] = TextMask(stores[b]).data();
+  }
+  const OrIsa isa = BestOrIsa();
+  tbb::parallel_for(size_t{0}, sessions.size(), [&](size_t b) {
+    // Per-task scratch keeps sessions independent; the vector's capacity is
+    // small next to the mask itself.
+    thread_local std::vector<int32_t> rows;
+    bool eos = false;
+    sessions[b]->AcceptedRows(&rows, &eos);
+    const CompiledStore& s = *stores[b];
+    uint32_t* row = reinterpret_cast<uint32_t*>(bitmask) + b * static_cast<size_t>(words_per_row);
+    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(words_per_row));
+    OrRowsSimd(s, text[b], rows.data(), rows.size(), row, isa);
+    if (eos) {
+      for (int32_t e : s.eos_ids) row[kernels::TokenWord(e)] |= kernels::TokenBit(e);
+    }
+  });
+  return Status::Ok();
+}
+
+Status BatchMatcher::AdvanceBatch(std::span<Session* const> sessions,
+                                  std::span<const int32_t> tokens) {
+  if (sessions.size() != tokens.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "AdvanceBatch: " + std::to_string(sessions.size()) + " sessions but " +
+                      std::to_string(tokens.size()) + " tokens");
+  }
+  std::vector<Status> results(sessions.size());
+  tbb::parallel_for(size_t{0}, sessions.size(),
+                    [&](size_t b) { results[b] = sessions[b]->Advance(tokens[b]); });
+  for (size_t b = 0; b < results.size(); ++b) {
+    if (!results[b].ok()) {
+      return Status(results[b].code(), "session " + std::to_string(b) + ": " + results[b].message());
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+template <typename Bits>
+void MaskRows(Bits* logits, int32_t batch, int32_t vocab, const int32_t* bitmask,
+              int32_t words_per_row, Bits neg_inf) {
+  tbb::parallel_for(tbb::blocked_range<int32_t>(0, batch), [&](const tbb::blocked_range<int32_t>& r) {
+    for (int32_t b = r.begin(); b < r.end(); ++b) {
+      Bits* row = logits + static_cast<size_t>(b) * vocab;
+      const int32_t* mask = bitmask + static_cast<size_t>(b) * words_per_row;
+      for (int32_t t = 0; t < vocab; ++t) {
+        row[t] = kernels::ApplyMaskToLogit(row[t], kernels::MaskAllows(mask, words_per_row, t),
+                                           neg_inf);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Status ApplyTokenBitmaskInplaceCpu(void* logits, LogitsDType dtype, int32_t batch, int32_t vocab,
+                                   const int32_t* bitmask, int32_t words_per_row) {
+  if (batch < 0 || vocab < 0 || words_per_row < 0 || (batch > 0 && (!logits || !bitmask))) {
+    return Status(ErrorCode::kInvalidArgument, "ApplyTokenBitmaskInplaceCpu: bad shape or buffer");
+  }
+  switch (dtype) {
+    case LogitsDType::kFloat32:
+      MaskRows(static_cast<uint32_t*>(logits), batch, vocab, bitmask, words_per_row,
+               kernels::kNegInfFloat32Bits);
+      break;
+    case LogitsDType::kFloat16:
+      MaskRows(static_cast<uint16_t*>(logits), batch, vocab, bitmask, words_per_row,
+               kernels::kNegInfFloat16Bits);
+      break;
+    case LogitsDType::kBFloat16:
+      MaskRows(static_cast<uint16_t*>(logits), batch, vocab, bitmask, words_per_row,
+               kernels::kNegInfBFloat16Bits);
+      break;
+    default:
+      return Status(ErrorCode::kInvalidArgument, "ApplyTokenBitmaskInplaceCpu: unknown dtype");
+  }
+  return Status::Ok();
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,83 @@
+// The batch API of the serving runtime: one call fills the next-token
+// bitmasks of B decoding sessions, one call advances them all, one call
+// masks a batch of logits in place.  The bitmask layout is the one XGrammar
+// and llguidance hand to inference engines: B rows of `words_per_row` int32
+// words, row-major, bit (t & 31) of word (t >> 5) set iff token t is allowed.
+//
+// Per step, each session computes its accepted store rows
+// (Session::AcceptedRows: the parser-side hot path) and ORs them into its row
+// (or_reduce.h: scatter for sparse rows, AVX2 for dense ones); sessions run
+// in parallel with tbb::parallel_for.  The CUDA path (cuda_batch.h) shares
+// CollectAcceptedRows and moves only the OR to the GPU.
+//
+// Thread-safety: a CompiledStore is read-only and may be shared by any number
+// of sessions on any threads, with different stores mixed in one batch.  A
+// Session must be used by one thread at a time, so a session may appear at
+// most once in a batch.  A BatchMatcher is used by one thread at a time (it
+// runs its own parallel work); the stores it has seen must outlive it.
+// Tested by batch_test.cc.
+#ifndef CFGMASK_RUNTIME_BATCH_H_
+#define CFGMASK_RUNTIME_BATCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/status.h"
+#include "maskstore/compiled_store.h"
+#include "runtime/mask_kernels.h"
+#include "runtime/session.h"
+
+namespace cfgmask {
+
+// The accepted rows of a batch step, flattened: session b's rows are
+// rows[row_begin[b] .. row_begin[b+1]), eos[b] says whether EOS is allowed.
+struct BatchRows {
+  std::vector<int32_t> rows;
+  std::vector<int32_t> row_begin;  // B + 1
+  std::vector<uint8_t> eos;        // B
+};
+
+// Collects every session's accepted rows, sessions in parallel.
+void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out);
+
+class BatchMatcher {
+ public:
+  BatchMatcher() = default;
+  BatchMatcher(const BatchMatcher&) = delete;
+  BatchMatcher& operator=(const BatchMatcher&) = delete;
+
+  // Fills row b of `bitmask` (B x words_per_row int32) with the next-token
+  // mask of sessions[b], which reads stores[b] (the store it was built on).
+  // words_per_row must cover every store's mask_words(); words past a
+  // store's vocabulary are zero.  Equal, bit for bit, to Session::FillMask.
+  Status FillNextTokenBitmask(std::span<Session* const> sessions,
+                              std::span<const CompiledStore* const> stores, int32_t* bitmask,
+                              int32_t words_per_row);
+
+  // Advances sessions[b] by tokens[b], sessions in parallel.  Every session
+  // is tried; a failing one is left unchanged and the first failure (lowest
+  // b) is returned, its message prefixed with "session b: ".
+  Status AdvanceBatch(std::span<Session* const> sessions, std::span<const int32_t> tokens);
+
+  // The text-token mask of `store` (TextTokenMask), computed once.
+  const std::vector<uint32_t>& TextMask(const CompiledStore* store);
+
+ private:
+  std::mutex mu_;  // guards text_masks_
+  std::unordered_map<const CompiledStore*, std::unique_ptr<std::vector<uint32_t>>> text_masks_;
+};
+
+// Sets logits[b * vocab + t] to -inf wherever bit t of bitmask row b is 0,
+// and for every t >= 32 * words_per_row (padding past the tokenizer's
+// vocabulary).  `logits` is B x vocab of `dtype`; rows in parallel.  This is
+// the CPU twin of ApplyTokenBitmaskKernel (mask_kernels.cu).
+Status ApplyTokenBitmaskInplaceCpu(void* logits, LogitsDType dtype, int32_t batch, int32_t vocab,
+                                   const int32_t* bitmask, int32_t words_per_row);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_BATCH_H_

@@ -1,0 +1,93 @@
+// The CUDA path of the batch API (batch.h): store rows resident on the GPU,
+// one kernel that ORs every session's accepted rows into the batch bitmask
+// (one thread block per session, the mask in shared memory when it fits,
+// atomicOr per word), and one kernel that masks logits in place (fp32, fp16,
+// bf16: -inf wherever the bit is 0).  The parser-side work
+// (Session::AcceptedRows) stays on the CPU; only row ids cross the bus.
+//
+// Compiled only when CFGMASK_CUDA is on (library cfgmask_cuda).  The
+// arithmetic is in mask_kernels.h, shared with the CPU twins
+// (OrSessionRowsTwin, ApplyTokenBitmaskInplaceCpu).  Streams are passed as
+// void* (a cudaStream_t; nullptr = the default stream) so this header needs no
+// CUDA include.  Thread-safety: a CudaStore is read-only after Upload and may
+// serve any number of batches; a CudaBatchMasker is used by one thread at a
+// time.  Tested by cuda_batch_test.cc.
+#ifndef CFGMASK_RUNTIME_CUDA_BATCH_H_
+#define CFGMASK_RUNTIME_CUDA_BATCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "grammar/status.h"
+#include "maskstore/compiled_store.h"
+#include "runtime/batch.h"
+#include "runtime/mask_kernels.h"
+#include "runtime/session.h"
+
+namespace cfgmask {
+
+// True if a CUDA device can be used; otherwise *why says why not.
+bool CudaDeviceAvailable(std::string* why);
+
+// A store's row arrays, text-token mask and EOS ids in device memory.
+class CudaStore {
+ public:
+  static Status Upload(const CompiledStore& store, std::unique_ptr<CudaStore>* out);
+  ~CudaStore();
+  CudaStore(const CudaStore&) = delete;
+  CudaStore& operator=(const CudaStore&) = delete;
+
+  // Pointers into device memory.
+  const kernels::StoreView& device_view() const { return view_; }
+
+ private:
+  CudaStore() = default;
+  kernels::StoreView view_;
+  std::vector<void*> buffers_;  // owned device allocations
+};
+
+class CudaBatchMasker {
+ public:
+  CudaBatchMasker() = default;
+  ~CudaBatchMasker();
+  CudaBatchMasker(const CudaBatchMasker&) = delete;
+  CudaBatchMasker& operator=(const CudaBatchMasker&) = delete;
+
+  // Fills row b of `device_bitmask` (B x words_per_row int32, device memory)
+  // with the next-token mask of sessions[b], whose store is on the device as
+  // stores[b].  Returns after the kernel is queued on `stream`; the host
+  // staging buffers are reused by the next call, which synchronises first.
+  Status FillNextTokenBitmask(std::span<Session* const> sessions,
+                              std::span<const CudaStore* const> stores, int32_t* device_bitmask,
+                              int32_t words_per_row, void* stream = nullptr);
+
+  // The same, from rows already collected (CollectAcceptedRows).
+  Status FillFromRows(const BatchRows& rows, std::span<const CudaStore* const> stores,
+                      int32_t* device_bitmask, int32_t words_per_row, void* stream = nullptr);
+
+ private:
+  Status Reserve(size_t bytes, void** buffer, size_t* capacity);
+
+  BatchRows rows_;
+  void* d_rows_ = nullptr;     // int32 rows
+  size_t rows_cap_ = 0;
+  void* d_meta_ = nullptr;     // int32 row_begin (B+1), store index (B), eos (B)
+  size_t meta_cap_ = 0;
+  void* d_views_ = nullptr;    // StoreView per distinct store
+  size_t views_cap_ = 0;
+  std::vector<int32_t> meta_;
+  std::vector<kernels::StoreView> views_;
+};
+
+// Masks B x vocab logits of `dtype` in device memory, in place: -inf
+// wherever bit t of bitmask row b is 0 and for t >= 32 * words_per_row.
+Status ApplyTokenBitmaskInplaceCuda(void* device_logits, LogitsDType dtype, int32_t batch,
+                                    int32_t vocab, const int32_t* device_bitmask,
+                                    int32_t words_per_row, void* stream = nullptr);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_CUDA_BATCH_H_

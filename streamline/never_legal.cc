@@ -1,0 +1,383 @@
+// is_never_legal: Bar-Hillel intersection with Σ* X S Σ* and emptiness, plus
+// the relation-fixpoint form of the same test.  See never_legal.h; the seed
+// section "is_never_legal" states the reduction.  Tested by
+// never_legal_test.cc.
+#include "streamline/never_legal.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "grammar/check.h"
+
+namespace cfgmask {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Terminal sets as bit words.
+using Bits = std::vector<uint64_t>;
+bool OrInto(Bits& dst, const Bits& src) {
+  bool changed = false;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    uint64_t v = dst[i] | src[i];
+    if (v != dst[i]) {
+      dst[i] = v;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+TerminalDfa SubstringDfa(int32_t num_terminals, std::span<const int32_t> w) {
+  const int32_t m = static_cast<int32_t>(w.size());
+  TerminalDfa dfa;
+  dfa.num_states = m + 1;
+  dfa.num_terminals = num_terminals;
+  dfa.next.assign(static_cast<size_t>(m + 1) * num_terminals, 0);
+  dfa.accepting.assign(m + 1, false);
+  dfa.accepting[m] = true;
+  // KMP failure function: fail[i] = longest proper border of w[0, i).
+  std::vector<int32_t> fail(m + 1, 0);
+  for (int32_t i = 1; i < m; ++i) {
+    int32_t k = fail[i];
+    while (k > 0 && w[k] != w[i]) k = fail[k];
+    fail[i + 1] = w[k] == w[i] ? k + 1 : 0;
+  }
+  for (int32_t p = 0; p <= m; ++p) {
+    for (int32_t t = 0; t < num_terminals; ++t) {
+      int32_t q;
+      if (p == m) {
+        q = m;
+      } else if (w[p] == t) {
+        q = p + 1;
+      } else {
+        q = p == 0 ? 0 : dfa.next[static_cast<size_t>(fail[p]) * num_terminals + t];
+      }
+      dfa.next[static_cast<size_t>(p) * num_terminals + t] = q;
+    }
+  }
+  return dfa;
+}
+
+TerminalDfa PrefixDfa(int32_t num_terminals, std::span<const int32_t> w) {
+  const int32_t m = static_cast<int32_t>(w.size());
+  TerminalDfa dfa;
+  dfa.num_states = m + 2;
+  dfa.num_terminals = num_terminals;
+  const int32_t dead = m + 1;
+  dfa.next.assign(static_cast<size_t>(m + 2) * num_terminals, dead);
+  dfa.accepting.assign(m + 2, false);
+  dfa.accepting[m] = true;
+  for (int32_t p = 0; p < m; ++p) dfa.next[static_cast<size_t>(p) * num_terminals + w[p]] = p + 1;
+  for (int32_t t = 0; t < num_terminals; ++t) dfa.next[static_cast<size_t>(m) * num_terminals + t] = m;
+  return dfa;
+}
+
+std::vector<bool> ProductiveSymbols(const Grammar& grammar) {
+  std::vector<bool> productive(grammar.num_symbols(), false);
+  for (int32_t t = 0; t < grammar.num_terminals(); ++t) productive[t] = true;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Rule& r : grammar.rules) {
+      if (productive[r.lhs]) continue;
+      if (std::all_of(r.rhs.begin(), r.rhs.end(), [&](SymbolId s) { return productive[s]; })) {
+        productive[r.lhs] = true;
+        changed = true;
+      }
+    }
+  }
+  return productive;
+}
+
+std::vector<bool> UsefulRules(const Grammar& grammar, SymbolId start) {
+  const std::vector<bool> productive = ProductiveSymbols(grammar);
+  std::vector<bool> reachable(grammar.num_symbols(), false);
+  std::vector<bool> useful(grammar.rules.size(), false);
+  if (!productive[start]) return useful;
+  reachable[start] = true;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < grammar.rules.size(); ++i) {
+      const Rule& r = grammar.rules[i];
+      if (useful[i] || !reachable[r.lhs]) continue;
+      if (!std::all_of(r.rhs.begin(), r.rhs.end(), [&](SymbolId s) { return productive[s]; }))
+        continue;
+      useful[i] = true;
+      changed = true;
+      for (SymbolId s : r.rhs) reachable[s] = true;
+    }
+  }
+  return useful;
+}
+
+SymbolId StartSymbol(const Grammar& grammar, int start_index) {
+  CFGMASK_CHECK(start_index >= 0 && start_index < static_cast<int>(grammar.start.size()));
+  SymbolId start = grammar.FindNonterminal(grammar.start[start_index]);
+  CFGMASK_CHECK(start >= 0);
+  return start;
+}
+
+// Bar-Hillel, Perles and Shamir (1961), on a grammar binarised first so that
+// the intersection has O(|rules| n^3) rules.  Triple (p, A, q) derives the
+// strings of L(A) that take the DFA from p to q.
+bool BarHillelNonEmpty(const Grammar& grammar, SymbolId start, const TerminalDfa& dfa,
+                       BarHillelStats* stats) {
+  const int32_t n = dfa.num_states;
+  const int32_t num_t = grammar.num_terminals();
+  CFGMASK_CHECK(dfa.num_terminals == num_t);
+  struct BinRule {
+    int32_t lhs, a, b;  // a, b = -1 when absent
+  };
+  std::vector<BinRule> bin;
+  int32_t num_symbols = grammar.num_symbols();
+  for (const Rule& r : grammar.rules) {
+    const int32_t k = static_cast<int32_t>(r.rhs.size());
+    if (k <= 2) {
+      bin.push_back({r.lhs, k > 0 ? r.rhs[0] : -1, k > 1 ? r.rhs[1] : -1});
+      continue;
+    }
+    int32_t lhs = r.lhs;
+    for (int32_t i = 0; i + 2 < k; ++i) {
+      int32_t helper = num_symbols++;
+      bin.push_back({lhs, r.rhs[i], helper});
+      lhs = helper;
+    }
+    bin.push_back({lhs, r.rhs[k - 2], r.rhs[k - 1]});
+  }
+  auto triple = [&](int32_t p, int32_t sym, int32_t q) {
+    return (static_cast<int64_t>(sym) * n + p) * n + q;
+  };
+  const int64_t num_triples = static_cast<int64_t>(num_symbols) * n * n;
+  // The intersected grammar: rule i has lhs triple_lhs[i] and rhs triples
+  // rhs[2i], rhs[2i+1] (-1 when absent).
+  std::vector<int64_t> rule_lhs, rule_rhs;
+  for (const BinRule& b : bin) {
+    for (int32_t p = 0; p < n; ++p) {
+      if (b.a < 0) {
+        rule_lhs.push_back(triple(p, b.lhs, p));
+        rule_rhs.push_back(-1);
+        rule_rhs.push_back(-1);
+        continue;
+      }
+      for (int32_t q = 0; q < n; ++q) {
+        if (b.b < 0) {
+          rule_lhs.push_back(triple(p, b.lhs, q));
+          rule_rhs.push_back(triple(p, b.a, q));
+          rule_rhs.push_back(-1);
+          continue;
+        }
+        for (int32_t r = 0; r < n; ++r) {
+          rule_lhs.push_back(triple(p, b.lhs, q));
+          rule_rhs.push_back(triple(p, b.a, r));
+          rule_rhs.push_back(triple(r, b.b, q));
+        }
+      }
+    }
+  }
+  const int64_t num_rules = static_cast<int64_t>(rule_lhs.size());
+  if (stats) {
+    stats->triples = num_triples;
+    stats->rules = num_rules;
+  }
+  // Emptiness: a rule fires when all its rhs triples are productive.
+  std::vector<int32_t> missing(num_rules, 0);
+  std::vector<std::vector<int64_t>> uses(num_triples);
+  std::vector<bool> productive(num_triples, false);
+  std::vector<int64_t> work;
+  auto mark = [&](int64_t t) {
+    if (!productive[t]) {
+      productive[t] = true;
+      work.push_back(t);
+    }
+  };
+  for (int32_t p = 0; p < n; ++p)
+    for (int32_t t = 0; t < num_t; ++t) mark(triple(p, t, dfa.next[static_cast<size_t>(p) * num_t + t]));
+  for (int64_t i = 0; i < num_rules; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      int64_t t = rule_rhs[2 * i + j];
+      if (t < 0) continue;
+      if (j == 1 && t == rule_rhs[2 * i]) continue;  // same triple twice counts once
+      ++missing[i];
+      uses[t].push_back(i);
+    }
+    if (missing[i] == 0) mark(rule_lhs[i]);
+  }
+  while (!work.empty()) {
+    int64_t t = work.back();
+    work.pop_back();
+    for (int64_t i : uses[t])
+      if (--missing[i] == 0) mark(rule_lhs[i]);
+  }
+  for (int32_t q = 0; q < n; ++q)
+    if (dfa.accepting[q] && productive[triple(dfa.start, start, q)]) return true;
+  return false;
+}
+
+NeverLegalAnalysis::NeverLegalAnalysis(const Grammar& grammar, int start_index)
+    : grammar_(grammar),
+      start_(StartSymbol(grammar, start_index)),
+      num_terminals_(grammar.num_terminals()) {
+  auto t0 = std::chrono::steady_clock::now();
+  useful_rule_ = UsefulRules(grammar, start_);
+  for (size_t i = 0; i < grammar.rules.size(); ++i)
+    if (useful_rule_[i]) useful_rule_ids_.push_back(static_cast<int32_t>(i));
+  const int32_t num_symbols = grammar.num_symbols();
+  const size_t words = (num_terminals_ + 63) / 64;
+  // FIRST and LAST sets and nullability over the useful rules: exact for the
+  // symbols that occur in a sentence's derivation.
+  std::vector<bool> nullable(num_symbols, false);
+  std::vector<Bits> first(num_symbols, Bits(words, 0)), last(num_symbols, Bits(words, 0));
+  for (int32_t t = 0; t < num_terminals_; ++t) {
+    first[t][t / 64] |= uint64_t{1} << (t % 64);
+    last[t][t / 64] |= uint64_t{1} << (t % 64);
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t i : useful_rule_ids_) {
+      const Rule& r = grammar.rules[i];
+      bool all_nullable = true;
+      for (SymbolId s : r.rhs) {
+        changed |= OrInto(first[r.lhs], first[s]);
+        if (!nullable[s]) {
+          all_nullable = false;
+          break;
+        }
+      }
+      for (auto it = r.rhs.rbegin(); it != r.rhs.rend(); ++it) {
+        changed |= OrInto(last[r.lhs], last[*it]);
+        if (!nullable[*it]) break;
+      }
+      if (all_nullable && !nullable[r.lhs]) {
+        nullable[r.lhs] = true;
+        changed = true;
+      }
+    }
+  }
+  occurs_.assign(num_terminals_, false);
+  adjacent_.assign(static_cast<size_t>(num_terminals_) * num_terminals_, false);
+  std::vector<Bits> follow(num_terminals_, Bits(words, 0));  // follow[x] = {y : x y adjacent}
+  for (int32_t i : useful_rule_ids_) {
+    const Rule& r = grammar.rules[i];
+    for (size_t a = 0; a < r.rhs.size(); ++a) {
+      if (grammar.IsTerminal(r.rhs[a])) occurs_[r.rhs[a]] = true;
+      for (size_t b = a + 1; b < r.rhs.size(); ++b) {
+        const Bits& lx = last[r.rhs[a]];
+        const Bits& fy = first[r.rhs[b]];
+        for (size_t w = 0; w < words; ++w) {
+          for (uint64_t bits = lx[w]; bits; bits &= bits - 1) {
+            int32_t x = static_cast<int32_t>(w * 64 + __builtin_ctzll(bits));
+            OrInto(follow[x], fy);
+          }
+        }
+        if (!nullable[r.rhs[b]]) break;
+      }
+    }
+  }
+  for (int32_t x = 0; x < num_terminals_; ++x)
+    for (int32_t y = 0; y < num_terminals_; ++y)
+      adjacent_[static_cast<size_t>(x) * num_terminals_ + y] = (follow[x][y / 64] >> (y % 64)) & 1;
+  cache_.resize(num_terminals_);
+  stats_.setup_seconds = SecondsSince(t0);
+}
+
+bool NeverLegalAnalysis::IsNeverLegal(int32_t x, std::span<const int32_t> s) {
+  CFGMASK_CHECK(x >= 0 && x < num_terminals_);
+  ++stats_.queries;
+  std::vector<int32_t> key(s.begin(), s.end());
+  auto& cache = cache_[x];
+  if (auto it = cache.find(key); it != cache.end()) {
+    ++stats_.cache_hits;
+    return it->second;
+  }
+  // Never legal is inherited by every extension of S.
+  for (size_t len = 0; len < key.size(); ++len) {
+    auto it = cache.find(std::vector<int32_t>(key.begin(), key.begin() + len));
+    if (it != cache.end() && it->second) {
+      ++stats_.cache_hits;
+      cache.emplace(key, true);
+      return true;
+    }
+  }
+  bool never = !occurs_[x];
+  int32_t prev = x;
+  for (size_t i = 0; !never && i < key.size(); ++i) {
+    CFGMASK_CHECK(key[i] >= 0 && key[i] < num_terminals_);
+    never = !CanBeAdjacent(prev, key[i]);
+    prev = key[i];
+  }
+  if (never || key.size() <= 1) {
+    // The filters are exact for |S| <= 1.
+    ++stats_.filtered;
+  } else {
+    never = !Fixpoint(x, key);
+  }
+  cache.emplace(std::move(key), never);
+  return never;
+}
+
+// Least fixpoint of M_A = ∪ M_X1 ∘ ... ∘ M_Xk over the useful rules, M_A a
+// relation on the states of the KMP automaton of X S.  Returns true when X S
+// occurs in some sentence.
+bool NeverLegalAnalysis::Fixpoint(int32_t x, std::span<const int32_t> s) {
+  auto t0 = std::chrono::steady_clock::now();
+  ++stats_.fixpoints;
+  std::vector<int32_t> w;
+  w.push_back(x);
+  w.insert(w.end(), s.begin(), s.end());
+  CFGMASK_CHECK(w.size() < 64);
+  const TerminalDfa dfa = SubstringDfa(num_terminals_, w);
+  const int32_t n = dfa.num_states;
+  const int32_t num_symbols = grammar_.num_symbols();
+  std::vector<uint64_t> rel(static_cast<size_t>(num_symbols) * n, 0);
+  for (int32_t t = 0; t < num_terminals_; ++t)
+    for (int32_t p = 0; p < n; ++p)
+      rel[static_cast<size_t>(t) * n + p] = uint64_t{1} << dfa.next[static_cast<size_t>(p) * num_terminals_ + t];
+  std::vector<uint64_t> cur(n), nxt(n);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t i : useful_rule_ids_) {
+      const Rule& r = grammar_.rules[i];
+      for (int32_t p = 0; p < n; ++p) cur[p] = uint64_t{1} << p;
+      bool empty = false;
+      for (SymbolId sym : r.rhs) {
+        const uint64_t* m = &rel[static_cast<size_t>(sym) * n];
+        uint64_t any = 0;
+        for (int32_t p = 0; p < n; ++p) {
+          uint64_t row = 0;
+          for (uint64_t bits = cur[p]; bits; bits &= bits - 1) row |= m[__builtin_ctzll(bits)];
+          nxt[p] = row;
+          any |= row;
+        }
+        cur.swap(nxt);
+        if (!any) {
+          empty = true;
+          break;
+        }
+      }
+      if (empty) continue;
+      uint64_t* dst = &rel[static_cast<size_t>(r.lhs) * n];
+      for (int32_t p = 0; p < n; ++p) {
+        if ((dst[p] | cur[p]) != dst[p]) {
+          dst[p] |= cur[p];
+          changed = true;
+        }
+      }
+    }
+  }
+  const bool found = (rel[static_cast<size_t>(start_) * n + dfa.start] >> (n - 1)) & 1;
+  stats_.fixpoint_seconds += SecondsSince(t0);
+  return found;
+}
+
+bool NeverLegalAnalysis::IsNeverLegalBarHillel(int32_t x, std::span<const int32_t> s) const {
+  std::vector<int32_t> w;
+  w.push_back(x);
+  w.insert(w.end(), s.begin(), s.end());
+  return !BarHillelNonEmpty(grammar_, start_, SubstringDfa(num_terminals_, w));
+}
+
+}  // namespace cfgmask

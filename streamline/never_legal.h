@@ -1,0 +1,108 @@
+// is_never_legal (seed, "is_never_legal"): X followed by S never occurs in a
+// sentence, i.e. L ∩ Σ* X S Σ* = ∅ over terminal sequences.  Two
+// constructions of the same emptiness test:
+//
+//  * BarHillelNonEmpty, the reference: the grammar is binarised, intersected
+//    with a DFA over terminals by Bar-Hillel's triple construction
+//    (nonterminals (p, A, q), one rule per choice of intermediate states),
+//    and the intersection is tested for emptiness by the classic productive-
+//    nonterminal worklist (one counter per rule).
+//  * NeverLegalAnalysis, the fast path: the same least fixpoint, computed
+//    per grammar symbol as a relation on DFA states (bit rows, at most 64
+//    states), M_A = ∪_{A -> X1..Xk} M_X1 ∘ ... ∘ M_Xk, so that no triple is
+//    materialised; (start, final) ∈ M_S decides.  Before that, two exact
+//    filters shared by all queries: X must occur in some sentence, and every
+//    adjacent pair of X S must be adjacent in some sentence (the pair
+//    relation, computed once from FIRST/LAST over the useful rules).  Results
+//    are cached per (X, S); a cached "never" for a prefix of S decides S.
+//
+// Tested by never_legal_test.cc (the two agree on random small grammars and
+// on pairs/triples of python.lark terminals; both agree with enumeration).
+#ifndef CFGMASK_STREAMLINE_NEVER_LEGAL_H_
+#define CFGMASK_STREAMLINE_NEVER_LEGAL_H_
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace cfgmask {
+
+// A complete DFA over the terminals of a grammar.
+struct TerminalDfa {
+  int32_t num_states = 0;
+  int32_t num_terminals = 0;
+  int32_t start = 0;
+  std::vector<int32_t> next;     // [state * num_terminals + terminal]
+  std::vector<bool> accepting;   // per state
+};
+
+// The DFA of Σ* w Σ* (Knuth-Morris-Pratt automaton of w; |w| + 1 states, the
+// last one absorbing and accepting).
+TerminalDfa SubstringDfa(int32_t num_terminals, std::span<const int32_t> w);
+// The DFA of w Σ* (|w| + 2 states: the prefix chain, accept, dead).
+TerminalDfa PrefixDfa(int32_t num_terminals, std::span<const int32_t> w);
+
+struct BarHillelStats {
+  int64_t triples = 0;  // nonterminals (p, A, q) of the intersection
+  int64_t rules = 0;    // rules of the intersection
+};
+
+// Reference Bar-Hillel construction + emptiness: is L(start) ∩ L(dfa) ≠ ∅?
+bool BarHillelNonEmpty(const Grammar& grammar, SymbolId start, const TerminalDfa& dfa,
+                       BarHillelStats* stats = nullptr);
+
+// Productive symbols (derive some terminal string); terminals are.
+std::vector<bool> ProductiveSymbols(const Grammar& grammar);
+// Rules usable in a derivation of a sentence from `start`: every rhs symbol
+// productive and the lhs reachable from `start` through such rules.
+std::vector<bool> UsefulRules(const Grammar& grammar, SymbolId start);
+// The symbol id of grammar.start[start_index]; CHECKs that it exists.
+SymbolId StartSymbol(const Grammar& grammar, int start_index);
+
+class NeverLegalAnalysis {
+ public:
+  NeverLegalAnalysis(const Grammar& grammar, int start_index);
+
+  // True iff no sentence of the language contains x immediately followed by s.
+  bool IsNeverLegal(int32_t x, std::span<const int32_t> s);
+  // Same answer by the reference construction (no cache, no filters).
+  bool IsNeverLegalBarHillel(int32_t x, std::span<const int32_t> s) const;
+
+  // x y occur adjacently in some sentence (exact, precomputed).
+  bool CanBeAdjacent(int32_t x, int32_t y) const {
+    return adjacent_[static_cast<size_t>(x) * num_terminals_ + y];
+  }
+  // x occurs in some sentence.
+  bool Occurs(int32_t x) const { return occurs_[x]; }
+
+  struct Stats {
+    double setup_seconds = 0;     // productive/useful rules, FIRST/LAST, pairs
+    int64_t queries = 0;
+    int64_t cache_hits = 0;       // answered from the (X, S) cache or a prefix
+    int64_t filtered = 0;         // answered by the occurrence / pair filters
+    int64_t fixpoints = 0;        // relation fixpoints run
+    double fixpoint_seconds = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  bool Fixpoint(int32_t x, std::span<const int32_t> s);
+
+  const Grammar& grammar_;
+  SymbolId start_;
+  int32_t num_terminals_;
+  std::vector<bool> useful_rule_;
+  std::vector<int32_t> useful_rule_ids_;
+  std::vector<bool> occurs_;
+  std::vector<bool> adjacent_;  // [x * T + y]
+  std::vector<std::map<std::vector<int32_t>, bool>> cache_;  // per x
+  Stats stats_;
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_STREAMLINE_NEVER_LEGAL_H_

@@ -1,0 +1,234 @@
+// Tests of streamline/always_legal.h: the seed's a^n b^n example, and
+// soundness on random small grammars: whenever a pair (X, S) is proved, every
+// viable prefix P X found by enumeration is continued by S, which is decided
+// exactly by the Bar-Hillel emptiness test of L ∩ P X S Σ*.
+#include "streamline/always_legal.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "grammar/lark_reader.h"
+#include "streamline/never_legal.h"
+
+namespace cfgmask {
+namespace {
+
+Grammar RandomGrammar(std::mt19937& rng, int num_t, int num_n) {
+  Grammar g;
+  for (int t = 0; t < num_t; ++t) g.terminals.push_back({std::string(1, 'A' + t)});
+  for (int n = 0; n < num_n; ++n) g.nonterminals.push_back("n" + std::to_string(n));
+  g.start = {"n0"};
+  for (int n = 0; n < num_n; ++n) {
+    const int rules = 1 + rng() % 3;
+    for (int r = 0; r < rules; ++r) {
+      Rule rule;
+      rule.lhs = num_t + n;
+      const int len = rng() % 4;
+      for (int i = 0; i < len; ++i) rule.rhs.push_back(rng() % (num_t + num_n));
+      rule.order = r;
+      g.rules.push_back(rule);
+    }
+  }
+  return g;
+}
+
+// Is w a prefix of a sentence?  Exact: L ∩ w Σ* ≠ ∅.
+bool Viable(const Grammar& g, const std::vector<int32_t>& w) {
+  return BarHillelNonEmpty(g, StartSymbol(g, 0), PrefixDfa(g.num_terminals(), w));
+}
+
+// Viable prefixes of length <= max_len, by extending viable ones.
+std::vector<std::vector<int32_t>> ViablePrefixes(const Grammar& g, int max_len) {
+  std::vector<std::vector<int32_t>> out, frontier{{}};
+  if (!Viable(g, {})) return out;
+  for (int len = 1; len <= max_len; ++len) {
+    std::vector<std::vector<int32_t>> next;
+    for (const auto& w : frontier)
+      for (int t = 0; t < g.num_terminals(); ++t) {
+        auto v = w;
+        v.push_back(t);
+        if (Viable(g, v)) next.push_back(v);
+      }
+    out.insert(out.end(), next.begin(), next.end());
+    frontier.swap(next);
+  }
+  return out;
+}
+
+struct Counts {
+  int proved = 0, refuted_by_enumeration = 0, prefixes_checked = 0;
+};
+
+// Checks every proof of `prove` against the viable prefixes of g.
+template <typename Prove>
+void CheckSoundness(const Grammar& g, Prove&& prove, Counts* counts) {
+  const int num_t = g.num_terminals();
+  const auto prefixes = ViablePrefixes(g, 6);
+  std::vector<std::vector<int32_t>> suffixes;
+  for (int a = 0; a < num_t; ++a) {
+    suffixes.push_back({a});
+    for (int b = 0; b < num_t; ++b) suffixes.push_back({a, b});
+  }
+  for (int x = 0; x < num_t; ++x) {
+    for (const auto& s : suffixes) {
+      const bool proved = prove(x, s);
+      counts->proved += proved;
+      for (const auto& p : prefixes) {
+        if (p.back() != x) continue;
+        auto ps = p;
+        ps.insert(ps.end(), s.begin(), s.end());
+        const bool ok = Viable(g, ps);
+        if (proved) {
+          ++counts->prefixes_checked;
+          ASSERT_TRUE(ok) << "proved (" << x << ", |S|=" << s.size() << ") but prefix of length "
+                          << p.size() << " cannot continue\n"
+                          << g.DebugString();
+        } else if (!ok) {
+          ++counts->refuted_by_enumeration;
+        }
+      }
+    }
+  }
+}
+
+TEST(AlwaysLegalTest, SymbolAutomatonIsSoundOnRandomGrammars) {
+  std::mt19937 rng(99);
+  Counts counts;
+  for (int round = 0; round < 50; ++round) {
+    Grammar g = RandomGrammar(rng, 2 + rng() % 2, 2 + rng() % 3);
+    AlwaysLegalAnalysis analysis(g, 0, {.max_stack = 5, .max_nodes = 20000});
+    CheckSoundness(g, [&](int32_t x, const std::vector<int32_t>& s) {
+      return analysis.IsAlwaysLegal(x, s);
+    }, &counts);
+    if (HasFatalFailure()) return;
+  }
+  std::printf("symbol: %d proved, %d prefixes checked, %d refuted\n", counts.proved,
+              counts.prefixes_checked, counts.refuted_by_enumeration);
+  EXPECT_GT(counts.proved, 100);
+  EXPECT_GT(counts.prefixes_checked, 300);
+  EXPECT_GT(counts.refuted_by_enumeration, 100);
+}
+
+TEST(AlwaysLegalTest, LrAutomatonIsSoundOnRandomConflictFreeGrammars) {
+  std::mt19937 rng(5);
+  Counts counts;
+  int grammars = 0;
+  for (int round = 0; round < 5000 && grammars < 40; ++round) {
+    Grammar g = RandomGrammar(rng, 2 + rng() % 2, 2 + rng() % 3);
+    ParseTables tables;
+    // The LR proof speaks of the parser's language, which is the grammar's
+    // when no conflict had to be resolved.
+    if (!BuildParseTables(g, &tables).ok() || !tables.resolved_conflicts.empty()) continue;
+    if (!Viable(g, {})) continue;
+    ++grammars;
+    LrAlwaysLegalAnalysis analysis(g, tables, 0, {.max_stack = 6, .max_nodes = 20000});
+    CheckSoundness(g, [&](int32_t x, const std::vector<int32_t>& s) {
+      return analysis.IsAlwaysLegal(x, s);
+    }, &counts);
+    if (HasFatalFailure()) return;
+  }
+  std::printf("LR: %d grammars, %d proved, %d prefixes checked\n", grammars, counts.proved,
+              counts.prefixes_checked);
+  EXPECT_GE(grammars, 30);
+  EXPECT_GT(counts.proved, 50);
+  EXPECT_GT(counts.prefixes_checked, 300);
+}
+
+struct AnBn {
+  Grammar grammar;
+  int32_t a = -1, b = -1;
+};
+
+AnBn LoadAnBn(const std::string& text) {
+  AnBn g;
+  Status st = ReadLarkString(text, "anbn.lark", {}, &g.grammar);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  g.a = g.grammar.FindTerminal("A");
+  g.b = g.grammar.FindTerminal("B");
+  EXPECT_GE(g.a, 0);
+  EXPECT_GE(g.b, 0);
+  return g;
+}
+
+// The seed's worked example, S -> a S b | ε: (a, a) and (a, b) are proved,
+// (b, a) and (b, b) are not (and are false).
+TEST(AlwaysLegalTest, SeedExampleWithEpsilonRule) {
+  AnBn g = LoadAnBn("start: (\"a\" start \"b\")?\n");
+  AlwaysLegalAnalysis symbol(g.grammar, 0);
+  ParseTables tables;
+  ASSERT_TRUE(BuildParseTables(g.grammar, &tables).ok());
+  LrAlwaysLegalAnalysis lr(g.grammar, tables, 0);
+  const std::vector<int32_t> sa{g.a}, sb{g.b}, sab{g.a, g.b}, sbb{g.b, g.b};
+  for (auto* prove : {+[](AlwaysLegalAnalysis* s, LrAlwaysLegalAnalysis*, int32_t x,
+                          std::span<const int32_t> seq) { return s->IsAlwaysLegal(x, seq); },
+                      +[](AlwaysLegalAnalysis*, LrAlwaysLegalAnalysis* l, int32_t x,
+                          std::span<const int32_t> seq) { return l->IsAlwaysLegal(x, seq); }}) {
+    EXPECT_TRUE(prove(&symbol, &lr, g.a, sa));
+    EXPECT_TRUE(prove(&symbol, &lr, g.a, sb));
+    EXPECT_TRUE(prove(&symbol, &lr, g.a, sab));   // a^k a b
+    EXPECT_FALSE(prove(&symbol, &lr, g.b, sa));
+    EXPECT_FALSE(prove(&symbol, &lr, g.b, sb));
+    EXPECT_FALSE(prove(&symbol, &lr, g.a, sbb));  // false after "a"
+  }
+}
+
+// S -> a S b | a b.  After `a` the symbol automaton cannot tell S -> a . S b
+// from S -> a . b, each of which blocks one continuation, so it proves
+// nothing; the LR automaton has a single state after `a` and proves both.
+TEST(AlwaysLegalTest, SeedExampleWithoutEpsilonRule) {
+  AnBn g = LoadAnBn("start: \"a\" start \"b\" | \"a\" \"b\"\n");
+  ParseTables tables;
+  ASSERT_TRUE(BuildParseTables(g.grammar, &tables).ok());
+  LrAlwaysLegalAnalysis lr(g.grammar, tables, 0);
+  AlwaysLegalAnalysis symbol(g.grammar, 0);
+  const std::vector<int32_t> sa{g.a}, sb{g.b}, sbb{g.b, g.b};
+  EXPECT_TRUE(lr.IsAlwaysLegal(g.a, sa));
+  EXPECT_TRUE(lr.IsAlwaysLegal(g.a, sb));
+  EXPECT_FALSE(lr.IsAlwaysLegal(g.b, sa));
+  EXPECT_FALSE(lr.IsAlwaysLegal(g.b, sb));
+  EXPECT_FALSE(lr.IsAlwaysLegal(g.a, sbb));
+  EXPECT_FALSE(symbol.IsAlwaysLegal(g.a, sa));
+  EXPECT_FALSE(symbol.IsAlwaysLegal(g.a, sb));
+  EXPECT_FALSE(symbol.IsAlwaysLegal(g.b, sa));
+  EXPECT_FALSE(symbol.IsAlwaysLegal(g.b, sb));
+}
+
+TEST(AlwaysLegalTest, PythonSeedExamples) {
+  const char* dir = std::getenv("CFGMASK_LARK_GRAMMARS");
+  if (!dir) GTEST_SKIP() << "CFGMASK_LARK_GRAMMARS not set";
+  Grammar g;
+  LarkReaderOptions options;
+  options.start = {"file_input"};
+  ASSERT_TRUE(ReadLarkFile(std::string(dir) + "/python.lark", options, &g).ok());
+  ParseTables tables;
+  ASSERT_TRUE(BuildParseTables(g, &tables).ok());
+  AlwaysLegalAnalysis symbol(g, 0);
+  LrAlwaysLegalAnalysis lr(g, tables, 0);
+  const int32_t def = g.FindTerminal("DEF"), name = g.FindTerminal("NAME"),
+                minus = g.FindTerminal("MINUS"), cls = g.FindTerminal("CLASS");
+  ASSERT_GE(def, 0);
+  ASSERT_GE(name, 0);
+  ASSERT_GE(minus, 0);
+  ASSERT_GE(cls, 0);
+  const std::vector<int32_t> s_name{name}, s_minus{minus}, s_class{cls};
+  // Seed: DEF NAME and MINUS MINUS are always legal; DEF CLASS never is.
+  for (bool use_lr : {false, true}) {
+    auto prove = [&](int32_t x, std::span<const int32_t> s) {
+      return use_lr ? lr.IsAlwaysLegal(x, s) : symbol.IsAlwaysLegal(x, s);
+    };
+    EXPECT_TRUE(prove(def, s_name)) << use_lr;
+    EXPECT_TRUE(prove(minus, s_minus)) << use_lr;
+    EXPECT_FALSE(prove(def, s_class)) << use_lr;
+    EXPECT_FALSE(prove(name, s_name)) << use_lr;
+  }
+}
+
+}  // namespace
+}  // namespace cfgmask

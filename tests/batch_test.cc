@@ -1,0 +1,230 @@
+// Tests of runtime/batch.h: the batch bitmask equals Session::FillMask bit
+// for bit, for batches of 1, 7 and 64 sessions mixed over two stores (json
+// and traps grammars), teacher-forced with random allowed tokens and
+// compared at every step; the CPU twin of the CUDA OR kernel agrees on the
+// same real rows; AdvanceBatch reports a bad token per session; the CPU
+// logits masking writes -inf exactly where a bit is 0 (fp32, fp16, bf16).
+// Needs a real tokenizer ($CFGMASK_TOK_LLAMA_SPM).
+#include "runtime/batch.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/or_reduce.h"
+#include "runtime/session.h"
+#include "tests/test_store_cache.h"
+
+namespace cfgmask {
+namespace {
+
+#define REQUIRE_ENV(var)                                                       \
+  do {                                                                         \
+    if (TestEnv(var).empty()) {                                                \
+      if (TestEnv("CI") == "true") FAIL() << var " is not set (run setup.sh)"; \
+      GTEST_SKIP() << var " is not set";                                       \
+    }                                                                          \
+  } while (0)
+
+const CompiledStore* Store(const std::string& grammar) {
+  Status st;
+  const CompiledStore* s =
+      CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/tests/data/engine/" + grammar,
+                      TestEnv("CFGMASK_TOK_LLAMA_SPM"), "", &st);
+  EXPECT_TRUE(s != nullptr) << st.message();
+  return s;
+}
+
+bool Bit(const uint32_t* m, int32_t t) { return (m[t >> 5] >> (t & 31)) & 1; }
+
+// Runs `batch` sessions (session b on store b % 2, so both stores mix in one
+// batch) for `steps` steps; at each step the batch bitmask, and the twin of
+// the CUDA kernel, must equal each session's FillMask.
+void TeacherForce(int32_t batch, int32_t steps, uint32_t seed) {
+  const CompiledStore* stores2[2] = {Store("json.lark"), Store("traps.lark")};
+  ASSERT_TRUE(stores2[0] && stores2[1]);
+  const std::vector<uint32_t> text0 = TextTokenMask(*stores2[0]);
+  const std::vector<uint32_t> text1 = TextTokenMask(*stores2[1]);
+  const kernels::StoreView views[2] = {HostStoreView(*stores2[0], text0.data()),
+                                       HostStoreView(*stores2[1], text1.data())};
+  std::vector<Session> owned;
+  owned.reserve(batch);
+  std::vector<Session*> sessions;
+  std::vector<const CompiledStore*> stores;
+  for (int32_t b = 0; b < batch; ++b) {
+    owned.emplace_back(stores2[b % 2]);
+    stores.push_back(stores2[b % 2]);
+  }
+  for (Session& s : owned) sessions.push_back(&s);
+  // One padding word: it must come back zero.
+  const int32_t words_per_row = std::max(stores2[0]->mask_words(), stores2[1]->mask_words()) + 1;
+  std::vector<int32_t> bitmask(static_cast<size_t>(batch) * words_per_row);
+  std::vector<uint32_t> twin(words_per_row);
+  BatchMatcher matcher;
+  BatchRows rows;
+  std::mt19937 rng(seed);
+  int64_t resets = 0;
+  int64_t kinds[3] = {0, 0, 0};  // accepted rows seen, by RowKind
+  for (int32_t step = 0; step < steps; ++step) {
+    std::fill(bitmask.begin(), bitmask.end(), -1);
+    Status st = matcher.FillNextTokenBitmask(sessions, stores, bitmask.data(), words_per_row);
+    ASSERT_TRUE(st.ok()) << st.message();
+    CollectAcceptedRows(sessions, &rows);
+    for (int32_t b = 0; b < batch; ++b) {
+      for (int32_t k = rows.row_begin[b]; k < rows.row_begin[b + 1]; ++k) {
+        ++kinds[stores[b]->row_kind[rows.rows[k]]];
+      }
+    }
+    std::vector<int32_t> tokens(batch);
+    for (int32_t b = 0; b < batch; ++b) {
+      const CompiledStore& store = *stores[b];
+      std::vector<uint32_t> want = sessions[b]->Mask();
+      want.resize(words_per_row, 0);
+      const uint32_t* got = reinterpret_cast<const uint32_t*>(bitmask.data()) +
+                            static_cast<size_t>(b) * words_per_row;
+      ASSERT_EQ(std::vector<uint32_t>(got, got + words_per_row), want)
+          << "session " << b << " step " << step << " text '" << sessions[b]->text() << "'";
+      OrSessionRowsTwin(views[b % 2], rows.rows.data() + rows.row_begin[b],
+                        rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0,
+                        twin.data(), words_per_row);
+      ASSERT_EQ(twin, want) << "twin, session " << b << " step " << step;
+      // Next token: a random allowed non-EOS token; a session with none
+      // starts over.
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < store.vocab_size; ++t) {
+        if (Bit(want.data(), t) &&
+            std::find(store.eos_ids.begin(), store.eos_ids.end(), t) == store.eos_ids.end()) {
+          allowed.push_back(t);
+        }
+      }
+      if (allowed.empty()) {
+        sessions[b]->Reset();
+        ++resets;
+        tokens[b] = -1;
+      } else {
+        tokens[b] = allowed[rng() % allowed.size()];
+      }
+    }
+    // Sessions that started over sit this step out.
+    std::vector<Session*> moving;
+    std::vector<int32_t> moving_tokens;
+    for (int32_t b = 0; b < batch; ++b) {
+      if (tokens[b] >= 0) {
+        moving.push_back(sessions[b]);
+        moving_tokens.push_back(tokens[b]);
+      }
+    }
+    st = matcher.AdvanceBatch(moving, moving_tokens);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ::testing::Test::RecordProperty("resets", static_cast<int>(resets));
+  ::testing::Test::RecordProperty("list_rows", static_cast<int>(kinds[0]));
+  ::testing::Test::RecordProperty("complement_rows", static_cast<int>(kinds[1]));
+  ::testing::Test::RecordProperty("bitset_rows", static_cast<int>(kinds[2]));
+  // Most steps must advance, or the comparison above saw only start states.
+  EXPECT_LT(resets * 4, static_cast<int64_t>(batch) * steps);
+}
+
+TEST(BatchTest, OneSession) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  TeacherForce(1, 60, 1);
+}
+
+TEST(BatchTest, SevenSessions) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  TeacherForce(7, 40, 2);
+}
+
+TEST(BatchTest, SixtyFourSessions) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  TeacherForce(64, 25, 3);
+}
+
+TEST(BatchTest, ArgumentErrors) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_TRUE(store);
+  Session a(store), b(store);
+  std::vector<Session*> sessions = {&a, &b};
+  std::vector<const CompiledStore*> stores = {store, store};
+  BatchMatcher matcher;
+  std::vector<int32_t> bitmask(2 * store->mask_words());
+  EXPECT_EQ(matcher.FillNextTokenBitmask(sessions, stores, bitmask.data(), store->mask_words() - 1)
+                .code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(matcher.FillNextTokenBitmask(sessions, std::span<const CompiledStore* const>(stores).first(1),
+                                         bitmask.data(), store->mask_words())
+                .code(),
+            ErrorCode::kInvalidArgument);
+
+  // A bad token in one session: that session is unchanged, the other moves.
+  std::vector<uint32_t> mask = a.Mask();
+  int32_t good = -1;
+  for (int32_t t = 0; t < store->vocab_size && good < 0; ++t) {
+    if (Bit(mask.data(), t)) good = t;
+  }
+  ASSERT_GE(good, 0);
+  const std::vector<int32_t> tokens = {good, store->vocab_size};
+  Status st = matcher.AdvanceBatch(sessions, tokens);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidToken);
+  EXPECT_EQ(st.message().rfind("session 1: ", 0), 0u) << st.message();
+  EXPECT_FALSE(a.text().empty());
+  EXPECT_TRUE(b.text().empty());
+}
+
+// Logits masking on the CPU: -inf exactly where the bit is 0 (and past the
+// bitmask), every other logit unchanged, for each dtype.
+template <typename Bits>
+void CheckApply(LogitsDType dtype, Bits neg_inf) {
+  std::mt19937 rng(static_cast<uint32_t>(dtype) + 11);
+  for (int32_t vocab : {1, 31, 32, 33, 1000, 32000, 32003}) {
+    const int32_t batch = 3;
+    // Rows one word short of the logits for the odd sizes: padding logits.
+    const int32_t words = (vocab + 31) / 32 - (vocab > 64 && vocab % 2 ? 1 : 0);
+    std::vector<int32_t> bitmask(static_cast<size_t>(batch) * words);
+    for (int32_t& w : bitmask) w = static_cast<int32_t>(rng());
+    std::vector<Bits> logits(static_cast<size_t>(batch) * vocab);
+    for (Bits& x : logits) x = static_cast<Bits>(rng());
+    const std::vector<Bits> before = logits;
+    Status st = ApplyTokenBitmaskInplaceCpu(logits.data(), dtype, batch, vocab, bitmask.data(), words);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int32_t b = 0; b < batch; ++b) {
+      for (int32_t t = 0; t < vocab; ++t) {
+        const size_t i = static_cast<size_t>(b) * vocab + t;
+        const bool allowed =
+            t < 32 * words &&
+            ((static_cast<uint32_t>(bitmask[static_cast<size_t>(b) * words + (t >> 5)]) >> (t & 31)) & 1);
+        ASSERT_EQ(logits[i], allowed ? before[i] : neg_inf)
+            << "dtype " << static_cast<int>(dtype) << " vocab " << vocab << " b " << b << " t " << t;
+      }
+    }
+  }
+}
+
+TEST(BatchTest, ApplyTokenBitmaskFloat32) {
+  CheckApply<uint32_t>(LogitsDType::kFloat32, kernels::kNegInfFloat32Bits);
+  // And as floats: the masked value is -inf, the kept one exact.
+  float logits[2] = {1.5f, -2.25f};
+  int32_t mask = 0b10;
+  ASSERT_TRUE(ApplyTokenBitmaskInplaceCpu(logits, LogitsDType::kFloat32, 1, 2, &mask, 1).ok());
+  EXPECT_EQ(logits[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(logits[1], -2.25f);
+}
+
+TEST(BatchTest, ApplyTokenBitmaskFloat16) {
+  CheckApply<uint16_t>(LogitsDType::kFloat16, kernels::kNegInfFloat16Bits);
+}
+
+TEST(BatchTest, ApplyTokenBitmaskBFloat16) {
+  CheckApply<uint16_t>(LogitsDType::kBFloat16, kernels::kNegInfBFloat16Bits);
+  // bf16 -inf is the top half of fp32 -inf.
+  EXPECT_EQ(static_cast<uint32_t>(kernels::kNegInfBFloat16Bits) << 16, kernels::kNegInfFloat32Bits);
+}
+
+}  // namespace
+}  // namespace cfgmask
