@@ -68,20 +68,28 @@ struct LexItem {
   }
 };
 
-// Column bookkeeping of the current terminal's text, for the Python indenter:
-// the number of spaces + 8 * tabs after the last '\n' (Lark's PythonIndenter).
+// Column bookkeeping of the current terminal's text, for the Python indenter
+// (Lark's PythonIndenter): the number of spaces + 8 * tabs after the last
+// '\n', or -1 while the terminal has no '\n' (Lark's indenter then fails:
+// its newline token must contain one).  A delta is either absolute (a '\n'
+// or the terminal's start was seen in this token) or relative to the column
+// carried in from earlier tokens.
 struct ColumnDelta {
   bool absolute = false;
   int32_t value = 0;
+  static ColumnDelta TerminalStart() { return ColumnDelta{true, -1}; }
   void Feed(uint8_t b) {
     if (b == '\n') {
       absolute = true;
       value = 0;
-    } else if (b == ' ') {
-      ++value;
-    } else if (b == '\t') {
-      value += 8;
+    } else if ((b == ' ' || b == '\t') && (!absolute || value >= 0)) {
+      value += b == ' ' ? 1 : 8;
     }
+  }
+  // The column, given the one carried in (-1: no newline yet).
+  static int32_t Resolve(bool absolute, int32_t value, int32_t carried) {
+    if (absolute) return value;
+    return carried < 0 ? -1 : carried + value;
   }
 };
 

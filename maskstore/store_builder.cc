@@ -201,7 +201,7 @@ void AdvanceWalk(const WalkContext& c, const std::vector<WalkState>& in, uint8_t
       hits.clear();
       int32_t q3 = a->Step(q1, b, &hits);
       if (q3 < 0) continue;
-      WalkState n{q3, ws.items, ColumnDelta{true, 0}};
+      WalkState n{q3, ws.items, ColumnDelta::TerminalStart()};
       n.items.push_back(emit);
       n.items.insert(n.items.end(), hits.begin(), hits.end());
       n.col.Feed(b);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "grammar/check.h"
+#include "lexer/terminal_automaton.h"
 #include "parser/lalr.h"
 
 namespace cfgmask {
@@ -125,8 +126,9 @@ struct Sim {
       }
     }
     if (type == s->indenter_nl && s->indenter_nl >= 0) {
-      int32_t col = s->item_col_abs[item] ? s->item_col[item] : carried_col + s->item_col[item];
+      int32_t col = ColumnDelta::Resolve(s->item_col_abs[item], s->item_col[item], carried_col);
       if (col_override != INT32_MIN) col = col_override;
+      if (col < 0) return false;  // a newline token without '\n': Lark's indenter fails
       return Newline(col);
     }
     if (!Feed(type)) return false;
@@ -173,7 +175,7 @@ void Session::Reset() {
   live_.clear();
   LiveState l;
   l.q = store_->initial_lex_state;
-  l.col = 0;
+  l.col = -1;  // no newline yet in the first terminal
   l.stack = std::make_shared<const std::vector<int32_t>>(1, store_->start_state);
   l.indent = {0};
   live_.push_back(std::move(l));
@@ -367,14 +369,10 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
           for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
             n.items.emplace_back(s->seq_data[i], INT32_MIN);
           }
-          if (b == '\n') {
-            n.abs = true;
-            n.col = 0;
-          } else if (b == ' ') {
-            ++n.col;
-          } else if (b == '\t') {
-            n.col += 8;
-          }
+          ColumnDelta c{n.abs, n.col};
+          c.Feed(b);
+          n.abs = c.absolute;
+          n.col = c.value;
           next.push_back(std::move(n));
         };
         if (to >= 0) feed(W{to, w.items, w.abs, w.col}, hits);
@@ -383,13 +381,16 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
           // The frozen Emit item has no column: the walk knows it.
           const int32_t t = s->cand_terminal[c];
           int32_t col = INT32_MIN;
-          if (t == s->indenter_nl && s->indenter_nl >= 0) col = w.abs ? w.col : l.col + w.col;
+          if (t == s->indenter_nl && s->indenter_nl >= 0) {
+            col = ColumnDelta::Resolve(w.abs, w.col, l.col);
+            if (col < 0) col = -1;
+          }
           std::vector<std::pair<int32_t, int32_t>> items = w.items;
           items.emplace_back(s->cand_item[c], col);
           int32_t h2 = 0;
           int32_t q2 = FindStep(s, q1, b, &h2);
           if (q2 < 0) continue;
-          feed(W{q2, std::move(items), true, 0}, h2);
+          feed(W{q2, std::move(items), true, -1}, h2);
         }
       }
       cur.swap(next);
@@ -411,7 +412,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       if (!ok) continue;
       LiveState n;
       n.q = q;
-      n.col = w.abs ? w.col : l.col + w.col;
+      n.col = ColumnDelta::Resolve(w.abs, w.col, l.col);
       auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),
                                                           l.stack->begin() + sim.cut);
       stack->insert(stack->end(), sim.overlay.begin(), sim.overlay.end());

@@ -88,6 +88,7 @@ class Session {
   // Slow reference: is token t allowed?  (Advances a copy.)
   bool AllowsSlow(int32_t token);
   size_t num_live() const { return live_.size(); }
+  const CompiledStore* store() const { return store_; }
   const std::vector<LiveState>& live() const { return live_; }
   const std::string& text() const { return text_; }
 

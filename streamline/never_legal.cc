@@ -223,9 +223,38 @@ NeverLegalAnalysis::NeverLegalAnalysis(const Grammar& grammar, int start_index)
       num_terminals_(grammar.num_terminals()) {
   auto t0 = std::chrono::steady_clock::now();
   useful_rule_ = UsefulRules(grammar, start_);
-  for (size_t i = 0; i < grammar.rules.size(); ++i)
-    if (useful_rule_[i]) useful_rule_ids_.push_back(static_cast<int32_t>(i));
   const int32_t num_symbols = grammar.num_symbols();
+  std::vector<int32_t> useful_rules;
+  std::vector<std::vector<int32_t>> rules_of(num_symbols);
+  rules_using_.resize(num_symbols);
+  for (size_t i = 0; i < grammar.rules.size(); ++i) {
+    if (!useful_rule_[i]) continue;
+    const int32_t r = static_cast<int32_t>(i);
+    useful_rules.push_back(r);
+    rules_of[grammar.rules[i].lhs].push_back(r);
+    for (SymbolId s : grammar.rules[i].rhs)
+      if (rules_using_[s].empty() || rules_using_[s].back() != r) rules_using_[s].push_back(r);
+  }
+  // Post-order of the nonterminals from the start symbol, so that the first
+  // pass of the fixpoint meets a symbol's rules before the rules using it.
+  std::vector<std::vector<SymbolId>> children(num_symbols);
+  for (int32_t r : useful_rules)
+    for (SymbolId s : grammar.rules[r].rhs)
+      if (!grammar.IsTerminal(s)) children[grammar.rules[r].lhs].push_back(s);
+  std::vector<bool> visited(num_symbols, false);
+  std::vector<std::pair<SymbolId, size_t>> dfs{{start_, 0}};
+  visited[start_] = true;
+  while (!dfs.empty()) {
+    const SymbolId sym = dfs.back().first;
+    const size_t k = dfs.back().second++;
+    if (k == children[sym].size()) {
+      rule_order_.insert(rule_order_.end(), rules_of[sym].begin(), rules_of[sym].end());
+      dfs.pop_back();
+    } else if (!visited[children[sym][k]]) {
+      visited[children[sym][k]] = true;
+      dfs.push_back({children[sym][k], 0});
+    }
+  }
   const size_t words = (num_terminals_ + 63) / 64;
   // FIRST and LAST sets and nullability over the useful rules: exact for the
   // symbols that occur in a sentence's derivation.
@@ -237,7 +266,7 @@ NeverLegalAnalysis::NeverLegalAnalysis(const Grammar& grammar, int start_index)
   }
   for (bool changed = true; changed;) {
     changed = false;
-    for (int32_t i : useful_rule_ids_) {
+    for (int32_t i : useful_rules) {
       const Rule& r = grammar.rules[i];
       bool all_nullable = true;
       for (SymbolId s : r.rhs) {
@@ -260,7 +289,7 @@ NeverLegalAnalysis::NeverLegalAnalysis(const Grammar& grammar, int start_index)
   occurs_.assign(num_terminals_, false);
   adjacent_.assign(static_cast<size_t>(num_terminals_) * num_terminals_, false);
   std::vector<Bits> follow(num_terminals_, Bits(words, 0));  // follow[x] = {y : x y adjacent}
-  for (int32_t i : useful_rule_ids_) {
+  for (int32_t i : useful_rules) {
     const Rule& r = grammar.rules[i];
     for (size_t a = 0; a < r.rhs.size(); ++a) {
       if (grammar.IsTerminal(r.rhs[a])) occurs_[r.rhs[a]] = true;
@@ -337,9 +366,15 @@ bool NeverLegalAnalysis::Fixpoint(int32_t x, std::span<const int32_t> s) {
     for (int32_t p = 0; p < n; ++p)
       rel[static_cast<size_t>(t) * n + p] = uint64_t{1} << dfa.next[static_cast<size_t>(p) * num_terminals_ + t];
   std::vector<uint64_t> cur(n), nxt(n);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t i : useful_rule_ids_) {
+  // Worklist: a rule is re-evaluated when the relation of an rhs symbol grew.
+  std::vector<int32_t> queue(rule_order_.rbegin(), rule_order_.rend());
+  std::vector<bool> queued(grammar_.rules.size(), false);
+  for (int32_t i : queue) queued[i] = true;
+  while (!queue.empty()) {
+    {
+      const int32_t i = queue.back();
+      queue.pop_back();
+      queued[i] = false;
       const Rule& r = grammar_.rules[i];
       for (int32_t p = 0; p < n; ++p) cur[p] = uint64_t{1} << p;
       bool empty = false;
@@ -360,12 +395,16 @@ bool NeverLegalAnalysis::Fixpoint(int32_t x, std::span<const int32_t> s) {
       }
       if (empty) continue;
       uint64_t* dst = &rel[static_cast<size_t>(r.lhs) * n];
+      bool changed = false;
       for (int32_t p = 0; p < n; ++p) {
         if ((dst[p] | cur[p]) != dst[p]) {
           dst[p] |= cur[p];
           changed = true;
         }
       }
+      if (!changed) continue;
+      for (int32_t user : rules_using_[r.lhs])
+        if (!queued[user]) queued[user] = true, queue.push_back(user);
     }
   }
   const bool found = (rel[static_cast<size_t>(start_) * n + dfa.start] >> (n - 1)) & 1;

@@ -96,7 +96,8 @@ class NeverLegalAnalysis {
   SymbolId start_;
   int32_t num_terminals_;
   std::vector<bool> useful_rule_;
-  std::vector<int32_t> useful_rule_ids_;
+  std::vector<int32_t> rule_order_;  // useful rules, callees' rules before callers'
+  std::vector<std::vector<int32_t>> rules_using_;  // per symbol: useful rules with it in rhs
   std::vector<bool> occurs_;
   std::vector<bool> adjacent_;  // [x * T + y]
   std::vector<std::map<std::vector<int32_t>, bool>> cache_;  // per x

@@ -20,7 +20,12 @@ namespace {
 // A random grammar over `num_t` terminals: nonterminal n0 is the start.
 Grammar RandomGrammar(std::mt19937& rng, int num_t, int num_n) {
   Grammar g;
-  for (int t = 0; t < num_t; ++t) g.terminals.push_back({std::string(1, 'A' + t)});
+  for (int t = 0; t < num_t; ++t) {
+    TerminalDef def;
+    def.name = std::string(1, 'A' + t);
+    def.value = def.name;
+    g.terminals.push_back(def);
+  }
   for (int n = 0; n < num_n; ++n) g.nonterminals.push_back("n" + std::to_string(n));
   g.start = {"n0"};
   for (int n = 0; n < num_n; ++n) {

@@ -21,63 +21,14 @@
 
 #include "maskstore/store_builder.h"
 #include "runtime/session.h"
+#include "tests/exactness_harness.h"
 
 namespace cfgmask {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-bool Quick() { return Env("CFGMASK_QUICK") == "1" && Env("CFGMASK_FULL") != "1"; }
-
-#define REQUIRE_ENV(var)                                                   \
-  do {                                                                     \
-    if (Env(var).empty()) {                                                \
-      if (Env("CI") == "true") FAIL() << var " is not set (run setup.sh)"; \
-      GTEST_SKIP() << var " is not set";                                   \
-    }                                                                      \
-  } while (0)
-
-std::string JsonQuote(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  return o + "\"";
-}
-
-// Lark's verdict on each text.
-std::vector<int> LarkVerdicts(const std::string& grammar, const std::string& start,
-                              const std::string& indenter, const std::vector<std::string>& texts) {
-  char in_path[] = "/tmp/cfgmask_lark_in_XXXXXX";
-  int fd = mkstemp(in_path);
-  close(fd);
-  {
-    std::ofstream f(in_path);
-    for (const auto& t : texts) f << JsonQuote(t) << "\n";
-  }
-  std::string cmd = Env("CFGMASK_PYTHON") + " " + CFGMASK_SOURCE_DIR +
-                    "/tests/tools/lark_accepts.py " + grammar + " " + start + " " + indenter +
-                    " < " + in_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::vector<int> out;
-  char line[16];
-  while (p && std::fgets(line, sizeof line, p)) out.push_back(line[0] == '1');
-  if (p) pclose(p);
-  std::remove(in_path);
-  return out;
-}
+std::string Env(const char* name) { return TestEnv(name); }
+bool Quick() { return TestQuick(); }
+#define REQUIRE_ENV(var) CFGMASK_REQUIRE_ENV(var)
 
 class SessionTest : public ::testing::Test {
  protected:
