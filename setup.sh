@@ -123,7 +123,7 @@ case "$MODE" in
     STDLIB="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')"
     "$BUILD/cfgmask" check "$OUT" "$STDLIB/colorsys.py" "$STDLIB/bisect.py"
     # Constrained output: tokens drawn at random from each step's mask.
-    "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 -o "$CACHE/samples"
+    "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 --ascii -o "$CACHE/samples"
     ;;
   test)
     [ "${CI:-}" = "true" ] && export CFGMASK_QUICK="${CFGMASK_QUICK:-1}"

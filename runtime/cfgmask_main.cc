@@ -50,7 +50,7 @@ const char kUsage[] =
     "       cfgmask stats   STORE.cfgm [--json]\n"
     "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes] [--seed S] "
     "[--verify-masks N]\n"
-    "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] -o DIR\n"
+    "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR\n"
     "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes] "
     "[--seed S]\n";
 
@@ -81,9 +81,10 @@ const CommandSpec kCommands[] = {
      2,
      SIZE_MAX},
     {"sample",
-     "usage: cfgmask sample STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] -o DIR",
+     "usage: cfgmask sample STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] "
+     "-o DIR",
      {"-n", "--seed", "--max-tokens", "--eos-bias", "-o"},
-     {},
+     {"--ascii"},
      1,
      1},
     {"bench",
@@ -650,7 +651,7 @@ int Sample(const CommandSpec& spec, const Args& args) {
     std::string ending;
     int64_t tokens = 0;
     for (; tokens < max_tokens; ++tokens) {
-      const int32_t tok = DrawToken(store, session.Mask(), eos_bias, &rng);
+      const int32_t tok = DrawToken(store, session.Mask(), eos_bias, &rng, args.Has("--ascii"));
       if (tok < 0) {
         ending = "stopped: the mask is empty and EOS is not allowed (a prefix)";
         break;

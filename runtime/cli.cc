@@ -62,7 +62,7 @@ std::vector<Segment> Segmenter::Cut(std::string_view text, SegmentMode mode,
 }
 
 int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask, double eos_bias,
-                  std::mt19937_64* rng) {
+                  std::mt19937_64* rng, bool ascii_only) {
   auto allowed = [&](int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; };
   std::vector<int32_t> eos;
   for (int32_t e : store.eos_ids) {
@@ -74,6 +74,15 @@ int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask,
                           store.eos_ids.end()) {
       text.push_back(t);
     }
+  }
+  if (ascii_only) {
+    std::vector<int32_t> ascii;
+    for (int32_t t : text) {
+      bool ok = true;
+      for (unsigned char c : store.TokenBytes(t)) ok &= (c >= 0x20 && c < 0x7F) || c == '\n' || c == '\t';
+      if (ok) ascii.push_back(t);
+    }
+    if (!ascii.empty()) text.swap(ascii);
   }
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   if (!eos.empty() && (text.empty() || coin(*rng) < eos_bias)) {

@@ -51,12 +51,14 @@ class Segmenter {
   VocabTrie trie_;
 };
 
-// Draws a token from `mask` (ceil(V/32) words): with probability
+// Draws a token from `mask` (ceil(V/32) words); with `ascii_only`, among the
+// allowed tokens made of printable ASCII, tab and newline when there are any.
+// With probability
 // `eos_bias` an allowed EOS id when one is allowed, otherwise uniformly among
 // the allowed non-EOS tokens (an EOS only when nothing else is allowed).
 // Returns -1 when the mask is empty.
 int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask, double eos_bias,
-                  std::mt19937_64* rng);
+                  std::mt19937_64* rng, bool ascii_only = false);
 
 // "FILE:LINE:COL" for a byte offset into `text` (1-based line and column,
 // columns counted in bytes).
