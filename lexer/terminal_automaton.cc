@@ -156,9 +156,10 @@ bool InByteSet(const uint64_t set[4], int b) { return (set[b >> 6] >> (b & 63)) 
 struct ClosureCtx {
   const Nfa* nfa;
   int prev;  // byte just consumed, -1 at the start of the terminal
-  std::set<std::pair<int32_t, std::vector<uint32_t>>> visited;
+  std::set<std::pair<int32_t, std::vector<uint32_t>>> visited;  // entries with vetoes
   std::vector<TerminalAutomaton::Entry>* out;
   bool lookbehind_at_start = false;
+  std::vector<uint8_t> visited_plain = {};  // by pc, entries without vetoes (the common case)
 };
 
 }  // namespace
@@ -166,7 +167,13 @@ struct ClosureCtx {
 static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& vetoes,
                     uint8_t good) {
   if (pc < 0) return;
-  if (!c->visited.emplace(pc, vetoes).second) return;
+  if (vetoes.empty()) {
+    if (c->visited_plain.empty()) c->visited_plain.assign(c->nfa->insts.size(), 0);
+    if (c->visited_plain[pc]) return;
+    c->visited_plain[pc] = 1;
+  } else if (!c->visited.emplace(pc, vetoes).second) {
+    return;
+  }
   const NfaInst& in = c->nfa->insts[pc];
   switch (in.op) {
     case NfaInst::kByteRange: {
@@ -231,10 +238,15 @@ static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint
 
 // Drops duplicate entries and everything after the first confirmed marker.
 static void Canonicalize(std::vector<TerminalAutomaton::Entry>* list) {
-  std::set<std::pair<int32_t, std::vector<uint32_t>>> seen;
+  std::set<std::pair<int32_t, std::vector<uint32_t>>> seen;  // entries with vetoes
+  std::unordered_map<int32_t, char> seen_plain;              // entries without
   std::vector<TerminalAutomaton::Entry> out;
+  out.reserve(list->size());
   for (auto& e : *list) {
-    if (!seen.emplace(e.pc, e.vetoes).second) continue;
+    if (e.vetoes.empty() ? !seen_plain.emplace(e.pc, 0).second
+                         : !seen.emplace(e.pc, e.vetoes).second) {
+      continue;
+    }
     bool confirmed = e.pc < 0 && e.vetoes.empty();
     out.push_back(std::move(e));
     if (confirmed) break;

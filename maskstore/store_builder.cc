@@ -29,6 +29,7 @@ struct WalkState {
   int32_t q;
   std::vector<LexItem> items;
   ColumnDelta col;
+  mutable int32_t items_seq = -1;  // interned `items`, filled at the first token end
   bool operator<(const WalkState& o) const {
     if (q != o.q) return q < o.q;
     if (col.absolute != o.col.absolute) return col.absolute < o.col.absolute;
@@ -427,6 +428,8 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   add_root(a->initial_state());
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> compaction;  // state -> (to, map set)
   std::map<int32_t, std::vector<int32_t>> root_rows;  // seq -> tokens, current root
+  std::vector<int32_t> tail_cache;                     // lexer state -> Tail item id
+  std::unordered_map<uint64_t, int32_t> seq_with_tail;  // (items seq, tail item) -> seq
   std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
   int64_t entries = 0;
   std::vector<int32_t> slot_map;
@@ -462,9 +465,20 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
             it = compaction.emplace(ws.q, std::make_pair(to, a->InternSet(slot_map))).first;
           }
           add_root(it->second.first);
-          std::vector<LexItem> items = ws.items;
-          items.push_back(a->Tail(ws.q));
-          int32_t seq = in.Seq(items);
+          // The row's sequence: the walk state's items, then the Tail of
+          // its lexer state; both interned once and the pair memoised.
+          if (ws.items_seq < 0) ws.items_seq = in.Seq(ws.items);
+          if (static_cast<int32_t>(tail_cache.size()) <= ws.q) tail_cache.resize(ws.q + 1, -1);
+          if (tail_cache[ws.q] < 0) tail_cache[ws.q] = in.Item(a->Tail(ws.q));
+          const uint64_t pair_key =
+              (static_cast<uint64_t>(ws.items_seq) << 32) | static_cast<uint32_t>(tail_cache[ws.q]);
+          auto found = seq_with_tail.find(pair_key);
+          if (found == seq_with_tail.end()) {
+            std::vector<int32_t> ids = in.seq_list[ws.items_seq];
+            ids.push_back(tail_cache[ws.q]);
+            found = seq_with_tail.emplace(pair_key, in.SeqIds(ids)).first;
+          }
+          const int32_t seq = found->second;
           auto& row = root_rows[seq];
           row.insert(row.end(), toks.begin(), toks.end());
           entries += static_cast<int64_t>(toks.size());
