@@ -15,34 +15,12 @@
 #include <gtest/gtest.h>
 
 #include "grammar/lark_reader.h"
+#include "tests/random_grammar.h"
 #include "streamline/never_legal.h"
 
 namespace cfgmask {
 namespace {
 
-Grammar RandomGrammar(std::mt19937& rng, int num_t, int num_n) {
-  Grammar g;
-  for (int t = 0; t < num_t; ++t) {
-    TerminalDef def;
-    def.name = std::string(1, 'A' + t);
-    def.value = def.name;
-    g.terminals.push_back(def);
-  }
-  for (int n = 0; n < num_n; ++n) g.nonterminals.push_back("n" + std::to_string(n));
-  g.start = {"n0"};
-  for (int n = 0; n < num_n; ++n) {
-    const int rules = 1 + rng() % 3;
-    for (int r = 0; r < rules; ++r) {
-      Rule rule;
-      rule.lhs = num_t + n;
-      const int len = rng() % 4;
-      for (int i = 0; i < len; ++i) rule.rhs.push_back(rng() % (num_t + num_n));
-      rule.order = r;
-      g.rules.push_back(rule);
-    }
-  }
-  return g;
-}
 
 // Is w a prefix of a sentence?  Exact: L ∩ w Σ* ≠ ∅.
 bool Viable(const Grammar& g, const std::vector<int32_t>& w) {
