@@ -10,7 +10,7 @@
 // must give the same two answers on every mutated stream.
 //
 // Size: CFGMASK_QUICK=1 takes 150 files evenly spread over the sorted stdlib
-// and 5 mutations each; otherwise every file and 20 mutations each.
+// and 5 mutations each; otherwise every file and 4 mutations each.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -84,7 +84,7 @@ TEST(ParserDifferentialTest, StdlibStreamsAgreeWithLark) {
   }
   const bool quick = Env("CFGMASK_QUICK") == "1";
   const int files_wanted = quick ? 150 : 0;  // 0: every file
-  const int mutations_per_file = quick ? 5 : 20;
+  const int mutations_per_file = quick ? 5 : 4;
 
   LarkReaderOptions options;
   options.start = {"file_input"};
