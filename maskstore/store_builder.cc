@@ -375,12 +375,13 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       const int64_t n = static_cast<int64_t>(toks.size());
       const int64_t comp = text_tokens - n;
       s.row_seq.push_back(seq);
-      if (n <= comp && n <= words) {
+      // Long lists are ORed faster as bitsets (word-wise, SIMD) than scattered.
+      if (n <= comp && n <= words / 4) {
         s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
         s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
         s.row_length.push_back(static_cast<int32_t>(n));
         s.row_tokens.insert(s.row_tokens.end(), toks.begin(), toks.end());
-      } else if (comp <= words) {
+      } else if (comp <= words / 4) {
         s.row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
         s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
         size_t i = 0;

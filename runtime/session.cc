@@ -7,6 +7,7 @@
 #include "grammar/check.h"
 #include "lexer/terminal_automaton.h"
 #include "parser/lalr.h"
+#include "runtime/or_reduce.h"
 
 namespace cfgmask {
 
@@ -68,10 +69,38 @@ struct Sim {
     }
     return col == indent.back();
   }
-  // Would terminal t be shifted now?  (Simulated on a copy.)
+  // Would terminal t be shifted now?  The reductions are simulated on a
+  // small local stack over the real one (entries popped from its top are
+  // only counted), so nothing is copied or allocated.
   bool Accepts(int32_t t) const {
-    Sim copy = *this;
-    return copy.Feed(t);
+    constexpr int kExtra = 64;
+    int32_t extra[kExtra];
+    int ne = 0;
+    size_t popped = 0;
+    const size_t real = cut + overlay.size();
+    auto top = [&]() -> int32_t {
+      if (ne > 0) return extra[ne - 1];
+      const size_t i = real - popped - 1;
+      return i < cut ? (*base)[i] : overlay[i - cut];
+    };
+    for (;;) {
+      const int32_t a = s->action[static_cast<size_t>(top()) * s->num_parse_terminals + t];
+      if (a == 0) return false;
+      if (a == kAcceptAction || a > 0) return true;
+      const int32_t r = -(a + 1);
+      const int32_t len = s->rule_length[r];
+      const int32_t from_extra = std::min(len, ne);
+      ne -= from_extra;
+      popped += static_cast<size_t>(len - from_extra);
+      const int32_t g =
+          s->goto_table[static_cast<size_t>(top()) * s->num_nonterminals + s->rule_lhs[r]];
+      if (g < 0) return false;
+      if (ne == kExtra) {  // a very long chain of reductions: fall back to a copy
+        Sim copy = *this;
+        return copy.Feed(t);
+      }
+      extra[ne++] = g;
+    }
   }
   bool TailOk(int32_t item) const {
     const int32_t state = Top();
@@ -335,7 +364,8 @@ void Session::FillMask(uint32_t* mask) {
   std::memset(mask, 0, sizeof(uint32_t) * s->mask_words());
   bool eos = false;
   AcceptedRows(&scratch_rows_, &eos);
-  OrRows(*s, scratch_rows_.data(), scratch_rows_.size(), mask);
+  if (text_mask_.empty()) text_mask_ = TextTokenMask(*s);
+  OrRowsSimd(*s, text_mask_.data(), scratch_rows_.data(), scratch_rows_.size(), mask);
   if (eos) {
     for (int32_t e : s->eos_ids) mask[e >> 5] |= 1u << (e & 31);
   }

@@ -110,6 +110,7 @@ class Session {
   std::string text_;
   bool terminated_ = false;
   std::vector<int32_t> scratch_rows_;
+  std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
 };
 
 }  // namespace cfgmask
