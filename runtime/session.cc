@@ -21,6 +21,7 @@ struct Sim {
   std::vector<int32_t> indent;
   int32_t paren;
   std::vector<uint64_t> slots;  // scanner_words per slot
+  std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
 
   int32_t Top() const { return overlay.empty() ? (*base)[cut - 1] : overlay.back(); }
   void Pop(int32_t n) {
@@ -33,6 +34,7 @@ struct Sim {
   // Shifts terminal t after the reductions it triggers; false if rejected.
   // For $END, true once the input is accepted.
   bool Feed(int32_t t) {
+    if (trace) trace->push_back(t);
     for (;;) {
       int32_t top = Top();
       int32_t a = s->action[static_cast<size_t>(top) * s->num_parse_terminals + t];
@@ -211,6 +213,27 @@ void Session::Reset() {
   text_.clear();
   terminated_ = false;
   history_.clear();
+}
+
+std::vector<int32_t> Session::TerminalTrace() const {
+  const CompiledStore* s = store_;
+  for (const LiveState& l : live_) {
+    for (int32_t e = s->eof_offsets[l.q]; e < s->eof_offsets[l.q + 1]; ++e) {
+      const int32_t seq = s->eof_seq[e];
+      Sim sim = MakeSim(s, l);
+      std::vector<int32_t> fed = l.trace ? *l.trace : std::vector<int32_t>();
+      sim.trace = &fed;
+      bool ok = true;
+      for (int32_t i = s->seq_offsets[seq]; ok && i < s->seq_offsets[seq + 1]; ++i) {
+        ok = sim.Item(s->seq_data[i], l.col);
+      }
+      if (ok && sim.Finish()) {
+        fed.pop_back();  // $END
+        return fed;
+      }
+    }
+  }
+  return {};
 }
 
 Status Session::Rollback(int32_t k) {
@@ -431,6 +454,8 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       if (q < 0) continue;
       // Apply the items.
       Sim sim = MakeSim(s, l);
+      std::vector<int32_t> fed;
+      if (trace_) sim.trace = &fed;
       bool ok = true;
       for (auto [item, col] : w.items) {
         if (!sim.Item(item, l.col, col)) {
@@ -438,9 +463,17 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
           break;
         }
       }
-      if (ok && s->tail_item[w.q] >= 0) ok = sim.TailOk(s->tail_item[w.q]);
+      if (ok && s->tail_item[w.q] >= 0) {
+        sim.trace = nullptr;
+        ok = sim.TailOk(s->tail_item[w.q]);
+      }
       if (!ok) continue;
       LiveState n;
+      if (trace_) {
+        auto t = std::make_shared<std::vector<int32_t>>(l.trace ? *l.trace : std::vector<int32_t>());
+        t->insert(t->end(), fed.begin(), fed.end());
+        n.trace = std::move(t);
+      }
       n.q = q;
       n.col = ColumnDelta::Resolve(w.abs, w.col, l.col);
       auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),

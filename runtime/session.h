@@ -38,6 +38,8 @@ struct LiveState {
   std::shared_ptr<const std::vector<int32_t>> stack;
   std::vector<int32_t> indent;       // indenter stack, starts {0}
   int32_t paren = 0;
+  // With tracing on: the terminals fed to the parser so far (for tests).
+  std::shared_ptr<const std::vector<int32_t>> trace;
 };
 
 // ORs the token sets of store rows `rows[0..n)` into `mask` (the reference
@@ -85,6 +87,14 @@ class Session {
   // append without sampling.
   std::string JumpForwardString(int32_t max_bytes = 256) const;
 
+  // Tracing (tests, debugging): the session keeps the sequence of terminals
+  // it feeds to the parser (after the indenter: _NEWLINE, _INDENT, _DEDENT
+  // included, %ignore'd ones not), O(length) per step.  TerminalTrace() is
+  // that sequence for a complete text, end-of-input _DEDENTs included, $END
+  // excluded; empty if the text cannot end here.
+  void EnableTrace() { trace_ = true; }
+  std::vector<int32_t> TerminalTrace() const;
+
   // Slow reference: is token t allowed?  (Advances a copy.)
   bool AllowsSlow(int32_t token);
   size_t num_live() const { return live_.size(); }
@@ -109,6 +119,7 @@ class Session {
   std::vector<Saved> history_;
   std::string text_;
   bool terminated_ = false;
+  bool trace_ = false;
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
 };
