@@ -25,24 +25,20 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One lexing hypothesis of the walk: the lexer state, the items produced
+// since the root (an interned sequence), the last non-ignored Emit among
+// them (-1: none) and the column bookkeeping of the current terminal.
 struct WalkState {
   int32_t q;
-  std::vector<LexItem> items;
+  int32_t seq;
+  int32_t last_emit;
   ColumnDelta col;
-  mutable int32_t items_seq = -1;  // interned `items`, filled at the first token end
   bool operator<(const WalkState& o) const {
-    if (q != o.q) return q < o.q;
-    if (col.absolute != o.col.absolute) return col.absolute < o.col.absolute;
-    if (col.value != o.col.value) return col.value < o.col.value;
-    if (items.size() != o.items.size()) return items.size() < o.items.size();
-    for (size_t i = 0; i < items.size(); ++i) {
-      const LexItem& a = items[i];
-      const LexItem& b = o.items[i];
-      auto ka = std::tie(a.kind, a.terminal, a.blockers, a.full_match, a.col_absolute, a.col, a.slot);
-      auto kb = std::tie(b.kind, b.terminal, b.blockers, b.full_match, b.col_absolute, b.col, b.slot);
-      if (ka != kb) return ka < kb;
-    }
-    return false;
+    return std::tie(q, seq, col.absolute, col.value) <
+           std::tie(o.q, o.seq, o.col.absolute, o.col.value);
+  }
+  bool operator==(const WalkState& o) const {
+    return q == o.q && seq == o.seq && col.absolute == o.col.absolute && col.value == o.col.value;
   }
 };
 
@@ -64,6 +60,17 @@ class Interner {
     for (const LexItem& it : items) ids.push_back(Item(it));
     return SeqIds(ids);
   }
+  // The sequence `seq` followed by item `item`, memoised.
+  int32_t Append(int32_t seq, int32_t item) {
+    const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
+    auto it = appended_.find(key);
+    if (it != appended_.end()) return it->second;
+    std::vector<int32_t> ids = seq_list[seq];
+    ids.push_back(item);
+    const int32_t id = SeqIds(ids);
+    appended_.emplace(key, id);
+    return id;
+  }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
     std::string key(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
     auto [pos, inserted] = seqs_.emplace(key, static_cast<int32_t>(seq_list.size()));
@@ -75,6 +82,7 @@ class Interner {
 
  private:
   std::unordered_map<std::string, int32_t> items_, seqs_;
+  std::unordered_map<uint64_t, int32_t> appended_;
 };
 
 // Which terminal can immediately follow which in some sentential form (the
@@ -168,28 +176,25 @@ bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
 
 // Advances a set of walk states by one byte, taking every legal terminal
 // boundary before the byte.
-void AdvanceWalk(const WalkContext& c, const std::vector<WalkState>& in, uint8_t b,
-                 std::vector<WalkState>* out) {
+void AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState>& states,
+                 uint8_t b, std::vector<WalkState>* out) {
   TerminalAutomaton* a = c.a;
   const int32_t nl = c.nl;
   out->clear();
   std::vector<LexItem> hits;
-  for (const WalkState& ws : in) {
+  auto add_hits = [&](int32_t seq) {
+    for (const LexItem& h : hits) seq = in->Append(seq, in->Item(h));
+    return seq;
+  };
+  for (const WalkState& ws : states) {
     hits.clear();
     int32_t q2 = a->Step(ws.q, b, &hits);
     if (q2 >= 0) {
-      WalkState n{q2, ws.items, ws.col};
-      n.items.insert(n.items.end(), hits.begin(), hits.end());
+      WalkState n{q2, add_hits(ws.seq), ws.last_emit, ws.col};
       n.col.Feed(b);
-      out->push_back(std::move(n));
+      out->push_back(n);
     }
-    const LexItem* last = nullptr;
-    for (auto it = ws.items.rbegin(); it != ws.items.rend(); ++it) {
-      if (it->kind == LexItem::kEmit && !(*c.ignored)[it->terminal]) {
-        last = &*it;
-        break;
-      }
-    }
+    const LexItem* last = ws.last_emit >= 0 ? &in->item_list[ws.last_emit] : nullptr;
     for (int32_t t : a->BoundaryCandidates(ws.q)) {
       LexItem emit;
       int32_t q1 = a->Boundary(ws.q, t, &emit);
@@ -202,20 +207,16 @@ void AdvanceWalk(const WalkContext& c, const std::vector<WalkState>& in, uint8_t
       hits.clear();
       int32_t q3 = a->Step(q1, b, &hits);
       if (q3 < 0) continue;
-      WalkState n{q3, ws.items, ColumnDelta::TerminalStart()};
-      n.items.push_back(emit);
-      n.items.insert(n.items.end(), hits.begin(), hits.end());
+      const int32_t emit_id = in->Item(emit);
+      WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
+                  (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
       n.col.Feed(b);
-      out->push_back(std::move(n));
+      out->push_back(n);
     }
   }
   if (out->size() > 1) {
     std::sort(out->begin(), out->end());
-    out->erase(std::unique(out->begin(), out->end(),
-                           [](const WalkState& x, const WalkState& y) {
-                             return !(x < y) && !(y < x);
-                           }),
-               out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
   }
 }
 
@@ -430,7 +431,6 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> compaction;  // state -> (to, map set)
   std::map<int32_t, std::vector<int32_t>> root_rows;  // seq -> tokens, current root
   std::vector<int32_t> tail_cache;                     // lexer state -> Tail item id
-  std::unordered_map<uint64_t, int32_t> seq_with_tail;  // (items seq, tail item) -> seq
   std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
   int64_t entries = 0;
   std::vector<int32_t> slot_map;
@@ -444,10 +444,10 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                         " lexer states at token boundaries (--max-roots)");
     }
     CFGMASK_CHECK(root_of[root] == static_cast<int32_t>(done));
-    level[0].assign(1, WalkState{root, {}, ColumnDelta{false, 0}});
+    level[0].assign(1, WalkState{root, 0, -1, ColumnDelta{false, 0}});
     for (int32_t n = 1; n < trie.num_nodes();) {
       const int32_t d = trie.depth(n);
-      AdvanceWalk(walk, level[d - 1], trie.byte(n), &level[d]);
+      AdvanceWalk(walk, &in, level[d - 1], trie.byte(n), &level[d]);
       if (level[d].empty()) {
         n = trie.subtree_end(n);
         continue;
@@ -467,19 +467,10 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
           }
           add_root(it->second.first);
           // The row's sequence: the walk state's items, then the Tail of
-          // its lexer state; both interned once and the pair memoised.
-          if (ws.items_seq < 0) ws.items_seq = in.Seq(ws.items);
+          // its lexer state.
           if (static_cast<int32_t>(tail_cache.size()) <= ws.q) tail_cache.resize(ws.q + 1, -1);
           if (tail_cache[ws.q] < 0) tail_cache[ws.q] = in.Item(a->Tail(ws.q));
-          const uint64_t pair_key =
-              (static_cast<uint64_t>(ws.items_seq) << 32) | static_cast<uint32_t>(tail_cache[ws.q]);
-          auto found = seq_with_tail.find(pair_key);
-          if (found == seq_with_tail.end()) {
-            std::vector<int32_t> ids = in.seq_list[ws.items_seq];
-            ids.push_back(tail_cache[ws.q]);
-            found = seq_with_tail.emplace(pair_key, in.SeqIds(ids)).first;
-          }
-          const int32_t seq = found->second;
+          const int32_t seq = in.Append(ws.seq, tail_cache[ws.q]);
           auto& row = root_rows[seq];
           row.insert(row.end(), toks.begin(), toks.end());
           entries += static_cast<int64_t>(toks.size());
@@ -572,11 +563,24 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     for (int32_t v : a->Set(i)) s.set_data.push_back(v);
     s.set_offsets.push_back(static_cast<int32_t>(s.set_data.size()));
   }
+  // Only the sequences the runtime reads are written (the walk also
+  // interned every prefix), renumbered densely; seq 0 stays the empty one.
+  std::vector<int32_t> new_id(in.seq_list.size(), -1);
+  new_id[0] = 0;
+  for (int32_t v : s.row_seq) new_id[v] = 0;
+  for (int32_t v : s.eof_seq) new_id[v] = 0;
+  for (int32_t v : s.step_hits) new_id[v] = 0;
   s.seq_offsets.assign(1, 0);
-  for (const auto& seq : in.seq_list) {
-    s.seq_data.insert(s.seq_data.end(), seq.begin(), seq.end());
+  int32_t next_id = 0;
+  for (size_t i = 0; i < in.seq_list.size(); ++i) {
+    if (new_id[i] < 0) continue;
+    new_id[i] = next_id++;
+    s.seq_data.insert(s.seq_data.end(), in.seq_list[i].begin(), in.seq_list[i].end());
     s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
   }
+  for (int32_t& v : s.row_seq) v = new_id[v];
+  for (int32_t& v : s.eof_seq) v = new_id[v];
+  for (int32_t& v : s.step_hits) v = new_id[v];
 
   s.num_roots = static_cast<int32_t>(roots.size());
   s.stats.rows_before_streamlining = row_count;
