@@ -202,9 +202,6 @@ class TerminalAutomaton {
     std::vector<int32_t> step_to;       // 256 entries, -2 = not computed yet
     std::vector<int32_t> step_hits;     // 256 entries, id into hit_lists_
   };
-  struct StateHash {
-    size_t operator()(const std::string& s) const { return std::hash<std::string>()(s); }
-  };
 
   TerminalAutomaton() = default;
   int32_t Intern(LexState st);

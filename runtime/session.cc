@@ -216,22 +216,9 @@ void Session::Reset() {
 }
 
 std::vector<int32_t> Session::TerminalTrace() const {
-  const CompiledStore* s = store_;
+  std::vector<int32_t> fed;
   for (const LiveState& l : live_) {
-    for (int32_t e = s->eof_offsets[l.q]; e < s->eof_offsets[l.q + 1]; ++e) {
-      const int32_t seq = s->eof_seq[e];
-      Sim sim = MakeSim(s, l);
-      std::vector<int32_t> fed = l.trace ? *l.trace : std::vector<int32_t>();
-      sim.trace = &fed;
-      bool ok = true;
-      for (int32_t i = s->seq_offsets[seq]; ok && i < s->seq_offsets[seq + 1]; ++i) {
-        ok = sim.Item(s->seq_data[i], l.col);
-      }
-      if (ok && sim.Finish()) {
-        fed.pop_back();  // $END
-        return fed;
-      }
-    }
+    if (FinishOk(l, &fed)) return fed;
   }
   return {};
 }
@@ -276,34 +263,23 @@ std::string Session::JumpForwardString(int32_t max_bytes) const {
   return forced;
 }
 
-bool Session::CheckSeq(const LiveState& l, int32_t seq, LiveState* result) const {
-  const CompiledStore* s = store_;
-  Sim sim = MakeSim(s, l);
-  for (int32_t i = s->seq_offsets[seq]; i < s->seq_offsets[seq + 1]; ++i) {
-    if (!sim.Item(s->seq_data[i], l.col)) return false;
-  }
-  if (result) {
-    auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),
-                                                        l.stack->begin() + sim.cut);
-    stack->insert(stack->end(), sim.overlay.begin(), sim.overlay.end());
-    result->stack = std::move(stack);
-    result->indent = std::move(sim.indent);
-    result->paren = sim.paren;
-    result->slot_bits = std::move(sim.slots);
-  }
-  return true;
-}
-
-bool Session::FinishOk(const LiveState& l) const {
+bool Session::FinishOk(const LiveState& l, std::vector<int32_t>* trace) const {
   const CompiledStore* s = store_;
   for (int32_t e = s->eof_offsets[l.q]; e < s->eof_offsets[l.q + 1]; ++e) {
     const int32_t seq = s->eof_seq[e];
     Sim sim = MakeSim(s, l);
+    if (trace) {
+      *trace = l.trace ? *l.trace : std::vector<int32_t>();
+      sim.trace = trace;
+    }
     bool ok = true;
     for (int32_t i = s->seq_offsets[seq]; ok && i < s->seq_offsets[seq + 1]; ++i) {
       ok = sim.Item(s->seq_data[i], l.col);
     }
-    if (ok && sim.Finish()) return true;
+    if (ok && sim.Finish()) {
+      if (trace) trace->pop_back();  // $END
+      return true;
+    }
   }
   return false;
 }

@@ -103,8 +103,9 @@ class Session {
   const std::string& text() const { return text_; }
 
  private:
-  bool CheckSeq(const LiveState& s, int32_t seq, LiveState* result) const;
-  bool FinishOk(const LiveState& s) const;
+  // Can hypothesis `s` end the text here?  With `trace`, also the terminals
+  // fed to the parser up to the end ($END excluded).
+  bool FinishOk(const LiveState& s, std::vector<int32_t>* trace = nullptr) const;
   Status AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
                     std::vector<LiveState>* out) const;
 

@@ -11,6 +11,7 @@
 // The error tests check that each kind of malformed grammar gives one
 // Status whose message is a single line "FILE:LINE:COL: ...".
 #include "grammar/lark_reader.h"
+#include "tests/oracle_text.h"
 
 #include <gtest/gtest.h>
 
@@ -58,17 +59,6 @@ std::string LarkGrammarsDir() {
   return out.empty() ? "" : out + "/grammars";
 }
 
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "'";
-}
 
 // Runs the Lark oracle; returns false (with its output in *out) on failure.
 bool RunLarkDump(const std::string& path, const std::vector<std::string>& start,

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "parser/incremental_parser.h"
 #include "parser/lalr.h"
+#include "tests/oracle_text.h"
 
 namespace cfgmask {
 namespace {
@@ -33,17 +34,6 @@ std::string Env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "'";
-}
 
 // Applies an "M" line's mutation the way lark_terminal_streams.py does.
 std::vector<int32_t> Mutate(const std::vector<int32_t>& stream, char op, size_t pos) {

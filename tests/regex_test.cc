@@ -15,22 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "lexer/regex.h"
+#include "tests/oracle_text.h"
 
 namespace cfgmask {
 namespace {
 
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] == 'x') {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 2, 2), nullptr, 16)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 std::vector<std::string> SplitTabs(const std::string& line) {
   std::vector<std::string> f;
@@ -122,8 +111,8 @@ TEST(RegexDifferentialTest, MatchPrefixAndWidthAgreeWithPythonRe) {
   for (const std::vector<std::string>& row : oracle.rows) {
     if (row.empty() || row[0] != "M") continue;
     ASSERT_EQ(row.size(), 6u);
-    const std::string pattern = Unescape(row[1]);
-    const std::string text = Unescape(row[2]);
+    const std::string pattern = UnescapeOracleText(row[1]);
+    const std::string text = UnescapeOracleText(row[2]);
     auto it = cache.find(pattern);
     if (it == cache.end()) {
       Compiled c;
@@ -166,7 +155,7 @@ TEST(RegexDifferentialTest, ErrorsHaveTheRightCodeAndOffset) {
   for (const std::vector<std::string>& row : oracle.rows) {
     if (row.empty() || row[0] != "E") continue;
     ASSERT_EQ(row.size(), 4u);
-    const std::string pattern = Unescape(row[1]);
+    const std::string pattern = UnescapeOracleText(row[1]);
     Nfa nfa;
     RegexWidth width;
     Status st = CompileRegex(pattern, "", "NAME", &nfa, &width);

@@ -16,42 +16,13 @@
 
 #include "lexer/regex.h"
 #include "tests/exactness_harness.h"
+#include "tests/oracle_text.h"
+#include "grammar/utf8.h"
 
 namespace cfgmask {
 namespace {
 
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] == 'x') {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 2, 2), nullptr, 16)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
-std::string Utf8(uint32_t cp) {
-  std::string o;
-  if (cp < 0x80) {
-    o += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    o += static_cast<char>(0xC0 | (cp >> 6));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    o += static_cast<char>(0xE0 | (cp >> 12));
-    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    o += static_cast<char>(0xF0 | (cp >> 18));
-    o += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return o;
-}
 
 TEST(TerminalStrings, EveryShortStringAndCodePointAgreesWithPythonRe) {
   CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
@@ -81,11 +52,11 @@ TEST(TerminalStrings, EveryShortStringAndCodePointAgreesWithPythonRe) {
       auto it = nfas.find(f[1]);
       if (it == nfas.end()) {
         Nfa nfa;
-        Status st = CompileRegex(Unescape(f[1]), "", "terminal", &nfa, &w);
+        Status st = CompileRegex(UnescapeOracleText(f[1]), "", "terminal", &nfa, &w);
         ASSERT_TRUE(st.ok()) << st.message();
         it = nfas.emplace(f[1], std::move(nfa)).first;
       }
-      const std::string text = Unescape(f[2]);
+      const std::string text = UnescapeOracleText(f[2]);
       const int64_t want = std::stoll(f[3]);
       const int64_t got = MatchPrefix(it->second, text);
       ++rows;
@@ -95,7 +66,8 @@ TEST(TerminalStrings, EveryShortStringAndCodePointAgreesWithPythonRe) {
       }
     } else if (f.size() == 3 && f[0] == "C") {
       const uint32_t cp = static_cast<uint32_t>(std::stoul(f[1], nullptr, 16));
-      const std::string ch = Utf8(cp);
+      std::string ch;
+      AppendUtf8(cp, &ch);
       ++code_points;
       for (int k = 0; k < 3; ++k) {
         const bool want = f[2][k] == '1';
