@@ -24,7 +24,7 @@
 
 namespace cfgmask {
 
-constexpr uint32_t kStoreFormatVersion = 1;
+constexpr uint32_t kStoreFormatVersion = 2;
 
 enum class RowKind : int32_t {
   kList = 0,        // sorted token ids
@@ -98,6 +98,12 @@ struct CompiledStore {
     double seconds_grammar = 0, seconds_lalr = 0, seconds_automaton = 0, seconds_store = 0;
     int64_t nfa_transition_entries = 0;  // (root, token, S) triples
     int64_t rows_before_streamlining = 0;
+    // The merge pass (streamline/row_fold.h); streamlined = 0 when it did not run.
+    int64_t streamlined = 0;
+    int64_t rows_after_fold = 0;
+    int64_t row_bytes_before = 0, row_bytes_after = 0;
+    int64_t fold_queries = 0, fold_proved = 0;
+    double seconds_streamline = 0;
   } stats;
 
   std::string_view TokenBytes(int32_t t) const {

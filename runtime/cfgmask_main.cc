@@ -4,12 +4,13 @@
 // printing only; the engine is maskstore/ and runtime/session.h, the
 // segmentation and token drawing are runtime/cli.h.
 //
-// Exit status: 0 success, 1 `check` found a failing file, 2 an error on user
-// input (bad arguments, unreadable or malformed grammar, tokenizer or store)
-// reported as one line "cfgmask: FILE:LINE:COL: what is wrong".  `compile`
-// writes its store atomically (store_file.cc); `sample` writes each
-// DIR/sample_K.txt only once that sample is complete.
-// Tested by tests/py/test_cli.py.
+// Exit status: 0 success, 1 `check` found a failing file or `sample` could
+// not end a sample with EOS, 2 an error on user input (bad arguments,
+// unreadable or malformed grammar, tokenizer or store) reported as one line
+// "cfgmask: FILE:LINE:COL: what is wrong".  `compile` writes its store
+// atomically (store_file.cc); `sample` writes each DIR/sample_K.txt only once
+// that sample is complete.
+// Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py.
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,13 +35,14 @@
 #include "maskstore/compiled_store.h"
 #include "maskstore/store_builder.h"
 #include "runtime/cli.h"
+#include "runtime/compile.h"
 #include "runtime/session.h"
 
 namespace cfgmask {
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;  // `check`: some file did not pass
+constexpr int kExitFailed = 1;  // `check`: some file did not pass; `sample`: a sample not ended
 constexpr int kExitUsage = 2;   // error on user input
 
 const char kUsage[] =
@@ -48,11 +50,15 @@ const char kUsage[] =
     "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--quiet] "
     "-o OUT.cfgm\n"
     "       cfgmask stats   STORE.cfgm [--json]\n"
-    "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes] [--seed S] "
-    "[--verify-masks N]\n"
+    "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
+    "[--seed S] [--verify-masks N]\n"
     "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR\n"
-    "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes] "
-    "[--seed S]\n";
+    "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] "
+    "[--seed S]\n"
+    "--segment canonical reads the tokenizer's own encoding of FILE from FILE.ids (token ids\n"
+    "separated by white space, e.g. from tests/tools/canonical_ids.py); their bytes must spell\n"
+    "FILE exactly.  `sample` ends every walk that reaches --max-tokens with a shortest\n"
+    "completion, so every sample is a complete text ended by EOS.\n";
 
 struct CommandSpec {
   const char* name;
@@ -74,8 +80,8 @@ const CommandSpec kCommands[] = {
      1},
     {"stats", "usage: cfgmask stats STORE.cfgm [--json]", {}, {"--json"}, 1, 1},
     {"check",
-     "usage: cfgmask check STORE.cfgm FILE... [--segment greedy|random|bytes] [--seed S] "
-     "[--verify-masks N]",
+     "usage: cfgmask check STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
+     "[--seed S] [--verify-masks N]  (canonical: token ids read from FILE.ids)",
      {"--segment", "--seed", "--verify-masks"},
      {},
      2,
@@ -88,8 +94,9 @@ const CommandSpec kCommands[] = {
      1,
      1},
     {"bench",
-     "usage: cfgmask bench STORE.cfgm FILE... [--json] [--segment greedy|random|bytes] "
-     "[--seed S]",
+     "usage: cfgmask bench STORE.cfgm FILE... [--json] "
+     "[--segment greedy|random|bytes|canonical] [--seed S]  (canonical: token ids read from "
+     "FILE.ids)",
      {"--segment", "--seed"},
      {"--json"},
      2,
@@ -210,8 +217,10 @@ bool SegmentFlag(const CommandSpec& spec, const Args& args, SegmentMode* mode) {
   if (v == "greedy") *mode = SegmentMode::kGreedy;
   else if (v == "random") *mode = SegmentMode::kRandom;
   else if (v == "bytes") *mode = SegmentMode::kBytes;
+  else if (v == "canonical") *mode = SegmentMode::kCanonical;
   else {
-    UsageError(&spec, "option --segment: expected greedy, random or bytes, got '" + v + "'");
+    UsageError(&spec, "option --segment: expected greedy, random, bytes or canonical, got '" +
+                          v + "'");
     return false;
   }
   return true;
@@ -344,10 +353,25 @@ std::string EosList(const CompiledStore& s) {
 }
 
 // The human-readable description shared by `compile` and `stats`.
-void PrintSummary(const CompiledStore& s, const std::string& path, const std::string& streamline) {
+std::string StreamlineLine(const CompiledStore& s) {
+  const auto& st = s.stats;
+  if (!st.streamlined) return "off (compiled with --no-streamline)";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "rows %" PRId64 " -> %" PRId64 " (%.2fx) by folding %" PRId64
+                " always-legal suffixes, %.2f s",
+                st.rows_before_streamlining, st.rows_after_fold,
+                st.rows_after_fold ? static_cast<double>(st.rows_before_streamlining) / st.rows_after_fold
+                                   : 0.0,
+                st.fold_proved, st.seconds_streamline);
+  return buf;
+}
+
+void PrintSummary(const CompiledStore& s, const std::string& path) {
   const RowCounts rc = CountRows(s);
   const auto& st = s.stats;
-  const double total = st.seconds_grammar + st.seconds_lalr + st.seconds_automaton + st.seconds_store;
+  const double total = st.seconds_grammar + st.seconds_lalr + st.seconds_automaton +
+                       st.seconds_store + st.seconds_streamline;
   std::printf("%s: grammar %s (start: %s)\n", path.c_str(), s.grammar_name.c_str(), s.start.c_str());
   std::printf("  tokenizer        %s, %d tokens, EOS %s\n", s.tokenizer_name.c_str(), s.vocab_size,
               EosList(s).c_str());
@@ -359,12 +383,13 @@ void PrintSummary(const CompiledStore& s, const std::string& path, const std::st
   std::printf("  store rows       %zu (list %" PRId64 ", complement %" PRId64 ", bitset %" PRId64
               ")\n",
               s.row_seq.size(), rc.list, rc.complement, rc.bitset);
-  std::printf("  streamlining     %s\n", streamline.c_str());
+  std::printf("  streamlining     %s\n", StreamlineLine(s).c_str());
   std::printf("  size             %s on disk, %s in memory\n", Bytes(FileSize(path)).c_str(),
               Bytes(static_cast<int64_t>(s.MemoryBytes())).c_str());
   std::printf("  seconds          grammar %.2f, lalr %.2f, automaton+walk %.2f, store %.2f, "
-              "total %.2f\n",
-              st.seconds_grammar, st.seconds_lalr, st.seconds_automaton, st.seconds_store, total);
+              "streamline %.2f, total %.2f\n",
+              st.seconds_grammar, st.seconds_lalr, st.seconds_automaton, st.seconds_store,
+              st.seconds_streamline, total);
 }
 
 int Compile(const CommandSpec& spec, const Args& args) {
@@ -384,10 +409,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   }
   options.max_lexer_states = static_cast<int32_t>(max_lexer_states);
   const bool quiet = args.Has("--quiet");
-  // Streamlining is a later pass over the store; until it is wired into
-  // compilation the store is always the unstreamlined one.
-  const std::string streamline =
-      args.Has("--no-streamline") ? "off (--no-streamline)" : "not applied (no pass available)";
+  const bool streamline = !args.Has("--no-streamline");
 
   const std::string grammar = args.positional[0], out = args.Get("-o");
   Progress progress(!quiet && isatty(STDERR_FILENO));
@@ -395,14 +417,14 @@ int Compile(const CommandSpec& spec, const Args& args) {
     progress.Update(phase, share);
   };
   CompiledStore store;
-  Status st = CompileStore(grammar, args.Get("--tokenizer"), options, &store);
+  Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store);
   if (st.ok()) {
     progress.Update("write", 1);
     st = WriteStoreFile(store, out);
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
-  if (!quiet) PrintSummary(store, out, streamline);
+  if (!quiet) PrintSummary(store, out);
   return kExitOk;
 }
 
@@ -414,7 +436,7 @@ int Stats(const CommandSpec& spec, const Args& args) {
   Status st = ReadStoreFile(path, &s);
   if (!st.ok()) return Error(st.message());
   if (!args.Has("--json")) {
-    PrintSummary(s, path, "not recorded in the store");
+    PrintSummary(s, path);
     return kExitOk;
   }
   const RowCounts rc = CountRows(s);
@@ -442,6 +464,17 @@ int Stats(const CommandSpec& spec, const Args& args) {
   std::printf("  \"nfa_transition_entries\": %" PRId64 ",\n", t.nfa_transition_entries);
   std::printf("  \"rows\": %zu,\n", s.row_seq.size());
   std::printf("  \"rows_before_streamlining\": %" PRId64 ",\n", t.rows_before_streamlining);
+  std::printf("  \"streamlining\": {\"applied\": %s, \"steps\": [\n"
+              "    {\"step\": \"nfa_transition\", \"rows\": %" PRId64 ", \"row_bytes\": %" PRId64 "}",
+              t.streamlined ? "true" : "false", t.rows_before_streamlining, t.row_bytes_before);
+  if (t.streamlined) {
+    std::printf(",\n    {\"step\": \"fold_always_legal\", \"rows\": %" PRId64
+                ", \"row_bytes\": %" PRId64 ", \"queries\": %" PRId64
+                ", \"rows_folded\": %" PRId64 ", \"seconds\": %.6f}",
+                t.rows_after_fold, t.row_bytes_after, t.fold_queries, t.fold_proved,
+                t.seconds_streamline);
+  }
+  std::printf("]},\n");
   std::printf("  \"row_kinds\": {\"list\": %" PRId64 ", \"complement\": %" PRId64
               ", \"bitset\": %" PRId64 "},\n",
               rc.list, rc.complement, rc.bitset);
@@ -450,9 +483,11 @@ int Stats(const CommandSpec& spec, const Args& args) {
   std::printf("  \"file_bytes\": %" PRId64 ",\n", FileSize(path));
   std::printf("  \"memory_bytes\": %zu,\n", s.MemoryBytes());
   std::printf("  \"seconds\": {\"grammar\": %.6f, \"lalr\": %.6f, \"automaton\": %.6f, "
-              "\"store\": %.6f, \"total\": %.6f}\n",
+              "\"store\": %.6f, \"streamline\": %.6f, \"total\": %.6f}\n",
               t.seconds_grammar, t.seconds_lalr, t.seconds_automaton, t.seconds_store,
-              t.seconds_grammar + t.seconds_lalr + t.seconds_automaton + t.seconds_store);
+              t.seconds_streamline,
+              t.seconds_grammar + t.seconds_lalr + t.seconds_automaton + t.seconds_store +
+                  t.seconds_streamline);
   std::printf("}\n");
   return kExitOk;
 }
@@ -463,8 +498,15 @@ struct Teacher {
   const CompiledStore* store;
   std::vector<std::string> files;  // paths
   std::vector<std::string> texts;
+  std::vector<std::vector<Segment>> canonical;  // kCanonical: per file, from FILE.ids
   SegmentMode mode = SegmentMode::kGreedy;
   uint64_t seed = 0;
+
+  // The steps of file f: its canonical ids, or a cut of its text.
+  std::vector<Segment> Steps(const Segmenter& segmenter, size_t f, std::mt19937_64* rng) const {
+    if (mode == SegmentMode::kCanonical) return canonical[f];
+    return segmenter.Cut(texts[f], mode, rng);
+  }
 };
 
 // Loads the store and every file; false after printing the error.
@@ -489,6 +531,21 @@ bool LoadTeacher(const CommandSpec& spec, const Args& args, CompiledStore* store
       Error(error);
       return false;
     }
+    if (t->mode == SegmentMode::kCanonical) {
+      const std::string ids_path = args.positional[i] + ".ids";
+      std::string ids;
+      std::vector<Segment> steps;
+      if (!ReadFile(ids_path, &ids, &error)) {
+        Error(error + " (--segment canonical reads the token ids of FILE from FILE.ids)");
+        return false;
+      }
+      st = ReadTokenIds(*store, ids_path, ids, args.positional[i], text, &steps);
+      if (!st.ok()) {
+        Error(st.message());
+        return false;
+      }
+      t->canonical.push_back(std::move(steps));
+    }
     t->files.push_back(args.positional[i]);
     t->texts.push_back(std::move(text));
   }
@@ -510,7 +567,7 @@ int Check(const CommandSpec& spec, const Args& args) {
   for (size_t f = 0; f < t.files.size(); ++f) {
     const std::string& file = t.files[f];
     const std::string& text = t.texts[f];
-    const std::vector<Segment> steps = segmenter.Cut(text, t.mode, &rng);
+    const std::vector<Segment> steps = t.Steps(segmenter, f, &rng);
     const size_t n = steps.size();
     // Mask checks at steps 0..n (step n: the end of the file, where only EOS
     // matters); --verify-masks picks N of them evenly.
@@ -620,6 +677,60 @@ bool WriteFileAtomically(const std::string& path, const std::string& data, std::
   return true;
 }
 
+// Ends the walk of `session` with a shortest completion, cut into tokens
+// each checked against its mask, then EOS.  When the search gives up (its
+// node budget), the walk is rolled back by 8, 16, 32... tokens and the search
+// retried from there: from the empty text it always has a chance, and a
+// complete program is the result either way.  Sets *why to what was done.
+bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer* completer,
+              Session* session, int64_t* tokens, std::string* why) {
+  constexpr int64_t kExpansions = 20000;
+  int64_t back = 0;
+  for (int64_t step = 8;; step *= 2) {
+    std::string text;
+    int64_t expanded = 0;
+    if (completer->Find(session, kExpansions, &text, &expanded)) {
+      std::mt19937_64 unused;
+      std::vector<uint32_t> mask(store.mask_words());
+      int64_t added = 0;
+      for (const Segment& seg : segmenter.Cut(text, SegmentMode::kGreedy, &unused)) {
+        session->FillMask(mask.data());
+        if (seg.token < 0 || !Allowed(mask, seg.token)) {
+          *why = "the completion \"" + Printable(text) + "\" needs " +
+                 (seg.token < 0 ? std::string("a byte with no token")
+                                : TokenLabel(store, seg.token) + ", which is not in the mask");
+          return false;
+        }
+        Status st = session->Advance(seg.token);
+        if (!st.ok()) {
+          *why = "the completion: " + OneLine(st.message());
+          return false;
+        }
+        ++added;
+      }
+      session->FillMask(mask.data());
+      bool eos = false;
+      for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
+      if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
+        *why = "the completion \"" + Printable(text) + "\" does not end the text";
+        return false;
+      }
+      *tokens += added;
+      *why = (back ? "rolled back " + std::to_string(back) + " tokens, " : std::string()) +
+             "completed with " + std::to_string(added) + " tokens (\"" + Printable(text) + "\")";
+      return true;
+    }
+    const int64_t k = std::min<int64_t>(step, session->HistoryLength());
+    if (k == 0) {
+      *why = "no completion found in " + std::to_string(expanded) + " search nodes";
+      return false;
+    }
+    session->Rollback(static_cast<int32_t>(k));
+    *tokens -= k;
+    back += k;
+  }
+}
+
 int Sample(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("-n")) return UsageError(&spec, "missing -n N");
   if (!args.values.count("-o")) return UsageError(&spec, "missing -o DIR");
@@ -646,10 +757,14 @@ int Sample(const CommandSpec& spec, const Args& args) {
 
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   Session session(&store);
+  Segmenter segmenter(store);
+  Completer completer(store);
+  int64_t incomplete = 0;
   for (int64_t k = 1; k <= n; ++k) {
     session.Reset();
     std::string ending;
     int64_t tokens = 0;
+    bool complete = false;
     for (; tokens < max_tokens; ++tokens) {
       const int32_t tok = DrawToken(store, session.Mask(), eos_bias, &rng, args.Has("--ascii"));
       if (tok < 0) {
@@ -658,6 +773,7 @@ int Sample(const CommandSpec& spec, const Args& args) {
       }
       if (IsEos(store, tok)) {
         ending = "ended with EOS";
+        complete = true;
         break;
       }
       st = session.Advance(tok);
@@ -667,13 +783,29 @@ int Sample(const CommandSpec& spec, const Args& args) {
         break;
       }
     }
-    if (ending.empty()) ending = "stopped at --max-tokens " + std::to_string(max_tokens) + " (a prefix)";
+    if (ending.empty()) {
+      std::string why;
+      const int64_t walked = tokens;
+      if (Complete(store, segmenter, &completer, &session, &tokens, &why)) {
+        ending = "reached --max-tokens " + std::to_string(max_tokens) + ", " + why +
+                 ", ended with EOS";
+        complete = true;
+      } else {
+        ending = "reached --max-tokens " + std::to_string(max_tokens) + " after " +
+                 std::to_string(walked) + " tokens; " + why + " (a prefix)";
+      }
+    }
+    if (!complete) ++incomplete;
     const std::string path = (std::filesystem::path(dir) / ("sample_" + std::to_string(k) + ".txt")).string();
     std::string error;
     if (!WriteFileAtomically(path, session.text(), &error)) return Error(error);
     std::printf("=== %s: %" PRId64 " tokens, %s ===\n%s\n", path.c_str(), tokens, ending.c_str(),
                 session.text().c_str());
     std::fflush(stdout);
+  }
+  if (incomplete) {
+    std::printf("%" PRId64 " of %" PRId64 " samples are not complete\n", incomplete, n);
+    return kExitFailed;
   }
   return kExitOk;
 }
@@ -706,7 +838,7 @@ int Bench(const CommandSpec& spec, const Args& args) {
   for (size_t f = 0; f < t.files.size(); ++f) {
     const std::string& text = t.texts[f];
     session.Reset();
-    for (const Segment& seg : segmenter.Cut(text, t.mode, &rng)) {
+    for (const Segment& seg : t.Steps(segmenter, f, &rng)) {
       auto t0 = Clock::now();
       session.FillMask(mask.data());
       auto t1 = Clock::now();

@@ -9,17 +9,32 @@
 // (a fixed seed makes runs repeatable).  This is not the tokenizer's own
 // encoding, and need not be: a mask must allow every token sequence that
 // spells a valid text, whichever one a model would have produced.
-// Tested by tests/py/test_cli.py.
+//
+// `check --segment canonical` instead reads the tokenizer's own encoding of
+// each file from a companion file of token ids (ReadTokenIds), written by
+// tests/tools/canonical_ids.py with the HF `tokenizers` package: the ids'
+// bytes must spell the file exactly.
+//
+// `sample` ends every walk with a complete program: when a walk reaches its
+// token budget, Completer searches for a shortest byte string that makes the
+// text complete (A* over single bytes, each step taken on the session itself
+// and rolled back; the estimate of the remaining length is a lower bound on
+// the terminals the parser still has to shift, from its LALR tables), and the
+// string is then cut into tokens, each checked against its mask.
+// Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py.
 #ifndef CFGMASK_RUNTIME_CLI_H_
 #define CFGMASK_RUNTIME_CLI_H_
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"
+#include "runtime/session.h"
 
 namespace cfgmask {
 
@@ -27,6 +42,7 @@ enum class SegmentMode {
   kGreedy = 0,  // longest vocabulary token at each position
   kRandom = 1,  // uniform among the tokens that match at each position
   kBytes = 2,   // no tokens: one byte at a time (Session::AdvanceBytes)
+  kCanonical = 3,  // the tokenizer's own encoding, read from FILE.ids (ReadTokenIds)
 };
 
 // One step of a segmented text: a token id, or (kBytes mode, or a byte no
@@ -49,6 +65,48 @@ class Segmenter {
   void Matches(std::string_view rest, std::vector<std::pair<int32_t, int32_t>>* out) const;
 
   VocabTrie trie_;
+};
+
+// Reads whitespace-separated decimal token ids (`ids_text`, from file
+// `ids_path`) as the segmentation of `text` (from `text_path`): every id must
+// be a non-special token of the store's vocabulary and their bytes, in order,
+// must spell `text` exactly.  Errors (kInvalidArgument) are one line with the
+// position: "IDS:LINE:COL: ..." for a malformed or unknown id,
+// "TEXT:LINE:COL: ..." where the ids' bytes and the text part.
+Status ReadTokenIds(const CompiledStore& store, std::string_view ids_path,
+                    std::string_view ids_text, std::string_view text_path,
+                    std::string_view text, std::vector<Segment>* out);
+
+// Shortest completions for `sample`.
+class Completer {
+ public:
+  explicit Completer(const CompiledStore& store);
+
+  // Searches for a shortest byte string c such that the session's text + c
+  // is a complete program (Session::CanEnd), expanding at most
+  // `max_expansions` search nodes.  On success sets *completion (possibly
+  // empty) and returns true; the session is left as it was either way.
+  bool Find(Session* session, int64_t max_expansions, std::string* completion,
+            int64_t* expanded = nullptr);
+
+  // A lower bound on the number of terminals the parser must still shift
+  // from `stack` to accept (lookaheads relaxed: any action of a state may be
+  // taken; the indenter's _INDENT/_DEDENT cost nothing).  INT32_MAX if the
+  // parser can never accept from there.
+  int32_t StackCost(const std::vector<int32_t>& stack) const;
+
+ private:
+  int32_t Estimate(const Session& session);
+
+  const CompiledStore& s_;
+  int32_t max_rule_length_ = 0;
+  std::vector<int32_t> terminal_cost_;        // per parse terminal
+  std::vector<int32_t> nonterminal_cost_;     // [state * N + A]: shifts to derive A from state
+  // Per state: shift moves (target, cost), reductions (rule ids), accept.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> moves_;
+  std::vector<std::vector<int32_t>> reduces_;
+  std::vector<uint8_t> accepts_;
+  std::unordered_map<uint64_t, int32_t> stack_cost_memo_;
 };
 
 // Draws a token from `mask` (ceil(V/32) words); with `ascii_only`, among the

@@ -1,7 +1,8 @@
 // Test helper: compiles a grammar + tokenizer once and caches the store file
 // under $CFGMASK_TEST_CACHE (default /tmp/cfgmask-test-cache), keyed by the
-// grammar path, start rule, tokenizer and the test binary's build time, so
-// the tests of one ctest run (one process per test) share one compile.
+// grammar path, start rule, tokenizer and the build of the cfgmask library
+// the test is linked with (its file's time and size), so all tests of one
+// build share one compile of each store.
 #ifndef CFGMASK_TESTS_TEST_STORE_CACHE_H_
 #define CFGMASK_TESTS_TEST_STORE_CACHE_H_
 
@@ -28,7 +29,15 @@ inline bool TestQuick() { return TestEnv("CFGMASK_QUICK") == "1" && TestEnv("CFG
 inline const CompiledStore* CachedTestStore(const std::string& grammar, const std::string& tokenizer,
                                             const std::string& start, Status* status) {
   static std::map<std::string, std::unique_ptr<CompiledStore>> cache;
-  const std::string key = grammar + "|" + start + "|" + tokenizer + "|" + __DATE__ + __TIME__;
+  std::string build = std::string(__DATE__) + __TIME__;
+#ifdef CFGMASK_CORE_LIB
+  struct stat lib;
+  if (stat(CFGMASK_CORE_LIB, &lib) == 0) {
+    build = std::to_string(lib.st_mtim.tv_sec) + "." + std::to_string(lib.st_mtim.tv_nsec) + "." +
+            std::to_string(lib.st_size);
+  }
+#endif
+  const std::string key = grammar + "|" + start + "|" + tokenizer + "|" + build;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
   std::string dir = TestEnv("CFGMASK_TEST_CACHE");

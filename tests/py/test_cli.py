@@ -209,6 +209,45 @@ def test_corrupted_store(store, tmp_path):
     assert_one_line_error(run("stats", tmp_path / "absent.cfgm"))
 
 
+def test_store_faults(store, tmp_path):
+    """Truncation at every 1 % of the file, flipped bytes across it and a wrong
+    format version: each gives one clear line naming the store, exit status 2,
+    and nothing on stdout, for every command that reads a store."""
+    data = store.read_bytes()
+    f = tmp_path / "a.json"
+    f.write_text("[]")
+    bad = tmp_path / "bad.cfgm"
+    for pct in range(100):
+        bad.write_bytes(data[: len(data) * pct // 100])
+        r = run("stats", bad)
+        line = assert_one_line_error(r)
+        assert r.stdout == "" and str(bad) in line, (pct, line)
+        if pct == 0:
+            assert "not a cfgmask store" in line, line
+        elif len(data) * pct // 100 >= 64:
+            assert "truncated" in line, (pct, line)
+    reasons = set()
+    for k in range(40):
+        b = bytearray(data)
+        pos = 8 + (len(b) - 8) * k // 40       # past the magic, spread over the file
+        b[pos] ^= 1 << (k % 8)
+        bad.write_bytes(bytes(b))
+        r = run("stats", bad)
+        line = assert_one_line_error(r)
+        assert r.stdout == "" and str(bad) in line, (pos, line)
+        reasons.add(line.split(": ", 2)[-1].split(" (")[0].split(";")[0][:40])
+    # Flips in the payload are caught by the checksum.
+    assert any("checksum" in x for x in reasons), reasons
+    b = bytearray(data)
+    b[8] += 1                                   # the format version (u32 after the magic)
+    bad.write_bytes(bytes(b))
+    for args in (["stats", bad], ["check", bad, f], ["bench", bad, f],
+                 ["sample", bad, "-n", "1", "-o", tmp_path / "s"]):
+        line = assert_one_line_error(run(*args))
+        assert f"{bad}:8: store format" in line, line
+    assert not (tmp_path / "s").exists()
+
+
 def test_check_missing_input_file(store, tmp_path):
     assert_one_line_error(run("check", store, tmp_path / "absent.json"))
 
@@ -302,21 +341,26 @@ def test_check_incomplete_file(store, tmp_path):
 # ------------------------------------------------------------------ sample
 
 
-def test_sample(store, tmp_path):
+@pytest.mark.parametrize("max_tokens,eos_bias", [("60", "0.5"), ("8", "0.05"), ("1", "0")])
+def test_sample(store, tmp_path, max_tokens, eos_bias):
+    """Every sample is a complete document ended by EOS: walks that reach
+    --max-tokens are finished with a shortest completion."""
     out = tmp_path / "samples"
-    r = run("sample", store, "-n", "6", "--seed", "3", "--max-tokens", "60", "--eos-bias", "0.5",
-            "-o", out)
-    assert r.returncode == 0, r.stderr
+    r = run("sample", store, "-n", "6", "--seed", "3", "--max-tokens", max_tokens, "--eos-bias",
+            eos_bias, "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
     files = sorted(out.iterdir())
     assert [f.name for f in files] == [f"sample_{k}.txt" for k in range(1, 7)]
     headers = [l for l in r.stdout.splitlines() if l.startswith("=== ")]
     assert len(headers) == 6
+    completed = 0
     for k, h in enumerate(headers, 1):
         data = (out / f"sample_{k}.txt").read_bytes()
-        if "ended with EOS" in h:
-            json.loads(data.decode("utf-8"))
-        else:
-            assert "a prefix" in h, h
+        assert h.endswith("ended with EOS ==="), h
+        json.loads(data.decode("utf-8"))
+        completed += "completed with" in h
+    if max_tokens != "60":
+        assert completed > 0
 
 
 # ------------------------------------------------------------------ bench

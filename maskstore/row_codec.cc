@@ -1,0 +1,102 @@
+// Adaptive row storage: see row_codec.h.
+#include "maskstore/row_codec.h"
+
+namespace cfgmask {
+
+int32_t TextTokenCount(const CompiledStore& s) {
+  int32_t n = 0;
+  for (int32_t t = 0; t < s.vocab_size; ++t) n += !s.token_special[t];
+  return n;
+}
+
+int64_t RowPayloadBytes(const CompiledStore& s) {
+  return static_cast<int64_t>(s.row_tokens.size()) * 4 + static_cast<int64_t>(s.row_bits.size()) * 4 +
+         static_cast<int64_t>(s.row_seq.size()) * 16;
+}
+
+void AppendRow(int32_t seq, const std::vector<int32_t>& toks, int32_t text_tokens,
+               CompiledStore* s) {
+  const int32_t V = s->vocab_size;
+  const int32_t words = s->mask_words();
+  const int64_t n = static_cast<int64_t>(toks.size());
+  const int64_t comp = text_tokens - n;
+  s->row_seq.push_back(seq);
+  if (n <= comp && n <= words / 4) {
+    s->row_kind.push_back(static_cast<int32_t>(RowKind::kList));
+    s->row_offset.push_back(static_cast<int32_t>(s->row_tokens.size()));
+    s->row_length.push_back(static_cast<int32_t>(n));
+    s->row_tokens.insert(s->row_tokens.end(), toks.begin(), toks.end());
+  } else if (comp <= words / 4) {
+    s->row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
+    s->row_offset.push_back(static_cast<int32_t>(s->row_tokens.size()));
+    size_t i = 0;
+    int32_t len = 0;
+    for (int32_t t = 0; t < V; ++t) {
+      if (s->token_special[t]) continue;
+      if (i < toks.size() && toks[i] == t) {
+        ++i;
+        continue;
+      }
+      s->row_tokens.push_back(t);
+      ++len;
+    }
+    s->row_length.push_back(len);
+  } else {
+    s->row_kind.push_back(static_cast<int32_t>(RowKind::kBitset));
+    s->row_offset.push_back(static_cast<int32_t>(s->row_bits.size()));
+    s->row_length.push_back(words);
+    const size_t base = s->row_bits.size();
+    s->row_bits.resize(base + words, 0);
+    for (int32_t t : toks) s->row_bits[base + t / 32] |= 1u << (t % 32);
+  }
+}
+
+void DecodeRow(const CompiledStore& s, int32_t r, std::vector<int32_t>* out) {
+  const int32_t off = s.row_offset[r], len = s.row_length[r];
+  switch (static_cast<RowKind>(s.row_kind[r])) {
+    case RowKind::kList:
+      out->insert(out->end(), s.row_tokens.begin() + off, s.row_tokens.begin() + off + len);
+      break;
+    case RowKind::kComplement: {
+      int32_t i = 0;
+      for (int32_t t = 0; t < s.vocab_size; ++t) {
+        if (s.token_special[t]) continue;
+        if (i < len && s.row_tokens[off + i] == t) {
+          ++i;
+          continue;
+        }
+        out->push_back(t);
+      }
+      break;
+    }
+    case RowKind::kBitset:
+      for (int32_t t = 0; t < s.vocab_size; ++t)
+        if ((s.row_bits[off + t / 32] >> (t % 32)) & 1) out->push_back(t);
+      break;
+  }
+}
+
+void CompactSequences(CompiledStore* s) {
+  const int32_t n = static_cast<int32_t>(s->seq_offsets.size()) - 1;
+  std::vector<int32_t> new_id(n, -1);
+  new_id[0] = 0;
+  for (int32_t v : s->row_seq) new_id[v] = 0;
+  for (int32_t v : s->eof_seq) new_id[v] = 0;
+  for (int32_t v : s->step_hits) new_id[v] = 0;
+  std::vector<int32_t> offsets{0}, data;
+  int32_t next_id = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (new_id[i] < 0) continue;
+    new_id[i] = next_id++;
+    data.insert(data.end(), s->seq_data.begin() + s->seq_offsets[i],
+                s->seq_data.begin() + s->seq_offsets[i + 1]);
+    offsets.push_back(static_cast<int32_t>(data.size()));
+  }
+  s->seq_offsets = std::move(offsets);
+  s->seq_data = std::move(data);
+  for (int32_t& v : s->row_seq) v = new_id[v];
+  for (int32_t& v : s->eof_seq) v = new_id[v];
+  for (int32_t& v : s->step_hits) v = new_id[v];
+}
+
+}  // namespace cfgmask

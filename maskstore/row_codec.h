@@ -1,0 +1,38 @@
+// Adaptive row storage of the mask store (XGrammar's choice, made per row):
+// a sorted token-id list, the complement of one (every non-special token
+// except those listed), or a ceil(V/32)-word bitset, whichever is the
+// cheapest to OR.  Lists and complements longer than a quarter of the bitset's
+// words are stored as bitsets: scattering that many ids costs more than a
+// word-wise (SIMD) OR.  Used by the store builder and the streamlining pass;
+// tested by streamline_test.cc through the masks it reproduces.
+#ifndef CFGMASK_MASKSTORE_ROW_CODEC_H_
+#define CFGMASK_MASKSTORE_ROW_CODEC_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+// Number of non-special tokens (the universe of complement rows).
+int32_t TextTokenCount(const CompiledStore& s);
+
+// Bytes of the row arrays: ids, bitset words and 16 bytes of header a row.
+int64_t RowPayloadBytes(const CompiledStore& s);
+
+// Appends row `seq` -> `tokens` (sorted, unique) to the store's row arrays.
+void AppendRow(int32_t seq, const std::vector<int32_t>& tokens, int32_t text_tokens,
+               CompiledStore* s);
+
+// Appends the token ids of row `r` to `out`, ascending.
+void DecodeRow(const CompiledStore& s, int32_t r, std::vector<int32_t>* out);
+
+// Drops the item sequences that nothing reads (rows, end-of-input
+// alternatives, byte steps' hits), renumbering the rest densely in their
+// order; sequence 0 stays the empty one.
+void CompactSequences(CompiledStore* s);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_MASKSTORE_ROW_CODEC_H_
