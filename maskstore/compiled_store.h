@@ -100,6 +100,7 @@ struct CompiledStore {
     int64_t rows_before_streamlining = 0;
     // The merge pass (streamline/row_fold.h); streamlined = 0 when it did not run.
     int64_t streamlined = 0;
+    int64_t rows_deleted = 0, never_queries = 0;  // never-legal rows deleted
     int64_t rows_after_fold = 0;
     int64_t row_bytes_before = 0, row_bytes_after = 0;
     int64_t fold_queries = 0, fold_proved = 0;

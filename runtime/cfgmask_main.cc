@@ -358,12 +358,12 @@ std::string StreamlineLine(const CompiledStore& s) {
   if (!st.streamlined) return "off (compiled with --no-streamline)";
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "rows %" PRId64 " -> %" PRId64 " (%.2fx) by folding %" PRId64
-                " always-legal suffixes, %.2f s",
+                "rows %" PRId64 " -> %" PRId64 " (%.2fx): %" PRId64 " never legal deleted, %" PRId64
+                " always-legal suffixes folded, %.2f s",
                 st.rows_before_streamlining, st.rows_after_fold,
                 st.rows_after_fold ? static_cast<double>(st.rows_before_streamlining) / st.rows_after_fold
                                    : 0.0,
-                st.fold_proved, st.seconds_streamline);
+                st.rows_deleted, st.fold_proved, st.seconds_streamline);
   return buf;
 }
 
@@ -468,6 +468,9 @@ int Stats(const CommandSpec& spec, const Args& args) {
               "    {\"step\": \"nfa_transition\", \"rows\": %" PRId64 ", \"row_bytes\": %" PRId64 "}",
               t.streamlined ? "true" : "false", t.rows_before_streamlining, t.row_bytes_before);
   if (t.streamlined) {
+    std::printf(",\n    {\"step\": \"delete_never_legal\", \"rows\": %" PRId64
+                ", \"rows_deleted\": %" PRId64 ", \"queries\": %" PRId64 "}",
+                t.rows_before_streamlining - t.rows_deleted, t.rows_deleted, t.never_queries);
     std::printf(",\n    {\"step\": \"fold_always_legal\", \"rows\": %" PRId64
                 ", \"row_bytes\": %" PRId64 ", \"queries\": %" PRId64
                 ", \"rows_folded\": %" PRId64 ", \"seconds\": %.6f}",

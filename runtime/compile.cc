@@ -19,6 +19,8 @@ Status CompileGrammar(const std::string& grammar_path, const std::string& tokeni
   st = StreamlineStore(out, StreamlineOptions{}, &sl);
   if (!st.ok()) return st;
   stats.streamlined = 1;
+  stats.rows_deleted = sl.rows_deleted;
+  stats.never_queries = sl.never_queries;
   stats.rows_after_fold = sl.rows_after;
   stats.row_bytes_after = sl.bytes_after;
   stats.fold_queries = sl.queries;

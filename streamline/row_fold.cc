@@ -63,6 +63,7 @@ class Prover {
   // Does every configuration in which the Emit `emit` was just accepted
   // accept the items r[0..n)?
   bool ProveAfterEmit(int32_t emit, const int32_t* r, int32_t n) {
+    possible_ = false;
     const int32_t t = s_.item_terminal[emit];
     if (s_.terminal_ignored[t]) return false;  // the parser state is not known
     std::vector<int32_t> types{t};
@@ -86,6 +87,36 @@ class Prover {
     }
     return true;
   }
+
+  // The dual (is_never_legal on items): can any configuration in which the
+  // Emit `emit` was just accepted accept r[0..n)?  Same exploration, with
+  // "some branch" where the proof asks "every branch"; what it does not know
+  // counts as possible.  False only when no configuration can.
+  bool PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t n) {
+    possible_ = true;
+    const int32_t t = s_.item_terminal[emit];
+    if (s_.terminal_ignored[t]) return true;
+    std::vector<int32_t> types{t};
+    const int32_t f = s_.item_full[emit];
+    for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i)
+      types.push_back(s_.set_data[i]);
+    int32_t base_slot = INT32_MAX;
+    for (int32_t i = 0; i < n; ++i)
+      if (s_.item_kind[r[i]] == kEmitItem) {
+        base_slot = s_.item_slot[r[i]];
+        break;
+      }
+    steps_ = 0;
+    exceeded_ = false;
+    for (int32_t type : types) {
+      if (type == s_.indenter_nl && s_.indenter_nl >= 0) return true;
+      for (int32_t k : after_[type]) {
+        std::vector<int32_t> K{k};
+        if (Proved(r, n, 0, K, base_slot)) return true;
+      }
+    }
+    return false;
+  }
   bool exceeded() const { return exceeded_; }
 
  private:
@@ -108,7 +139,7 @@ class Prover {
     for (;;) {
       if (++steps_ > o_.max_steps) {
         exceeded_ = true;
-        return false;
+        return possible_;
       }
       const int32_t a = s_.action[static_cast<size_t>(K.back()) * P + t];
       if (a == 0) return false;
@@ -142,9 +173,9 @@ class Prover {
       for (int32_t p : frontier) {
         const int32_t g = s_.goto_table[static_cast<size_t>(p) * N + lhs];
         if (g < 0) continue;
-        if (!FeedMemo(r, n, next, {p, g}, t, base_slot)) return false;
+        if (FeedMemo(r, n, next, {p, g}, t, base_slot) == possible_) return possible_;
       }
-      return true;
+      return !possible_;
     }
   }
 
@@ -161,13 +192,14 @@ class Prover {
   // on it, so both answers may be cached.
   template <class F>
   bool Memoised(std::string key, const F& compute) {
-    auto [it, inserted] = memo_.emplace(key, kInProgress);
-    if (!inserted) return it->second == 1;
+    auto& memo = memo_[possible_];
+    auto [it, inserted] = memo.emplace(key, kInProgress);
+    if (!inserted) return it->second == kInProgress ? possible_ : it->second == 1;
     const bool result = compute();
     if (exceeded_) {
-      memo_.erase(key);
+      memo.erase(key);
     } else {
-      memo_[key] = result ? 1 : 0;
+      memo[key] = result ? 1 : 0;
     }
     return result;
   }
@@ -203,8 +235,12 @@ class Prover {
       }
       if (blocked) continue;
       if (s_.terminal_ignored[t]) return true;
+      if (t == s_.indenter_nl && s_.indenter_nl >= 0) {
+        // Inside brackets the indenter drops it: unknown here.
+        if (possible_ || AcceptsAll(K, t)) return true;
+        continue;
+      }
       if (AcceptsAll(K, t)) return true;
-      if (t == s_.indenter_nl && s_.indenter_nl >= 0) continue;
       for (int32_t j = s_.unless_offsets[t]; j < s_.unless_offsets[t + 1]; ++j) {
         const int32_t k = s_.unless_data[j];
         if (InTerms(state, k) && AcceptsAll(K, k)) return true;
@@ -227,7 +263,8 @@ class Prover {
     switch (s_.item_kind[item]) {
       case kHitItem:
         // Checked where its slot was opened, if that was inside R.
-        return s_.item_slot[item] >= base_slot && Proved(r, n, pos + 1, K, base_slot);
+        // Its scanner is unknown if its slot was opened before R.
+        return (possible_ || s_.item_slot[item] >= base_slot) && Proved(r, n, pos + 1, K, base_slot);
       case kTailItem:
         return TailProved(K, item) && Proved(r, n, pos + 1, K, base_slot);
       default:
@@ -254,7 +291,7 @@ class Prover {
         type = k;
       }
     }
-    if (type == s_.indenter_nl && s_.indenter_nl >= 0) return false;  // indenter stack unknown
+    if (type == s_.indenter_nl && s_.indenter_nl >= 0) return possible_;  // indenter stack unknown
     return Feed(r, n, pos + 1, K, type, base_slot);
   }
 
@@ -262,9 +299,10 @@ class Prover {
   const StreamlineOptions& o_;
   std::vector<std::vector<int32_t>> pred_, after_;
   static constexpr int8_t kInProgress = 2;
-  std::unordered_map<std::string, int8_t> memo_;
+  std::unordered_map<std::string, int8_t> memo_[2];  // [possible_]
   int64_t steps_ = 0;
   bool exceeded_ = false;
+  bool possible_ = false;  // which question: every configuration (false) or some (true)
 };
 
 struct VecHash {
@@ -299,10 +337,28 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   std::vector<int32_t> fold_len(num_seqs, -1);
   Prover prover(s, options);
   std::unordered_map<std::vector<int32_t>, bool, VecHash> query_cache;
+  std::unordered_map<std::vector<int32_t>, bool, VecHash> possible_cache;
+  // 0 = never accepted by any hypothesis (the row is deleted).
   auto fold_of = [&](int32_t seq) -> int32_t {
     if (fold_len[seq] >= 0) return fold_len[seq];
     const int32_t* items = s.seq_data.data() + s.seq_offsets[seq];
     const int32_t n = s.seq_offsets[seq + 1] - s.seq_offsets[seq];
+    for (int32_t j = 0; options.delete_never && j + 1 < n; ++j) {
+      if (s.item_kind[items[j]] != kEmitItem) continue;
+      std::vector<int32_t> q(items + j, items + n);
+      auto it = possible_cache.find(q);
+      bool possible;
+      if (it != possible_cache.end()) {
+        ++st.cache_hits;
+        possible = it->second;
+      } else {
+        ++st.never_queries;
+        possible = prover.PossibleAfterEmit(items[j], items + j + 1, n - j - 1);
+        st.budget_exceeded += prover.exceeded();
+        possible_cache.emplace(std::move(q), possible);
+      }
+      if (!possible) return fold_len[seq] = 0;
+    }
     // Fold into the shortest proved prefix, then fold that prefix again
     // (each step is exact, so their chain is).
     int32_t len = n;
@@ -360,6 +416,10 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     for (int32_t r = old_root_offsets[root]; r < old_root_offsets[root + 1]; ++r) {
       const int32_t seq = old_seq[r];
       const int32_t len = fold_of(seq);
+      if (len == 0 && s.seq_offsets[seq + 1] > s.seq_offsets[seq]) {
+        ++st.rows_deleted;
+        continue;
+      }
       const int32_t* items = s.seq_data.data() + s.seq_offsets[seq];
       std::vector<int32_t>& toks = merged[std::vector<int32_t>(items, items + len)];
       DecodeRow(old_rows, r, &toks);
@@ -379,7 +439,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // Count the folded rows before the sequences are renumbered.
   for (int32_t r = 0; r < static_cast<int32_t>(old_seq.size()); ++r) {
     const int32_t seq = old_seq[r];
-    st.proved += fold_len[seq] >= 0 && fold_len[seq] < s.seq_offsets[seq + 1] - s.seq_offsets[seq];
+    st.proved += fold_len[seq] > 0 && fold_len[seq] < s.seq_offsets[seq + 1] - s.seq_offsets[seq];
   }
   CompactSequences(&s);
   st.rows_after = static_cast<int64_t>(s.row_seq.size());

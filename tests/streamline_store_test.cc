@@ -101,13 +101,16 @@ TEST(StreamlineStore, PythonShrinksAndIsIdempotent) {
   StorePair* p = PythonPair();
   ASSERT_NE(p, nullptr);
   const StreamlineStats& st = p->stats;
-  std::printf("python.lark + LLaMA SPM: rows %lld -> %lld, row bytes %lld -> %lld, %.2f s\n",
+  std::printf("python.lark + LLaMA SPM: rows %lld -> %lld (%lld deleted, %lld folded), row bytes "
+              "%lld -> %lld, %.2f s\n",
               static_cast<long long>(st.rows_before), static_cast<long long>(st.rows_after),
+              static_cast<long long>(st.rows_deleted), static_cast<long long>(st.proved),
               static_cast<long long>(st.bytes_before), static_cast<long long>(st.bytes_after),
               st.seconds);
   EXPECT_EQ(st.rows_before, static_cast<int64_t>(p->plain->row_seq.size()));
   EXPECT_LT(st.rows_after, st.rows_before);
   EXPECT_GT(st.proved, 0);
+  EXPECT_GT(st.rows_deleted, 0);
   // A second pass finds nothing more to fold.
   CompiledStore again = *p->streamlined;
   StreamlineStats st2;
