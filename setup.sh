@@ -102,8 +102,26 @@ ENV
 
 build() {
   log "building in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$VENV/bin/python" >/dev/null
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$VENV/bin/python" \
+      -DCFGMASK_PYTHON_MODULE=ON >/dev/null
   cmake --build "$BUILD" -j"$JOBS"
+}
+
+# The Python package (pyproject.toml) and what its tests, notebooks and demo
+# use: llama-cpp-python builds llama.cpp from its PyPI source distribution, for
+# the CPU only (a few minutes on 2 cores).  The package is built in $BUILD, so
+# the engine is compiled once for the command and the extension alike.
+install_python_package() {
+  if [ ! -f "$VENV/.cfgmask-pydeps-1" ]; then
+    log "pip install (scikit-build-core, nbconvert, ipykernel, matplotlib, llama-cpp-python)"
+    "$VENV/bin/pip" install -q scikit-build-core nbconvert nbclient ipykernel matplotlib
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+        "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
+    touch "$VENV/.cfgmask-pydeps-1"
+  fi
+  log "pip install . (the cfgmask package, built in $BUILD)"
+  CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}" "$VENV/bin/pip" install -q \
+      --no-build-isolation --no-deps -Cbuild-dir="$BUILD" "$ROOT"
 }
 
 install_debian
@@ -112,6 +130,7 @@ fetch_tokenizers
 # shellcheck disable=SC1091
 source "$CACHE/env.sh"
 build
+install_python_package
 
 case "$MODE" in
   demo)
@@ -124,9 +143,18 @@ case "$MODE" in
     "$BUILD/cfgmask" check "$OUT" "$STDLIB/colorsys.py" "$STDLIB/bisect.py"
     # Constrained output: tokens drawn at random from each step's mask.
     "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 --ascii -o "$CACHE/samples"
+    # A real model: SmolLM2-135M-Instruct on the CPU, every token constrained
+    # by python.lark; the output is compiled by CPython.
+    SMOL="$CACHE/python-smollm2.cfgm"
+    "$BUILD/cfgmask" compile "$CFGMASK_LARK_GRAMMARS/python.lark" --start file_input \
+        --tokenizer "$CFGMASK_TOK_SMOLLM2" -o "$SMOL" --quiet
+    "$VENV/bin/python" -m cfgmask generate --store "$SMOL" --model "$CFGMASK_TOK_SMOLLM2" \
+        --prompt "Write a Python function that returns the n-th Fibonacci number." \
+        --max-tokens 160 --check python
     ;;
   test)
     [ "${CI:-}" = "true" ] && export CFGMASK_QUICK="${CFGMASK_QUICK:-1}"
+    export CFGMASK_REQUIRE_LLAMA=1  # installed above: its tests must not skip
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
     "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
     ;;

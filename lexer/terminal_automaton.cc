@@ -492,6 +492,20 @@ int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* i
   return to;
 }
 
+int32_t TerminalAutomaton::StepIfComputed(int32_t q, uint8_t byte,
+                                          std::vector<LexItem>* items) const {
+  const LexState& st = states_[q];
+  if (st.step_to.empty() || st.step_to[byte] == kNotComputed) return kNotComputed;
+  const int32_t h = st.step_hits[byte];
+  if (h > 0) items->insert(items->end(), hit_lists_[h].begin(), hit_lists_[h].end());
+  return st.step_to[byte];
+}
+
+const std::vector<int32_t>* TerminalAutomaton::BoundaryCandidatesIfComputed(int32_t q) const {
+  const LexState& st = states_[q];
+  return st.candidates_done ? &st.candidates : nullptr;
+}
+
 const std::vector<int32_t>& TerminalAutomaton::BoundaryCandidates(int32_t q) {
   LexState& st = states_[q];
   if (!st.candidates_done) {

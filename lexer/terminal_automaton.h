@@ -113,9 +113,16 @@ class TerminalAutomaton {
   // Returns -1 when every hypothesis dies; appends kHit items to `items`.
   int32_t Step(int32_t q, uint8_t byte, std::vector<LexItem>* items);
 
+  // Step() if it was computed before, else -2 (never computes).  The
+  // *IfComputed accessors only read, so any number of threads may call them
+  // while no thread calls a computing one.
+  int32_t StepIfComputed(int32_t q, uint8_t byte, std::vector<LexItem>* items) const;
+
   // The terminals that may end at the current position of q (non-empty text
   // and a match marker created here), in global lexer order.
   const std::vector<int32_t>& BoundaryCandidates(int32_t q);
+  // BoundaryCandidates() if it was computed before, else nullptr.
+  const std::vector<int32_t>* BoundaryCandidatesIfComputed(int32_t q) const;
 
   // Ends terminal t here: returns the new state (at the start of the next
   // terminal) and fills `emit` (its column left zero: the caller knows it).

@@ -1,15 +1,20 @@
-// Store compilation: see store_builder.h.
+// Store compilation: see store_builder.h for the phases and for how the
+// vocabulary walk runs in parallel yet writes the same bytes for any thread
+// count.  Tested by vocab_walk_test.cc.
 #include "maskstore/store_builder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
-#include <deque>
-#include <map>
 #include <memory>
-#include <set>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "grammar/check.h"
 #include "grammar/lark_reader.h"
@@ -23,6 +28,12 @@ namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string FormatSeconds(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
 }
 
 // One lexing hypothesis of the walk: the lexer state, the items produced
@@ -76,6 +87,14 @@ class Interner {
     auto [pos, inserted] = seqs_.emplace(key, static_cast<int32_t>(seq_list.size()));
     if (inserted) seq_list.push_back(ids);
     return pos->second;
+  }
+  // Frees everything but item_list (a finished root's interner, before
+  // the serial merge that reads only its items).
+  void ReleaseSequences() {
+    std::vector<std::vector<int32_t>>().swap(seq_list);
+    std::unordered_map<std::string, int32_t>().swap(items_);
+    std::unordered_map<std::string, int32_t>().swap(seqs_);
+    std::unordered_map<uint64_t, int32_t>().swap(appended_);
   }
   std::vector<LexItem> item_list;
   std::vector<std::vector<int32_t>> seq_list;
@@ -150,16 +169,17 @@ class FollowRelation {
 };
 
 struct WalkContext {
-  TerminalAutomaton* a;
+  const TerminalAutomaton* a;
   int32_t nl;                      // indenter newline terminal, -1 without indenter
   const std::vector<uint8_t>* ignored;
-  const FollowRelation* follow;
+  const FollowRelation* follow;    // nullptr: every pair of Emits is kept
 };
 
 // Could Emit e2 come right after Emit e1 (either may be retyped by Lark's
 // "unless" into one of its full-match strings)?  A newline next to anything
 // is kept: the indenter may drop it or add _INDENT/_DEDENT around it.
 bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
+  if (c.follow == nullptr) return true;
   if (e1.terminal == c.nl || e2.terminal == c.nl) return true;
   auto types = [&](const LexItem& e) {
     std::vector<int32_t> t = {e.terminal};
@@ -174,50 +194,288 @@ bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
   return false;
 }
 
-// Advances a set of walk states by one byte, taking every legal terminal
-// boundary before the byte.
-void AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState>& states,
-                 uint8_t b, std::vector<WalkState>* out) {
-  TerminalAutomaton* a = c.a;
-  const int32_t nl = c.nl;
-  out->clear();
-  std::vector<LexItem> hits;
+// Automaton access of the parallel passes: reads only, and a transition not
+// computed yet is a miss.
+struct ReadOnlyAccess {
+  const TerminalAutomaton* a;
+  bool miss = false;
+  int32_t Step(int32_t q, uint8_t b, std::vector<LexItem>* hits) {
+    const int32_t r = a->StepIfComputed(q, b, hits);
+    if (r == -2) miss = true;
+    return r < 0 ? -1 : r;
+  }
+  const std::vector<int32_t>* Candidates(int32_t q) {
+    const std::vector<int32_t>* c = a->BoundaryCandidatesIfComputed(q);
+    if (c == nullptr) miss = true;
+    return c;
+  }
+  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) {
+    const int32_t r = a->BoundaryIfComputed(q, t, emit);
+    if (r == -2) miss = true;
+    return r < 0 ? -1 : r;
+  }
+};
+
+// Automaton access of the serial phase between passes: computes what is
+// missing.
+struct ComputingAccess {
+  TerminalAutomaton* a;
+  bool miss = false;  // never set
+  int32_t Step(int32_t q, uint8_t b, std::vector<LexItem>* hits) { return a->Step(q, b, hits); }
+  const std::vector<int32_t>* Candidates(int32_t q) { return &a->BoundaryCandidates(q); }
+  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) { return a->Boundary(q, t, emit); }
+};
+
+// Advances one walk state by one byte, taking every legal terminal boundary
+// before the byte.  Returns false on a miss of `acc` (`out` then holds a
+// partial result).
+template <class Access>
+bool AdvanceOne(const WalkContext& c, Access& acc, Interner* in, const WalkState& ws, uint8_t b,
+                std::vector<LexItem>* hits, std::vector<WalkState>* out) {
   auto add_hits = [&](int32_t seq) {
-    for (const LexItem& h : hits) seq = in->Append(seq, in->Item(h));
+    for (const LexItem& h : *hits) seq = in->Append(seq, in->Item(h));
     return seq;
   };
-  for (const WalkState& ws : states) {
-    hits.clear();
-    int32_t q2 = a->Step(ws.q, b, &hits);
-    if (q2 >= 0) {
-      WalkState n{q2, add_hits(ws.seq), ws.last_emit, ws.col};
-      n.col.Feed(b);
-      out->push_back(n);
+  hits->clear();
+  const int32_t q2 = acc.Step(ws.q, b, hits);
+  if (acc.miss) return false;
+  if (q2 >= 0) {
+    WalkState n{q2, add_hits(ws.seq), ws.last_emit, ws.col};
+    n.col.Feed(b);
+    out->push_back(n);
+  }
+  const std::vector<int32_t>* cands = acc.Candidates(ws.q);
+  if (acc.miss) return false;
+  // A copy: Item() below may grow item_list.
+  const bool has_last = ws.last_emit >= 0;
+  const LexItem last = has_last ? in->item_list[ws.last_emit] : LexItem();
+  for (int32_t t : *cands) {
+    LexItem emit;
+    const int32_t q1 = acc.Boundary(ws.q, t, &emit);
+    if (acc.miss) return false;
+    if (q1 < 0) continue;
+    if (has_last && !(*c.ignored)[t] && !PairPossible(c, last, emit)) continue;
+    if (t == c.nl) {
+      emit.col_absolute = ws.col.absolute;
+      emit.col = ws.col.value;
     }
-    const LexItem* last = ws.last_emit >= 0 ? &in->item_list[ws.last_emit] : nullptr;
-    for (int32_t t : a->BoundaryCandidates(ws.q)) {
-      LexItem emit;
-      int32_t q1 = a->Boundary(ws.q, t, &emit);
-      if (q1 < 0) continue;
-      if (last && !(*c.ignored)[t] && !PairPossible(c, *last, emit)) continue;
-      if (t == nl) {
-        emit.col_absolute = ws.col.absolute;
-        emit.col = ws.col.value;
-      }
-      hits.clear();
-      int32_t q3 = a->Step(q1, b, &hits);
-      if (q3 < 0) continue;
-      const int32_t emit_id = in->Item(emit);
-      WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
-                  (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
-      n.col.Feed(b);
-      out->push_back(n);
+    hits->clear();
+    const int32_t q3 = acc.Step(q1, b, hits);
+    if (acc.miss) return false;
+    if (q3 < 0) continue;
+    const int32_t emit_id = in->Item(emit);
+    WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
+                (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
+    n.col.Feed(b);
+    out->push_back(n);
+  }
+  return true;
+}
+
+// What a suspended walk needs computed: the byte step of one walk state
+// (byte >= 0; `last` is its last non-ignored Emit, if any), or the slot
+// compaction and Tail of a lexer state where a token ends (byte == -1).
+struct Request {
+  int32_t q;
+  int32_t byte;
+  bool has_last;
+  LexItem last;
+};
+
+// Advances a set of walk states by one byte with read-only automaton access.
+// Returns false when some state missed; its request is appended.
+bool AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState>& states,
+                 uint8_t b, std::vector<WalkState>* out, std::vector<Request>* requests) {
+  out->clear();
+  std::vector<LexItem> hits;
+  bool complete = true;
+  for (const WalkState& ws : states) {
+    ReadOnlyAccess acc{c.a};
+    if (!AdvanceOne(c, acc, in, ws, b, &hits, out)) {
+      const bool has_last = ws.last_emit >= 0;
+      requests->push_back(
+          {ws.q, b, has_last, has_last ? in->item_list[ws.last_emit] : LexItem()});
+      complete = false;
     }
   }
+  if (!complete) return false;
   if (out->size() > 1) {
     std::sort(out->begin(), out->end());
     out->erase(std::unique(out->begin(), out->end()), out->end());
   }
+  return true;
+}
+
+// A part of one root's walk still to do: the trie nodes [first, end), all of
+// depth >= depth(first), from the walk states `base` at depth(first) - 1.
+struct WalkTask {
+  int32_t first;
+  int32_t end;
+  std::vector<WalkState> base;
+};
+
+// One mask-store row of a root, its token set already stored adaptively;
+// `items` are ids of the root's local interner until the merge.
+struct EncodedRow {
+  std::vector<int32_t> items;
+  RowKind kind;
+  int32_t length;
+  std::vector<int32_t> ids;     // kList / kComplement
+  std::vector<uint32_t> bits;   // kBitset
+};
+
+// The walk of one root, across passes.
+struct RootWalk {
+  int32_t index = 0;  // root index
+  int32_t q = 0;      // its lexer state
+  Interner in;        // local: item and sequence ids of this root only
+  std::unordered_map<int32_t, std::vector<int32_t>> rows;  // local seq -> tokens
+  std::vector<WalkTask> tasks;
+  std::vector<Request> requests;
+  std::vector<int32_t> discovered;  // lexer states after compaction, first-seen order
+  std::unordered_set<int32_t> discovered_set;
+  int64_t entries = 0;
+  bool over_entries = false;
+  bool over_time = false;
+  std::vector<EncodedRow> encoded;
+  std::vector<NfaTransitionEntry> record;
+};
+
+// Token-end data computed in the serial phase, read by the passes: per
+// lexer state, its compaction (target, slot-map set) and its Tail item.
+struct TokenEndData {
+  std::vector<int32_t> compact_to;   // -1: not computed
+  std::vector<int32_t> compact_map;
+  std::vector<uint8_t> tail_done;
+  std::vector<LexItem> tail;
+  bool Ready(int32_t q) const {
+    return q < static_cast<int32_t>(tail_done.size()) && tail_done[q] && compact_to[q] >= 0;
+  }
+  void Grow(int32_t n) {
+    if (static_cast<int32_t>(tail_done.size()) >= n) return;
+    compact_to.resize(n, -1);
+    compact_map.resize(n, 0);
+    tail_done.resize(n, 0);
+    tail.resize(n);
+  }
+};
+
+struct WalkShared {
+  const WalkContext* ctx;
+  const VocabTrie* trie;
+  const TokenEndData* ends;
+  int64_t max_entries;
+  std::chrono::steady_clock::time_point deadline;
+  bool has_deadline;
+  bool recording;
+};
+
+// Runs the pending tasks of one root as far as the automaton allows; misses
+// become requests and new tasks.
+void RunRoot(const WalkShared& sh, RootWalk* r) {
+  const VocabTrie& trie = *sh.trie;
+  std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
+  std::vector<WalkTask> tasks;
+  tasks.swap(r->tasks);
+  int64_t visited = 0;
+  for (WalkTask& task : tasks) {
+    if (r->over_entries || r->over_time) break;
+    level[trie.depth(task.first) - 1] = std::move(task.base);
+    for (int32_t n = task.first; n < task.end;) {
+      if (sh.has_deadline && (++visited & 4095) == 0 &&
+          std::chrono::steady_clock::now() > sh.deadline) {
+        r->over_time = true;
+        return;
+      }
+      const int32_t d = trie.depth(n);
+      if (!AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
+        r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
+        n = trie.subtree_end(n);
+        continue;
+      }
+      if (level[d].empty()) {
+        n = trie.subtree_end(n);
+        continue;
+      }
+      auto toks = trie.tokens_at(n);
+      if (!toks.empty()) {
+        bool ready = true;
+        for (const WalkState& ws : level[d]) {
+          if (!sh.ends->Ready(ws.q)) {
+            r->requests.push_back({ws.q, -1, false, LexItem()});
+            ready = false;
+          }
+        }
+        if (!ready) {
+          r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
+          n = trie.subtree_end(n);
+          continue;
+        }
+        for (const WalkState& ws : level[d]) {
+          const int32_t to = sh.ends->compact_to[ws.q];
+          if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
+          // The row's sequence: the walk state's items, then the Tail of
+          // its lexer state.
+          const int32_t seq = r->in.Append(ws.seq, r->in.Item(sh.ends->tail[ws.q]));
+          auto& row = r->rows[seq];
+          row.insert(row.end(), toks.begin(), toks.end());
+          r->entries += static_cast<int64_t>(toks.size());
+          if (sh.recording) {
+            std::vector<LexItem> items;
+            for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
+            for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
+          }
+        }
+        if (r->entries > sh.max_entries) {
+          r->over_entries = true;
+          return;
+        }
+      }
+      ++n;
+    }
+  }
+}
+
+// Stores the finished root's rows adaptively (sorted ids, complement or
+// bitset, by size); their order is fixed at the merge.
+void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
+  const int32_t V = s.vocab_size;
+  const int32_t words = s.mask_words();
+  r->encoded.reserve(r->rows.size());
+  for (auto& [seq, toks] : r->rows) {
+    EncodedRow row;
+    row.items = r->in.seq_list[seq];
+    std::sort(toks.begin(), toks.end());
+    toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+    const int64_t n = static_cast<int64_t>(toks.size());
+    const int64_t comp = text_tokens - n;
+    // Long lists are ORed faster as bitsets (word-wise, SIMD) than scattered.
+    if (n <= comp && n <= words / 4) {
+      row.kind = RowKind::kList;
+      row.length = static_cast<int32_t>(n);
+      row.ids = std::move(toks);
+    } else if (comp <= words / 4) {
+      row.kind = RowKind::kComplement;
+      size_t i = 0;
+      for (int32_t t = 0; t < V; ++t) {
+        if (s.token_special[t]) continue;
+        if (i < toks.size() && toks[i] == t) {
+          ++i;
+          continue;
+        }
+        row.ids.push_back(t);
+      }
+      row.length = static_cast<int32_t>(row.ids.size());
+    } else {
+      row.kind = RowKind::kBitset;
+      row.length = words;
+      row.bits.assign(words, 0);
+      for (int32_t t : toks) row.bits[t / 32] |= 1u << (t % 32);
+    }
+    r->encoded.push_back(std::move(row));
+  }
+  std::unordered_map<int32_t, std::vector<int32_t>>().swap(r->rows);
+  r->in.ReleaseSequences();
 }
 
 void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
@@ -243,6 +501,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   };
   CompiledStore s;
   auto t0 = std::chrono::steady_clock::now();
+  const auto deadline =
+      t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
   progress("grammar", 0);
   Grammar g;
   LarkReaderOptions ro;
@@ -272,15 +533,17 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
 
   t0 = std::chrono::steady_clock::now();
   progress("automaton", 0);
-  std::unique_ptr<TerminalAutomaton> a;
+  std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
-  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, use_indenter ? nl : -1, ao, &a));
+  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, use_indenter ? nl : -1, ao, &built));
+  std::shared_ptr<TerminalAutomaton> a(std::move(built));
 
   Vocabulary vocab;
   CFGMASK_RETURN_IF_ERROR(LoadVocabulary(tokenizer_path, &vocab));
   FillVocabulary(vocab, &s);
-  VocabTrie trie = VocabTrie::Build(vocab);
+  VocabTrie trie = options.vocab_subset.empty() ? VocabTrie::Build(vocab)
+                                                 : VocabTrie::Build(vocab, options.vocab_subset);
 
   // Terminals.
   const int32_t T = g.num_terminals();
@@ -349,75 +612,36 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     }
   }
 
-  Interner in;
+  Interner in;     // the store's item and sequence ids
   in.SeqIds({});  // seq 0: empty
 
-  // Rows, stored adaptively, emitted as soon as a root's walk ends so that
-  // only one root's rows are ever held as plain lists.
   const int32_t V = s.vocab_size;
   int32_t text_tokens = 0;
   for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
-  const int32_t words = s.mask_words();
   int64_t row_count = 0;
   s.root_row_offsets.assign(1, 0);
-  auto emit_rows = [&](std::map<int32_t, std::vector<int32_t>>& root_rows) {
-    // Rows in lexicographic order of their item sequences, so that the
-    // runtime walks them as a trie: a shared prefix is checked once, and a
-    // rejected prefix skips every row below it.
-    std::vector<std::pair<const std::vector<int32_t>*, std::vector<int32_t>*>> order;
-    for (auto& [seq, toks] : root_rows) order.emplace_back(&in.seq_list[seq], &toks);
-    std::sort(order.begin(), order.end(),
-              [](const auto& x, const auto& y) { return *x.first < *y.first; });
-    for (auto& [items, toks_ptr] : order) {
-      const int32_t seq = in.SeqIds(*items);
-      std::vector<int32_t>& toks = *toks_ptr;
-      std::sort(toks.begin(), toks.end());
-      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-      const int64_t n = static_cast<int64_t>(toks.size());
-      const int64_t comp = text_tokens - n;
-      s.row_seq.push_back(seq);
-      // Long lists are ORed faster as bitsets (word-wise, SIMD) than scattered.
-      if (n <= comp && n <= words / 4) {
-        s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
-        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-        s.row_length.push_back(static_cast<int32_t>(n));
-        s.row_tokens.insert(s.row_tokens.end(), toks.begin(), toks.end());
-      } else if (comp <= words / 4) {
-        s.row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
-        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-        size_t i = 0;
-        int32_t len = 0;
-        for (int32_t t = 0; t < V; ++t) {
-          if (s.token_special[t]) continue;
-          if (i < toks.size() && toks[i] == t) {
-            ++i;
-            continue;
-          }
-          s.row_tokens.push_back(t);
-          ++len;
-        }
-        s.row_length.push_back(len);
-      } else {
-        s.row_kind.push_back(static_cast<int32_t>(RowKind::kBitset));
-        s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-        s.row_length.push_back(words);
-        size_t base = s.row_bits.size();
-        s.row_bits.resize(base + words, 0);
-        for (int32_t t : toks) s.row_bits[base + t / 32] |= 1u << (t % 32);
-      }
-      ++row_count;
-    }
-    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
-    root_rows.clear();
-  };
 
-  // The vocabulary walk.
+  // The vocabulary walk, in batches of roots: each batch is walked in
+  // parallel passes; after each pass the automaton transitions the passes
+  // missed are computed serially, in root order, then the batch's rows are
+  // merged in root order.  The batch size is fixed (not the thread count),
+  // so every choice below is the same for any number of threads.
   progress("store", 0);
+  constexpr size_t kRootsPerBatch = 64;
   FollowRelation follow(g);
-  const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored, &follow};
+  const bool keep_pairs = options.record != nullptr && options.record->keep_impossible_pairs;
+  const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored,
+                         keep_pairs ? nullptr : &follow};
+  TokenEndData ends;
+  const WalkShared shared{&walk,
+                          &trie,
+                          &ends,
+                          options.max_store_entries,
+                          deadline,
+                          options.max_seconds > 0,
+                          options.record != nullptr};
   std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
   std::vector<int32_t> roots;
-  std::deque<int32_t> queue;
   auto add_root = [&](int32_t q) {
     if (root_of.count(q)) return;
     root_of[q] = static_cast<int32_t>(roots.size());
@@ -425,72 +649,159 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       std::fprintf(stderr, "root %zu: %s\n", roots.size(), a->DebugString(q).c_str());
     }
     roots.push_back(q);
-    queue.push_back(q);
   };
   add_root(a->initial_state());
-  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> compaction;  // state -> (to, map set)
-  std::map<int32_t, std::vector<int32_t>> root_rows;  // seq -> tokens, current root
-  std::vector<int32_t> tail_cache;                     // lexer state -> Tail item id
-  std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
-  int64_t entries = 0;
+  const int32_t threads =
+      options.num_threads > 0 ? options.num_threads : tbb::this_task_arena::max_concurrency();
+  tbb::task_arena arena(std::max(threads, 1));
+  // Runs fn on every root of the list, in parallel unless serial.
+  auto for_each_root = [&](const std::vector<RootWalk*>& list, auto&& fn) {
+    if (threads <= 1 || list.size() == 1) {
+      for (RootWalk* r : list) fn(r);
+      return;
+    }
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, list.size(), 1),
+                        [&](const tbb::blocked_range<size_t>& range) {
+                          for (size_t i = range.begin(); i != range.end(); ++i) fn(list[i]);
+                        });
+    });
+  };
+  auto time_out = [&]() {
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": compile exceeded " + FormatSeconds(options.max_seconds) +
+                      " s (max_seconds) in the vocabulary walk, after " +
+                      std::to_string(roots.size()) + " lexer states at token boundaries");
+  };
+  auto too_many_entries = [&]() {
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": more than " + std::to_string(options.max_store_entries) +
+                      " nfa_transition entries (max_store_entries)");
+  };
+  Interner scratch;  // the serial phase's walk states, discarded
+  scratch.SeqIds({});
+  std::vector<LexItem> hits;
+  std::vector<WalkState> scratch_out;
   std::vector<int32_t> slot_map;
-  size_t done = 0;
-  while (!queue.empty()) {
-    int32_t root = queue.front();
-    queue.pop_front();
-    if (static_cast<int32_t>(roots.size()) > options.max_roots) {
+  int64_t entries = 0;
+  for (size_t next = 0; next < roots.size();) {
+    if (static_cast<int64_t>(roots.size()) > options.max_roots) {
       return Status(ErrorCode::kResourceLimit,
                     grammar_path + ": more than " + std::to_string(options.max_roots) +
-                        " lexer states at token boundaries (--max-roots)");
+                        " lexer states at token boundaries (max_roots)");
     }
-    CFGMASK_CHECK(root_of[root] == static_cast<int32_t>(done));
-    level[0].assign(1, WalkState{root, 0, -1, ColumnDelta{false, 0}});
-    for (int32_t n = 1; n < trie.num_nodes();) {
-      const int32_t d = trie.depth(n);
-      AdvanceWalk(walk, &in, level[d - 1], trie.byte(n), &level[d]);
-      if (level[d].empty()) {
-        n = trie.subtree_end(n);
-        continue;
+    const size_t batch_end = std::min(roots.size(), next + kRootsPerBatch);
+    std::vector<std::unique_ptr<RootWalk>> batch;
+    for (size_t i = next; i < batch_end; ++i) {
+      auto r = std::make_unique<RootWalk>();
+      r->index = static_cast<int32_t>(i);
+      r->q = roots[i];
+      r->in.SeqIds({});
+      r->tasks.push_back({1, trie.num_nodes(), {WalkState{r->q, 0, -1, ColumnDelta{false, 0}}}});
+      batch.push_back(std::move(r));
+    }
+    for (;;) {
+      std::vector<RootWalk*> active;
+      for (auto& r : batch) {
+        if (!r->tasks.empty()) active.push_back(r.get());
       }
-      auto toks = trie.tokens_at(n);
-      if (!toks.empty()) {
-        for (const WalkState& ws : level[d]) {
-          auto it = compaction.find(ws.q);
-          if (it == compaction.end()) {
-            int32_t to = a->CompactSlots(ws.q, &slot_map);
+      if (active.empty()) break;
+      for_each_root(active, [&](RootWalk* r) {
+        RunRoot(shared, r);
+        if (r->tasks.empty() && !r->over_entries && !r->over_time) EncodeRows(s, text_tokens, r);
+      });
+      // The serial phase: compute what the pass missed, in root order.
+      for (RootWalk* r : active) {
+        if (r->over_time) return time_out();
+        if (r->over_entries) return too_many_entries();
+        for (const Request& req : r->requests) {
+          if (req.byte >= 0) {
+            WalkState ws{req.q, 0, req.has_last ? scratch.Item(req.last) : -1, ColumnDelta{}};
+            ComputingAccess acc{a.get()};
+            scratch_out.clear();
+            AdvanceOne(walk, acc, &scratch, ws, static_cast<uint8_t>(req.byte), &hits,
+                       &scratch_out);
+            continue;
+          }
+          ends.Grow(a->num_states());
+          if (ends.compact_to[req.q] < 0) {
+            const int32_t to = a->CompactSlots(req.q, &slot_map);
             if (to < 0) {
               return Status(ErrorCode::kResourceLimit,
                             grammar_path + ": more than " + std::to_string(ao.max_lexer_states) +
-                                " lexer states (--max-lexer-states)");
+                                " lexer states (max_lexer_states, --max-lexer-states)");
             }
-            it = compaction.emplace(ws.q, std::make_pair(to, a->InternSet(slot_map))).first;
+            ends.compact_to[req.q] = to;
+            ends.compact_map[req.q] = a->InternSet(slot_map);
           }
-          add_root(it->second.first);
-          // The row's sequence: the walk state's items, then the Tail of
-          // its lexer state.
-          if (static_cast<int32_t>(tail_cache.size()) <= ws.q) tail_cache.resize(ws.q + 1, -1);
-          if (tail_cache[ws.q] < 0) tail_cache[ws.q] = in.Item(a->Tail(ws.q));
-          const int32_t seq = in.Append(ws.seq, tail_cache[ws.q]);
-          auto& row = root_rows[seq];
-          row.insert(row.end(), toks.begin(), toks.end());
-          entries += static_cast<int64_t>(toks.size());
+          if (!ends.tail_done[req.q]) {
+            ends.tail[req.q] = a->Tail(req.q);
+            ends.tail_done[req.q] = 1;
+          }
         }
-        if (entries > options.max_store_entries) {
-          return Status(ErrorCode::kResourceLimit, grammar_path + ": mask store exceeds " +
-                                                       std::to_string(options.max_store_entries) +
-                                                       " entries");
+        r->requests.clear();
+      }
+      ends.Grow(a->num_states());
+      if (a->num_states() >= ao.max_lexer_states) {
+        return Status(ErrorCode::kResourceLimit, grammar_path + ": more than " +
+                                                     std::to_string(ao.max_lexer_states) +
+                                                     " lexer states (max_lexer_states, --max-lexer-states)");
+      }
+      if (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline) {
+        return time_out();
+      }
+      if (scratch.seq_list.size() > (1u << 20)) {
+        scratch = Interner();
+        scratch.SeqIds({});
+      }
+    }
+    // Merge in root order: global item ids, rows sorted by their item
+    // sequences so that the runtime walks them as a trie (a shared prefix
+    // is checked once, a rejected prefix skips every row below it).
+    std::vector<RootWalk*> all;
+    std::vector<std::vector<int32_t>> global(batch.size());
+    for (size_t b = 0; b < batch.size(); ++b) {
+      all.push_back(batch[b].get());
+      for (const LexItem& it : batch[b]->in.item_list) global[b].push_back(in.Item(it));
+    }
+    for_each_root(all, [&](RootWalk* r) {
+      const std::vector<int32_t>& ids = global[r->index - next];
+      for (EncodedRow& row : r->encoded) {
+        for (int32_t& v : row.items) v = ids[v];
+      }
+      std::sort(r->encoded.begin(), r->encoded.end(),
+                [](const EncodedRow& x, const EncodedRow& y) { return x.items < y.items; });
+    });
+    for (auto& r : batch) {
+      for (EncodedRow& row : r->encoded) {
+        s.row_seq.push_back(in.SeqIds(row.items));
+        s.row_kind.push_back(static_cast<int32_t>(row.kind));
+        s.row_length.push_back(row.length);
+        if (row.kind == RowKind::kBitset) {
+          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+          s.row_bits.insert(s.row_bits.end(), row.bits.begin(), row.bits.end());
+        } else {
+          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+          s.row_tokens.insert(s.row_tokens.end(), row.ids.begin(), row.ids.end());
         }
       }
-      ++n;
+      row_count += static_cast<int64_t>(r->encoded.size());
+      s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+      entries += r->entries;
+      for (int32_t q : r->discovered) add_root(q);
+      if (options.record != nullptr) {
+        for (auto& e : r->record) options.record->entries.push_back(std::move(e));
+      }
+      if (row_count > options.max_store_rows) {
+        return Status(ErrorCode::kResourceLimit,
+                      grammar_path + ": more than " + std::to_string(options.max_store_rows) +
+                          " mask-store rows (max_store_rows)");
+      }
+      if (entries > options.max_store_entries) return too_many_entries();
     }
-    emit_rows(root_rows);
-    ++done;
-    if ((done & 15) == 0) progress("store", static_cast<double>(done) / roots.size());
-  }
-  if (a->num_states() >= ao.max_lexer_states) {
-    return Status(ErrorCode::kResourceLimit, grammar_path + ": more than " +
-                                                 std::to_string(ao.max_lexer_states) +
-                                                 " lexer states (--max-lexer-states)");
+    for_each_root(all, [](RootWalk* r) { *r = RootWalk(); });
+    next = batch_end;
+    progress("store", static_cast<double>(next) / roots.size());
   }
   s.stats.nfa_transition_entries = entries;
   s.stats.seconds_automaton = Since(t0);
@@ -534,10 +845,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     s.cand_offsets.push_back(static_cast<int32_t>(s.cand_terminal.size()));
     s.num_slots[q] = a->NumOpenSlots(q);
     s.at_start[q] = a->AtTerminalStart(q);
-    auto it = compaction.find(q);
-    if (it != compaction.end()) {
-      s.compact_to[q] = it->second.first;
-      s.compact_map[q] = it->second.second;
+    if (q < static_cast<int32_t>(ends.compact_to.size()) && ends.compact_to[q] >= 0) {
+      s.compact_to[q] = ends.compact_to[q];
+      s.compact_map[q] = ends.compact_map[q];
     }
     auto r = root_of.find(q);
     if (r != root_of.end()) {
@@ -586,6 +896,12 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   s.stats.rows_before_streamlining = row_count;
   s.stats.seconds_store = Since(t0);
   progress("store", 1);
+  if (options.record != nullptr) {
+    options.record->automaton = a;
+    options.record->roots = roots;
+    options.record->indenter_nl = use_indenter ? nl : -1;
+    options.record->ignored = s.terminal_ignored;
+  }
   *out = std::move(s);
   return Status::Ok();
 }

@@ -6,28 +6,73 @@
 // The walk visits the vocabulary trie once per lexer state q found at a token
 // boundary, in depth-first order; a prefix that kills every hypothesis skips
 // its whole subtree.  Lexer states reached at the end of a token are new
-// roots, until no new one appears.  Tested by mask_store_test.cc (against a
-// brute-force walk of every token separately).
+// roots, until no new one appears.
+//
+// The walks of different roots are independent and run in parallel (oneTBB),
+// against the lazily built automaton read-only: a walk that needs a
+// transition not computed yet records the request and suspends that subtree.
+// Between parallel passes the requests are computed serially, in root order,
+// so automaton state ids, and hence the store bytes, do not depend on the
+// thread count.  Each root interns its item sequences locally; finished roots
+// are merged into the store in root order.  Tested by vocab_walk_test.cc
+// (against a brute-force byte-by-byte simulation of every token, thread-count
+// determinism and resource limits).
 #ifndef CFGMASK_MASKSTORE_STORE_BUILDER_H_
 #define CFGMASK_MASKSTORE_STORE_BUILDER_H_
 
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "grammar/status.h"
+#include "lexer/terminal_automaton.h"
 #include "maskstore/compiled_store.h"
 
 namespace cfgmask {
 
+struct WalkRecord;
+
 struct CompileOptions {
   std::string start;              // start rule; empty = "start"
   std::string indenter = "auto";  // "python", "none", or "auto" (declared _INDENT/_DEDENT)
-  int32_t max_lexer_states = 2000000;
-  int32_t max_roots = 200000;
-  int64_t max_store_entries = 2000000000;
+  // Resource limits: exceeding one stops the compile with kResourceLimit and
+  // a message naming the limit.
+  int32_t max_lexer_states = 2000000;      // terminal-automaton states
+  int32_t max_roots = 200000;              // lexer states at token boundaries
+  int64_t max_store_entries = 2000000000;  // nfa_transition (root, token, S) entries
+  int64_t max_store_rows = 200000000;      // mask-store rows (root, S)
+  double max_seconds = 0;                  // wall time of the whole compile; 0 = none
+  // Threads of the vocabulary walk: 0 = all cores, 1 = serial.  The store is
+  // byte-identical for every value.
+  int32_t num_threads = 0;
   std::vector<std::string> import_paths;
   // Progress: phase name, share done in [0,1].
   std::function<void(const std::string&, double)> progress;
+  // Tests only: walk just these token ids (empty: the whole vocabulary).
+  std::vector<int32_t> vocab_subset;
+  // Tests only: receives the automaton and every nfa_transition entry.
+  WalkRecord* record = nullptr;
+};
+
+// One nfa_transition entry: the token `token` read from root `root` (index
+// into WalkRecord::roots) can end in lexer state `to` (after slot
+// compaction, a root itself) having produced `items` (the last one the Tail
+// of the state before compaction).
+struct NfaTransitionEntry {
+  int32_t root;
+  int32_t token;
+  int32_t to;
+  std::vector<LexItem> items;
+};
+
+struct WalkRecord {
+  bool keep_impossible_pairs = false;  // in: no pruning of Emit pairs by FOLLOW
+  std::shared_ptr<TerminalAutomaton> automaton;  // out: as left by the compile
+  std::vector<int32_t> roots;                    // out: lexer state of each root
+  int32_t indenter_nl = -1;                      // out: -1 without indenter
+  std::vector<uint8_t> ignored;                  // out: per terminal
+  std::vector<NfaTransitionEntry> entries;       // out: in root order, then walk order
 };
 
 Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,

@@ -58,8 +58,10 @@ class CudaBatchMasker {
 
   // Fills row b of `device_bitmask` (B x words_per_row int32, device memory)
   // with the next-token mask of sessions[b], whose store is on the device as
-  // stores[b].  Returns after the kernel is queued on `stream`; the host
-  // staging buffers are reused by the next call, which synchronises first.
+  // stores[b].  Returns after the kernel is queued on `stream` (the row ids
+  // are copied from pageable memory, so the host buffers are free again on
+  // return); the device staging buffers are reused by the next call, so
+  // calls on different streams must not overlap.
   Status FillNextTokenBitmask(std::span<Session* const> sessions,
                               std::span<const CudaStore* const> stores, int32_t* device_bitmask,
                               int32_t words_per_row, void* stream = nullptr);

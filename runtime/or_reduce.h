@@ -1,10 +1,12 @@
 // CPU OR-reduction of accepted store rows into a token bitmask: the
 // "mask |= mask_store[(q, S)]" of the streamlining seed's generate(), made
 // fast.  Sparse rows (sorted id lists) are scattered bit by bit; dense rows
-// (bitsets, and complements as the text-token mask minus a few ids) are ORed
-// word-wise, with AVX2 when the CPU has it (chosen at run time with
-// __builtin_cpu_supports; the AVX2 loop is compiled with
-// __attribute__((target("avx2"))) so the library still runs anywhere).
+// are ORed word-wise: bitsets directly, complements as the text-token mask
+// AND NOT a scratch row into which their few ids are scattered (and cleared
+// again after).  The word-wise loops use AVX2 when the CPU has it (chosen at
+// run time with __builtin_cpu_supports; they are compiled with
+// __attribute__((target("avx2"))) so the library still runs anywhere) and
+// 64-bit words otherwise.
 //
 // OrRows (runtime/session.h) is the plain reference: every function here
 // gives the same mask.  OrSessionRowsTwin is the CPU twin of the CUDA kernel
@@ -41,7 +43,7 @@ kernels::StoreView HostStoreView(const CompiledStore& store, const uint32_t* tex
 
 // ORs rows[0..n) of `store` into `mask` (mask_words() words, not cleared):
 // the same result as OrRows.  `text_mask` is TextTokenMask(store).
-// kComplement ids must be sorted, as the store builder writes them.
+// Uses a per-thread scratch row of mask_words() words.
 void OrRowsSimd(const CompiledStore& store, const uint32_t* text_mask, const int32_t* rows,
                 size_t n, uint32_t* mask, OrIsa isa);
 inline void OrRowsSimd(const CompiledStore& store, const uint32_t* text_mask,

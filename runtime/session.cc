@@ -212,7 +212,23 @@ void Session::Reset() {
   live_.push_back(std::move(l));
   text_.clear();
   terminated_ = false;
-  history_.clear();
+  history_.reset();
+  history_len_ = 0;
+}
+
+Session::Saved::~Saved() {
+  std::shared_ptr<Saved> p = std::move(prev);
+  while (p && p.use_count() == 1) p = std::move(p->prev);
+}
+
+void Session::PushHistory(std::vector<LiveState> live) {
+  auto node = std::make_shared<Saved>();
+  node->live = std::move(live);
+  node->text_size = text_.size();
+  node->terminated = terminated_;
+  node->prev = std::move(history_);
+  history_ = std::move(node);
+  ++history_len_;
 }
 
 std::vector<int32_t> Session::TerminalTrace() const {
@@ -224,23 +240,26 @@ std::vector<int32_t> Session::TerminalTrace() const {
 }
 
 Status Session::Rollback(int32_t k) {
-  if (k < 0 || k > static_cast<int32_t>(history_.size())) {
+  if (k < 0 || k > history_len_) {
     return Status(ErrorCode::kInvalidArgument,
                   "cannot roll back " + std::to_string(k) + " steps: " +
-                      std::to_string(history_.size()) + " in the history");
+                      std::to_string(history_len_) + " in the history");
   }
   if (k == 0) return Status::Ok();
-  Saved& s = history_[history_.size() - k];
-  live_ = std::move(s.live);
-  text_.resize(s.text_size);
-  terminated_ = s.terminated;
-  history_.resize(history_.size() - k);
+  std::shared_ptr<Saved> node = history_;
+  for (int32_t i = 1; i < k; ++i) node = node->prev;
+  live_ = node->live;  // copied: the node may be shared with a fork
+  text_.resize(node->text_size);
+  terminated_ = node->terminated;
+  history_ = node->prev;
+  history_len_ -= k;
   return Status::Ok();
 }
 
 std::string Session::JumpForwardString(int32_t max_bytes) const {
   Session cur = *this;
-  cur.history_.clear();
+  cur.history_.reset();
+  cur.history_len_ = 0;
   std::string forced;
   std::vector<LiveState> out, only;
   while (static_cast<int32_t>(forced.size()) < max_bytes && !cur.terminated_ && !cur.CanEnd()) {
@@ -506,7 +525,7 @@ Status Session::Advance(int32_t token) {
         return Status(ErrorCode::kInvalidToken, "EOS token " + std::to_string(token) +
                                                     " is not allowed: the text is not complete");
       }
-      history_.push_back({live_, text_.size(), terminated_});
+      PushHistory(live_);
       terminated_ = true;
       return Status::Ok();
     }
@@ -522,7 +541,7 @@ Status Session::Advance(int32_t token) {
                   "token " + std::to_string(token) + " cannot continue the text at offset " +
                       std::to_string(text_.size()));
   }
-  history_.push_back({std::move(live_), text_.size(), terminated_});
+  PushHistory(std::move(live_));
   live_ = std::move(out);
   text_.append(store_->TokenBytes(token));
   return Status::Ok();
@@ -545,7 +564,7 @@ Status Session::AdvanceBytes(std::string_view bytes) {
                   "text offset " + std::to_string(text_.size()) + ": \"" + shown +
                       "\" cannot continue a valid prefix");
   }
-  history_.push_back({std::move(live_), text_.size(), terminated_});
+  PushHistory(std::move(live_));
   live_ = std::move(out);
   text_.append(bytes);
   return Status::Ok();

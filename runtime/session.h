@@ -79,8 +79,9 @@ class Session {
   // decoding).  O(k): each step keeps the previous hypotheses, whose parser
   // stacks are shared, not copied.  k larger than the history is an error.
   Status Rollback(int32_t k);
-  int32_t HistoryLength() const { return static_cast<int32_t>(history_.size()); }
-  // An independent copy (beam search, parallel sampling): O(live states).
+  int32_t HistoryLength() const { return history_len_; }
+  // An independent copy (beam search, parallel sampling): O(live states);
+  // the history is shared with the original, not copied.
   Session Fork() const { return *this; }
   // The longest text forced by the grammar from here (every other byte is
   // rejected and the text cannot end), up to `max_bytes`: what a server can
@@ -112,12 +113,19 @@ class Session {
   const CompiledStore* store_;
   SessionLimits limits_;
   std::vector<LiveState> live_;
+  // The history is a persistent list: a step pushes a node in O(1), Fork
+  // shares the list, Rollback(k) walks k nodes.  Released iteratively, so a
+  // long history cannot overflow the stack.
   struct Saved {
     std::vector<LiveState> live;
-    size_t text_size;
-    bool terminated;
+    size_t text_size = 0;
+    bool terminated = false;
+    std::shared_ptr<Saved> prev;
+    ~Saved();
   };
-  std::vector<Saved> history_;
+  void PushHistory(std::vector<LiveState> live);
+  std::shared_ptr<Saved> history_;
+  int32_t history_len_ = 0;
   std::string text_;
   bool terminated_ = false;
   bool trace_ = false;

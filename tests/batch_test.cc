@@ -1,10 +1,17 @@
 // Tests of runtime/batch.h: the batch bitmask equals Session::FillMask bit
-// for bit, for batches of 1, 7 and 64 sessions mixed over two stores (json
-// and traps grammars), teacher-forced with random allowed tokens and
-// compared at every step; the CPU twin of the CUDA OR kernel agrees on the
-// same real rows; AdvanceBatch reports a bad token per session; the CPU
-// logits masking writes -inf exactly where a bit is 0 (fp32, fp16, bf16).
-// Needs a real tokenizer ($CFGMASK_TOK_LLAMA_SPM).
+// for bit, compared at every step
+//  - for batches of 1, 7 and 64 sessions mixed over Python (python.lark,
+//    file_input) and SQL (grammar/lark/sql.lark) stores, teacher-forced on
+//    real texts (standard-library modules, harvested SQLite statements),
+//    and for one Qwen2 (151,936-token) Python store;
+//  - for batches of 1, 7 and 64 sessions mixed over two small stores (json
+//    and traps grammars), advanced by random allowed tokens;
+// the CPU twin of the CUDA OR kernel agrees on the same real rows;
+// AdvanceBatch reports a bad token per session; the CPU logits masking (the
+// twin of the CUDA logits kernel) writes -inf exactly where a bit is 0 (fp32,
+// fp16, bf16; every vocabulary size 1..300 and larger ones).
+// Needs real tokenizers ($CFGMASK_TOK_LLAMA_SPM, $CFGMASK_TOK_QWEN2), and
+// $CFGMASK_PYTHON for the corpora.
 #include "runtime/batch.h"
 
 #include <gtest/gtest.h>
@@ -12,12 +19,14 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/or_reduce.h"
 #include "runtime/session.h"
+#include "tests/serving_corpus.h"
 #include "tests/test_store_cache.h"
 
 namespace cfgmask {
@@ -145,6 +154,177 @@ TEST(BatchTest, SixtyFourSessions) {
   TeacherForce(64, 25, 3);
 }
 
+// Teacher forcing of real texts through the batch API.  Slot b of the batch
+// holds a session on the next text of a rotation that alternates the
+// languages given (so one slot, too, sees both stores); when its text is
+// done, EOS must be allowed and the slot takes the next text.  The first
+// text of each slot starts at a random token offset, so that the slots are
+// spread over the texts rather than all at their first lines, and near
+// enough to its end that the slot reaches the other language.
+struct CorpusLanguage {
+  const CompiledStore* store;
+  std::vector<ForcedText> texts;
+};
+
+void TeacherForceCorpus(const std::vector<const CorpusLanguage*>& languages, int32_t batch,
+                        int32_t steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  int32_t words_per_row = 0;
+  std::vector<std::vector<uint32_t>> text_masks;
+  for (const CorpusLanguage* l : languages) {
+    ASSERT_FALSE(l->texts.empty());
+    words_per_row = std::max(words_per_row, l->store->mask_words());
+    text_masks.push_back(TextTokenMask(*l->store));
+  }
+  ++words_per_row;  // one padding word: it must come back zero
+  struct Slot {
+    int32_t language;
+    const ForcedText* text;
+    size_t pos;
+    std::unique_ptr<Session> session;
+  };
+  int64_t next_text = 0;
+  auto load = [&](Slot* slot) {
+    slot->language = static_cast<int32_t>(next_text % static_cast<int64_t>(languages.size()));
+    const CorpusLanguage& l = *languages[slot->language];
+    slot->text = &l.texts[(next_text / languages.size()) % l.texts.size()];
+    ++next_text;
+    slot->pos = 0;
+    slot->session = std::make_unique<Session>(l.store);
+  };
+  std::vector<Slot> slots(batch);
+  for (Slot& slot : slots) {
+    load(&slot);
+    // At most steps / 2 tokens left, so that every slot moves on to the
+    // other language within the run.
+    const size_t n = slot.text->tokens.size();
+    const size_t start = n - std::min(n, 1 + rng() % (steps / 2 + 1));
+    for (; slot.pos < start; ++slot.pos) {
+      ASSERT_TRUE(slot.session->Advance(slot.text->tokens[slot.pos]).ok());
+    }
+  }
+  std::vector<int32_t> bitmask(static_cast<size_t>(batch) * words_per_row);
+  std::vector<uint32_t> twin(words_per_row);
+  BatchMatcher matcher;
+  BatchRows rows;
+  int64_t compared = 0, completed = 0, rows_seen = 0;
+  std::vector<int64_t> per_language(languages.size(), 0);
+  for (int32_t step = 0; step < steps; ++step) {
+    std::vector<Session*> sessions;
+    std::vector<const CompiledStore*> stores;
+    for (Slot& slot : slots) {
+      sessions.push_back(slot.session.get());
+      stores.push_back(languages[slot.language]->store);
+    }
+    std::fill(bitmask.begin(), bitmask.end(), -1);
+    Status st = matcher.FillNextTokenBitmask(sessions, stores, bitmask.data(), words_per_row);
+    ASSERT_TRUE(st.ok()) << st.message();
+    CollectAcceptedRows(sessions, &rows);
+    rows_seen += static_cast<int64_t>(rows.rows.size());
+    std::vector<Session*> moving;
+    std::vector<int32_t> tokens;
+    for (int32_t b = 0; b < batch; ++b) {
+      Slot& slot = slots[b];
+      const CompiledStore& store = *stores[b];
+      std::vector<uint32_t> want = slot.session->Mask();
+      want.resize(words_per_row, 0);
+      const uint32_t* got = reinterpret_cast<const uint32_t*>(bitmask.data()) +
+                            static_cast<size_t>(b) * words_per_row;
+      ASSERT_EQ(std::vector<uint32_t>(got, got + words_per_row), want)
+          << "session " << b << " step " << step << " at byte " << slot.session->text().size();
+      const kernels::StoreView view = HostStoreView(store, text_masks[slot.language].data());
+      OrSessionRowsTwin(view, rows.rows.data() + rows.row_begin[b],
+                        rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0, twin.data(),
+                        words_per_row);
+      ASSERT_EQ(twin, want) << "twin, session " << b << " step " << step;
+      ++compared;
+      ++per_language[slot.language];
+      if (slot.pos == slot.text->tokens.size()) {
+        // The text is complete: EOS is allowed; the slot starts the next one.
+        ASSERT_FALSE(store.eos_ids.empty());
+        EXPECT_TRUE(Bit(want.data(), store.eos_ids[0])) << "session " << b << " step " << step;
+        ++completed;
+        load(&slot);
+        continue;
+      }
+      const int32_t token = slot.text->tokens[slot.pos++];
+      ASSERT_TRUE(Bit(want.data(), token)) << "session " << b << " step " << step;
+      moving.push_back(slot.session.get());
+      tokens.push_back(token);
+    }
+    st = matcher.AdvanceBatch(moving, tokens);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ::testing::Test::RecordProperty("compared", static_cast<int>(compared));
+  ::testing::Test::RecordProperty("completed_texts", static_cast<int>(completed));
+  EXPECT_EQ(compared, static_cast<int64_t>(batch) * steps);
+  EXPECT_GT(rows_seen, compared);  // most steps accept some rows
+  for (size_t l = 0; l < languages.size(); ++l) {
+    EXPECT_GT(per_language[l], 0) << "language " << l << " never compared";
+  }
+}
+
+// The Python and SQL languages on the LLaMA SentencePiece stores.
+const std::vector<const CorpusLanguage*>& SpmLanguages() {
+  static CorpusLanguage python, sql;
+  static std::vector<const CorpusLanguage*> both;
+  if (both.empty()) {
+    Status st;
+    python.store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+    EXPECT_TRUE(python.store != nullptr) << st.message();
+    sql.store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+    EXPECT_TRUE(sql.store != nullptr) << st.message();
+    if (!python.store || !sql.store) return both;
+    python.texts = ForceTexts(python.store, StdlibTexts(TestQuick() ? 12 : 60, 1500, 12000));
+    sql.texts = ForceTexts(sql.store, SqlTexts(TestQuick() ? 60 : 600));
+    both = {&python, &sql};
+  }
+  return both;
+}
+
+#define REQUIRE_CORPUS_ENV()                      \
+  do {                                            \
+    REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");         \
+    REQUIRE_ENV("CFGMASK_PYTHON");                \
+    REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");         \
+  } while (0)
+
+TEST(BatchTest, CorpusOneSession) {
+  REQUIRE_CORPUS_ENV();
+  const auto& languages = SpmLanguages();
+  ASSERT_EQ(languages.size(), 2u);
+  TeacherForceCorpus(languages, 1, TestQuick() ? 300 : 3000, 11);
+}
+
+TEST(BatchTest, CorpusSevenSessions) {
+  REQUIRE_CORPUS_ENV();
+  const auto& languages = SpmLanguages();
+  ASSERT_EQ(languages.size(), 2u);
+  TeacherForceCorpus(languages, 7, TestQuick() ? 120 : 1200, 12);
+}
+
+TEST(BatchTest, CorpusSixtyFourSessions) {
+  REQUIRE_CORPUS_ENV();
+  const auto& languages = SpmLanguages();
+  ASSERT_EQ(languages.size(), 2u);
+  TeacherForceCorpus(languages, 64, TestQuick() ? 30 : 300, 13);
+}
+
+// A 151,936-token byte-level BPE vocabulary (4,748 mask words, bitset and
+// complement rows of real width) beside the SQL store of another tokenizer.
+TEST(BatchTest, CorpusQwen2PythonWithSpmSql) {
+  REQUIRE_CORPUS_ENV();
+  REQUIRE_ENV("CFGMASK_TOK_QWEN2");
+  const auto& spm = SpmLanguages();
+  ASSERT_EQ(spm.size(), 2u);
+  Status st;
+  CorpusLanguage qwen;
+  qwen.store = PythonStore(TestEnv("CFGMASK_TOK_QWEN2"), &st);
+  ASSERT_TRUE(qwen.store != nullptr) << st.message();
+  qwen.texts = ForceTexts(qwen.store, StdlibTexts(TestQuick() ? 6 : 30, 1500, 12000));
+  TeacherForceCorpus({&qwen, spm[1]}, 9, TestQuick() ? 40 : 400, 14);
+}
+
 TEST(BatchTest, ArgumentErrors) {
   REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   const CompiledStore* store = Store("json.lark");
@@ -182,7 +362,10 @@ TEST(BatchTest, ArgumentErrors) {
 template <typename Bits>
 void CheckApply(LogitsDType dtype, Bits neg_inf) {
   std::mt19937 rng(static_cast<uint32_t>(dtype) + 11);
-  for (int32_t vocab : {1, 31, 32, 33, 1000, 32000, 32003}) {
+  std::vector<int32_t> sizes;
+  for (int32_t v = 1; v <= 300; ++v) sizes.push_back(v);
+  for (int32_t v : {1000, 32000, 32003, 151936, 152064}) sizes.push_back(v);
+  for (int32_t vocab : sizes) {
     const int32_t batch = 3;
     // Rows one word short of the logits for the odd sizes: padding logits.
     const int32_t words = (vocab + 31) / 32 - (vocab > 64 && vocab % 2 ? 1 : 0);

@@ -1,8 +1,10 @@
 // Tests of runtime/or_reduce.h: the SIMD reduction (portable and AVX2 loops)
 // and the CPU twin of the CUDA OR kernel against the plain OrRows, on
 // synthetic stores with random rows of every kind, for every vocabulary size
-// 1..2000 and a sample of larger (odd and even) sizes up to 200,000.  Also
-// prints the reduction speed at a Qwen2-sized vocabulary.
+// 1..2048, then a sweep of odd and even sizes up to 200,000 (about every
+// 500th under CFGMASK_QUICK=1, every 100th otherwise) and the sizes of real
+// vocabularies.  Also prints the reduction speed at a Qwen2-sized
+// vocabulary (tests/bench/serving_bench.cc measures it properly).
 #include "runtime/or_reduce.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "runtime/session.h"
+#include "tests/test_store_cache.h"
 
 namespace cfgmask {
 namespace {
@@ -117,9 +120,9 @@ void ExpectAllEqual(const CompiledStore& store, const std::vector<uint32_t>& tex
   ASSERT_EQ(twin, want_twin) << "twin, V=" << store.vocab_size << " eos=" << eos;
 }
 
-TEST(OrReduceTest, EveryVocabularySizeUpTo2000) {
+TEST(OrReduceTest, EveryVocabularySizeUpTo2048) {
   std::mt19937 rng(1234);
-  for (int32_t v = 1; v <= 2000; ++v) {
+  for (int32_t v = 1; v <= 2048; ++v) {
     const CompiledStore store = RandomStore(v, 8, std::max(1, v / 4), rng);
     const std::vector<uint32_t> text = TextTokenMask(store);
     for (int trial = 0; trial < 3; ++trial) {
@@ -129,20 +132,40 @@ TEST(OrReduceTest, EveryVocabularySizeUpTo2000) {
   }
 }
 
-TEST(OrReduceTest, LargeVocabularies) {
+// Sizes above 2048: a sweep alternating odd and even sizes, every word
+// remainder (V mod 32) and AVX2 tail length (words mod 8) hit many times,
+// plus real vocabulary sizes and the ends of the range.
+std::vector<int32_t> SweepSizes() {
+  // Even strides keep the parity alternating; the even jitter spreads V mod 32.
+  const int32_t stride = TestQuick() ? 498 : 98;
+  std::vector<int32_t> sizes;
+  for (int32_t k = 0;; ++k) {
+    const int32_t v = 2049 + k * stride + (k % 2) + 2 * ((k * 5) % 16);
+    if (v > 200000) break;
+    sizes.push_back(v);
+  }
+  for (int32_t v : {4095, 4096, 32000, 32001, 50257, 65535, 65536, 100000, 128256, 151936,
+                    151937, 152064, 199999, 200000}) {
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+TEST(OrReduceTest, SweepUpTo200000) {
   std::mt19937 rng(99);
-  std::vector<int32_t> sizes = {2047,  2048,   2049,   4095,   4097,   32000,  32001,
-                                50257, 65535,  65536,  100000, 128256, 151936, 151937,
-                                152064, 199999, 200000};
-  for (int i = 0; i < 6; ++i) sizes.push_back(2001 + 2 * static_cast<int32_t>(rng() % 99000));
+  const std::vector<int32_t> sizes = SweepSizes();
+  int32_t odd = 0;
   for (int32_t v : sizes) {
+    odd += v % 2;
     const CompiledStore store = RandomStore(v, 12, 3000, rng);
     const std::vector<uint32_t> text = TextTokenMask(store);
-    for (int trial = 0; trial < 3; ++trial) {
+    for (int trial = 0; trial < 2; ++trial) {
       ExpectAllEqual(store, text, RandomRowSet(12, rng), rng);
       if (HasFatalFailure()) return;
     }
   }
+  EXPECT_GT(odd, 50);
+  EXPECT_GT(static_cast<int32_t>(sizes.size()) - odd, 50);
 }
 
 TEST(OrReduceTest, TextTokenMaskSkipsSpecialTokens) {

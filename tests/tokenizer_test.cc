@@ -13,6 +13,7 @@
 // lengths; each must end in an error Status, never a crash.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -224,11 +225,73 @@ bool IsValidUtf8(const std::string& s) {
   return true;
 }
 
+// `bytes` as text the way `tokenizers` (Rust's String::from_utf8_lossy) and
+// Python's errors="replace" make it: each maximal ill-formed subpart (Unicode
+// 15, section 3.9, "U+FFFD substitution of maximal subparts") becomes one
+// U+FFFD.
+std::string Utf8Lossy(const std::string& bytes) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    if (len == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    size_t k = 1;
+    for (; k < len && i + k < bytes.size(); ++k) {
+      const auto cc = static_cast<unsigned char>(bytes[i + k]);
+      const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
+      if (cc < l || cc > h) break;
+    }
+    if (k == len) {
+      out.append(bytes, i, len);
+    } else {
+      out += kReplacement;
+    }
+    i += k;
+  }
+  return out;
+}
+
+TEST(Utf8Lossy, MaximalSubparts) {
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(Utf8Lossy("ab"), "ab");
+  EXPECT_EQ(Utf8Lossy("\xC3\xA9"), "\xC3\xA9");
+  EXPECT_EQ(Utf8Lossy("\xE4\xB8"), r);              // truncated 3-byte sequence: one
+  EXPECT_EQ(Utf8Lossy("\x80\x80"), r + r);          // lone continuations: one each
+  EXPECT_EQ(Utf8Lossy("\xE0\x80"), r + r);          // E0 80 is not a prefix
+  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), r);         // truncated emoji: one
+  EXPECT_EQ(Utf8Lossy("\xC0\xAFx"), r + r + "x");   // C0 never valid
+  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), r + r + r); // surrogate
+}
+
 // Builds tokenizer.json from `gguf` with `tokenizers`, checks that it loads to
 // the GGUF's bytes and flags, and that `tokenizers`' decode of every single id
-// agrees where that decode is well-defined (valid UTF-8; SentencePiece
-// decoders strip the leading space of a sequence's first token, and the
-// Metaspace decoder drops every "▁" of the first token).
+// agrees: our bytes, made text as `tokenizers` does (invalid UTF-8 becomes
+// U+FFFD), equal its decode (SentencePiece decoders strip the leading space
+// of a sequence's first token, and the Metaspace decoder drops every "▁" of
+// the first token).
 void CheckTokenizerJson(const std::string& gguf, const std::string& style,
                         const std::vector<int32_t>& expected_eos) {
   std::string json = TempDir() + "from_gguf_" + style + ".json";
@@ -249,9 +312,11 @@ void CheckTokenizerJson(const std::string& gguf, const std::string& style,
   bool strips_space = style != "bytelevel";
   int compared = 0;
   int mismatches = 0;
+  int invalid = 0;
   for (int32_t id = 0; id < from_json.size(); ++id) {
-    const std::string& ours = from_json.tokens[id];
-    if (!IsValidUtf8(ours)) continue;
+    const bool valid = IsValidUtf8(from_json.tokens[id]);
+    invalid += !valid;
+    const std::string ours = valid ? from_json.tokens[id] : Utf8Lossy(from_json.tokens[id]);
     ++compared;
     const std::string& theirs = decoded.tokens[id];
     std::string without_spaces = ours;
@@ -264,7 +329,8 @@ void CheckTokenizerJson(const std::string& gguf, const std::string& style,
     }
   }
   EXPECT_EQ(mismatches, 0);
-  EXPECT_GT(compared, from_json.size() * 9 / 10);
+  EXPECT_EQ(compared, from_json.size());
+  EXPECT_GT(invalid, 0) << "no token splits a UTF-8 character: the lossy path is untested";
 }
 
 TEST(TokenizerOracle, Qwen2TokenizerJsonByteLevel) {
@@ -836,6 +902,60 @@ TEST(Identity, SensitiveToEveryField) {
   w = v;
   w.tokens = {"ab", "", ""};  // same concatenation, different split
   EXPECT_NE(VocabularyIdentity(w), base);
+}
+
+// The command line on malformed tokenizer files: exit status 2, one line
+// "cfgmask: ..." naming the file, and no output file left behind.
+std::string CfgmaskBinary() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const auto bin = exe.parent_path().parent_path() / "cfgmask";
+  return std::filesystem::exists(bin) ? bin.string() : "";
+}
+
+TEST(TokenizerCli, MalformedFilesExitTwo) {
+  const std::string bin = CfgmaskBinary();
+  if (bin.empty()) {
+    if (Env("CI") == "true") FAIL() << "the cfgmask binary is not built beside the tests";
+    GTEST_SKIP() << "cfgmask not built";
+  }
+  const std::string grammar = TempDir() + "cli.lark";
+  WriteFile(grammar, "start: WORD+\nWORD: /[a-z]+/\n%ignore \" \"\n");
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty.json", ""},
+      {"half_bytelevel.json", std::string(kByteLevelJson).substr(0, sizeof(kByteLevelJson) / 2)},
+      {"half_sentencepiece.json",
+       std::string(kSentencePieceJson).substr(0, sizeof(kSentencePieceJson) / 2)},
+      {"half_small.gguf", SmallGpt2Gguf().substr(0, SmallGpt2Gguf().size() / 2)},
+      {"header_only.gguf", SmallGpt2Gguf().substr(0, 12)},
+      {"bad.tiktoken", "YQ== 0\nY!== 1\n"},
+  };
+  const std::string llama = Env("CFGMASK_TOK_LLAMA_SPM");
+  if (FileExists(llama)) {
+    const std::string real = ReadFile(llama);
+    cases.emplace_back("llama_half.gguf", real.substr(0, real.size() / 2));
+    cases.emplace_back("llama_minus_one.gguf", real.substr(0, real.size() - 1));
+    cases.emplace_back("llama_first_kib.gguf", real.substr(0, 1024));
+  }
+  for (const auto& [name, content] : cases) {
+    const std::string tok = TempDir() + name;
+    WriteFile(tok, content);
+    const std::string out = TempDir() + "cli_out.cfgm";
+    const std::string err = TempDir() + "cli_err.txt";
+    std::filesystem::remove(out);
+    const std::string command = "'" + bin + "' compile '" + grammar + "' --tokenizer '" + tok +
+                                "' --quiet -o '" + out + "' 2>'" + err + "'";
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << name << ": " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << name;
+    std::string message = ReadFile(err);
+    ASSERT_FALSE(message.empty()) << name;
+    EXPECT_EQ(message.find('\n'), message.size() - 1) << name << ": " << message;
+    EXPECT_EQ(message.rfind("cfgmask: ", 0), 0u) << name << ": " << message;
+    EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
+    EXPECT_FALSE(std::filesystem::exists(out)) << name;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,214 @@
+"""cfgmask: grammar-constrained decoding with exact token masks.
+
+A grammar (Lark syntax) and a tokenizer are compiled once into a mask store
+(:func:`compile_grammar`, :meth:`Store.load`).  A :class:`GrammarMatcher`
+follows one generated sequence: at every step it fills the bitmask of the
+tokens that keep the text a prefix of the language, then accepts the token
+the model picked.  The bitmask is the layout inference engines take: int32
+words, bit ``t & 31`` of word ``t >> 5`` set iff token ``t`` is allowed.
+
+The engine is the C++ extension ``cfgmask._core``; this package only names
+things and adapts Python types.  Logits processors for llama-cpp-python and
+Hugging Face transformers are in :mod:`cfgmask.processors`;
+``python -m cfgmask generate`` runs a GGUF model under a grammar.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Iterable, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._core import Error, Store
+
+__all__ = [
+    "Error",
+    "Store",
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "compile_grammar",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "allowed_token_ids",
+]
+
+
+def compile_grammar(grammar: Union[str, os.PathLike], tokenizer_path: Union[str, os.PathLike],
+                    start: str = "", indenter: str = "auto",
+                    max_lexer_states: int = 2_000_000,
+                    import_paths: Sequence[str] = ()) -> Store:
+    """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
+
+    `grammar` is a path to a .lark file, or the grammar text itself (anything
+    that is not an existing file and contains a newline or a colon); errors in
+    a text grammar are reported against ``<string>``.  `%import` looks in
+    `import_paths`, else in $CFGMASK_LARK_GRAMMARS, else in Lark's own
+    grammars folder.  `start` is the start
+    rule ("" = ``start``); `indenter` is "auto", "python" or "none".
+    """
+    grammar = os.fspath(grammar)
+    tokenizer_path = os.fspath(tokenizer_path)
+    if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
+        return Store.compile(grammar, tokenizer_path, start, indenter, max_lexer_states,
+                             list(import_paths))
+    fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(grammar)
+        try:
+            return Store.compile(path, tokenizer_path, start, indenter, max_lexer_states,
+                                 list(import_paths))
+        except Error as e:
+            raise Error(str(e).replace(path, "<string>")) from None
+    finally:
+        os.unlink(path)
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
+    """A zeroed (batch_size, ceil(vocab_size / 32)) int32 bitmask."""
+    return np.zeros((batch_size, (vocab_size + 31) // 32), dtype=np.int32)
+
+
+def apply_token_bitmask_inplace(logits: np.ndarray, bitmask: np.ndarray) -> None:
+    """Sets logits to -inf wherever the bitmask refuses the token.
+
+    `logits` is a float32 or float16 numpy array of shape (vocab,) or
+    (batch, vocab); `bitmask` has one row per logits row (a 1-row bitmask
+    serves 1-D logits).  Tokens past the bitmask's width are refused.
+    """
+    if logits.ndim == 1 and bitmask.ndim == 2 and bitmask.shape[0] == 1:
+        bitmask = bitmask[0]
+    _core.apply_token_bitmask_inplace(logits, bitmask)
+
+
+def allowed_token_ids(bitmask_row: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The token ids whose bit is set in one bitmask row, ascending."""
+    bits = np.unpackbits(np.ascontiguousarray(bitmask_row, dtype="<i4").view(np.uint8),
+                         bitorder="little")
+    return np.flatnonzero(bits[:vocab_size]).astype(np.int32)
+
+
+def _as_bytes(text: Union[str, bytes]) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+
+
+class GrammarMatcher:
+    """Follows one generated sequence under a compiled grammar.
+
+    The method names are those of XGrammar's GrammarMatcher, so that serving
+    code written against it carries over.
+    """
+
+    def __init__(self, store: Store, max_live_states: int = 64, *, _session=None):
+        self._session = _session if _session is not None else _core.Session(store, max_live_states)
+        self.store = self._session.store
+
+    @property
+    def vocab_size(self) -> int:
+        return self.store.vocab_size
+
+    @property
+    def stop_token_ids(self) -> list:
+        return list(self.store.eos_ids)
+
+    def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
+        """Writes the next-token mask into row `index` of an int32 bitmask."""
+        self._session.fill_mask(bitmask, index)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advances by a token; False (and no change) if the grammar refuses it."""
+        token_id = int(token_id)
+        if not 0 <= token_id < self.store.vocab_size:
+            raise Error(f"token id {token_id} is out of range [0, {self.store.vocab_size})")
+        try:
+            self._session.advance(token_id)
+        except Error:
+            return False
+        return True
+
+    def accept_string(self, text: Union[str, bytes]) -> bool:
+        """Advances by raw text, not aligned to tokens; False if refused."""
+        try:
+            self._session.advance_bytes(_as_bytes(text))
+        except Error:
+            return False
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undoes the last `num_tokens` accepted tokens or strings."""
+        self._session.rollback(int(num_tokens))
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent copy at the same position (beam search, sampling n)."""
+        return GrammarMatcher(self.store, _session=self._session.fork())
+
+    def find_jump_forward_string(self, max_bytes: int = 256) -> str:
+        """The text the grammar forces from here ('' if there is a choice)."""
+        return self._session.jump_forward_string(max_bytes).decode("utf-8", "surrogateescape")
+
+    def find_completion(self, max_expansions: int = 200_000):
+        """A shortest text that makes the text so far complete, or None if the
+        search gives up after `max_expansions` nodes."""
+        c = self._session.shortest_completion(max_expansions)
+        return None if c is None else c.decode("utf-8", "surrogateescape")
+
+    def tokenize_forced(self, text: Union[str, bytes]) -> list:
+        """Tokens spelling `text` from here (greedy longest match, each one
+        accepted in turn); raises Error if they cannot spell all of it."""
+        data = _as_bytes(text)
+        tokens, covered = self._session.tokenize_forced(data)
+        if covered != len(data):
+            raise Error(f"no token sequence from here spells {data[covered:covered + 20]!r}")
+        return list(tokens)
+
+    def can_end(self) -> bool:
+        """True if the text so far is a complete program (EOS is allowed)."""
+        return self._session.can_end()
+
+    def is_terminated(self) -> bool:
+        """True once a stop token has been accepted."""
+        return self._session.is_terminated()
+
+    def reset(self) -> None:
+        self._session.reset()
+
+    @property
+    def text(self) -> str:
+        """The text accepted so far."""
+        return self._session.text.decode("utf-8", "replace")
+
+    @property
+    def num_live(self) -> int:
+        """Live lexer hypotheses (more than one where a token ends ambiguously)."""
+        return self._session.num_live
+
+
+class BatchGrammarMatcher:
+    """Fills and advances the masks of many matchers in one call each.
+
+    Matchers may read different stores; each appears at most once per call.
+    The sessions run in parallel inside the engine, without the GIL.
+    """
+
+    def __init__(self):
+        self._batch = _core.BatchMatcher()
+        self._stores = {}  # the engine caches per store: keep each one alive
+
+    def _sessions(self, matchers: Iterable[GrammarMatcher]):
+        sessions = []
+        for m in matchers:
+            self._stores.setdefault(id(m.store), m.store)
+            sessions.append(m._session)
+        return sessions
+
+    def batch_fill_next_token_bitmask(self, matchers: Sequence[GrammarMatcher],
+                                      bitmask: np.ndarray) -> None:
+        """Row b of `bitmask` (B x words, int32) gets matchers[b]'s mask."""
+        self._batch.fill_next_token_bitmask(self._sessions(matchers), bitmask)
+
+    def batch_accept_token(self, matchers: Sequence[GrammarMatcher],
+                           tokens: Sequence[int]) -> None:
+        """Advances matchers[b] by tokens[b]; raises Error naming the first refusal."""
+        self._batch.advance(self._sessions(matchers), [int(t) for t in tokens])

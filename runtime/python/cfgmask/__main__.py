@@ -1,0 +1,128 @@
+"""python -m cfgmask generate: a GGUF model, a prompt, a grammar, constrained text out.
+
+    python -m cfgmask generate --grammar python.lark --start file_input \
+        --model SmolLM2.gguf --prompt "Write a function that reverses a list."
+
+The store is compiled from the grammar with the model file as tokenizer (or
+read with --store, or written with --save-store for the next run).  The text
+goes to stdout; a progress line (tokens/s, mask µs per token) to stderr.
+Errors are one line "cfgmask: what is wrong", exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from . import Error, Store, compile_grammar
+from . import generate as gen
+
+CHECKS = {"python": ("compile()", gen.python_compiles), "sql": ("sqlite3", gen.sqlite_parses)}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"cfgmask: {message}\n")
+        sys.exit(2)
+
+
+def _generate(args) -> int:
+    if not os.path.exists(args.model):
+        raise Error(f"{args.model}: no such model file")
+    store = None
+    if not args.no_constrain:
+        t0 = time.perf_counter()
+        if args.store:
+            store = Store.load(args.store)
+            what = f"loaded {args.store}"
+        else:
+            store = compile_grammar(args.grammar, args.model, start=args.start or "")
+            what = f"compiled {args.grammar}"
+            if args.save_store:
+                store.save(args.save_store)
+        print(f"cfgmask: {what} in {time.perf_counter() - t0:.1f} s "
+              f"({store.stats()['rows']} store rows)", file=sys.stderr)
+    llm = gen.load_model(args.model, n_ctx=args.ctx, n_threads=args.threads, seed=args.seed)
+    if store is not None:
+        bad = gen.vocabulary_mismatches(llm, store)
+        if bad:
+            raise Error("the store was not compiled for this model's vocabulary: " + bad[0])
+    prompt = args.prompt
+    if args.prompt_file:
+        with open(args.prompt_file, encoding="utf-8") as f:
+            prompt = f.read()
+    if prompt is None:
+        raise Error("give --prompt TEXT or --prompt-file FILE")
+    tty = sys.stderr.isatty() and not args.quiet
+
+    def progress(tok, piece, partial):
+        if tty:
+            sys.stderr.write(f"\r\033[Kcfgmask: {len(partial.tokens)} tokens  "
+                             f"{partial.tokens_per_second:.1f} tokens/s  "
+                             f"mask {partial.mask_us_per_token:.0f} µs/token")
+            sys.stderr.flush()
+
+    res = gen.generate(llm, gen.format_prompt(prompt, args.template), store,
+                       max_tokens=args.max_tokens, steer_tokens=args.steer_tokens,
+                       temperature=args.temperature, seed=args.seed, on_token=progress)
+    if tty:
+        sys.stderr.write("\r\033[K")
+    sys.stdout.write(res.text)
+    if not res.text.endswith("\n"):
+        sys.stdout.write("\n")
+    sys.stdout.flush()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(res.text)
+    end = ("ended" if not res.steered else "ended after steering") if res.ended else "incomplete"
+    line = (f"cfgmask: {len(res.tokens)} tokens in {res.seconds:.2f} s "
+            f"({res.tokens_per_second:.1f} tokens/s), ")
+    line += (f"mask {res.mask_us_per_token:.0f} µs/token, " if store is not None
+             else "unconstrained, ")
+    line += end
+    if args.check != "none":
+        name, ok = CHECKS[args.check]
+        line += f"; {name}: {'ok' if ok(res.text) else 'rejected'}"
+    print(line, file=sys.stderr)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = _Parser(prog="python -m cfgmask")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    g = sub.add_parser("generate", help="constrained generation with a GGUF model")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument("--grammar", help=".lark file (compiled with the model as tokenizer)")
+    src.add_argument("--store", help="a store compiled for the model (cfgmask compile)")
+    g.add_argument("--start", help="start rule (default: start)")
+    g.add_argument("--save-store", help="write the compiled store here")
+    g.add_argument("--model", required=True, help="GGUF model file")
+    g.add_argument("--prompt", help="the user's request")
+    g.add_argument("--prompt-file", help="read the request from a file")
+    g.add_argument("--template", default="chatml", choices=["chatml", "raw"])
+    g.add_argument("--max-tokens", type=int, default=256)
+    g.add_argument("--steer-tokens", type=int, default=32,
+                   help="after the budget, tokens allowed to reach an end")
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--threads", type=int, default=None)
+    g.add_argument("--ctx", type=int, default=2048)
+    g.add_argument("--no-constrain", action="store_true", help="generate without the grammar")
+    g.add_argument("--check", default="none", choices=["none", "python", "sql"],
+                   help="report whether CPython / SQLite accepts the output")
+    g.add_argument("-o", "--output", help="also write the text to this file")
+    g.add_argument("--quiet", action="store_true", help="no progress line")
+    args = p.parse_args(argv)
+    if args.command == "generate" and not args.no_constrain and not (args.grammar or args.store):
+        p.error("give --grammar FILE or --store FILE (or --no-constrain)")
+    try:
+        return _generate(args)
+    except (Error, OSError) as e:
+        print(f"cfgmask: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+// The Python extension `cfgmask._core`: the compiled store, the decoding
+// session and the batch calls of runtime/, as pybind11 classes.  No engine
+// logic here: arguments are checked for shape and type, the GIL is released
+// around every engine call, and a failing Status becomes `cfgmask.Error` (a
+// ValueError) carrying the engine's one-line message.  The Python-facing API
+// (GrammarMatcher, logits processors, `python -m cfgmask generate`) is the
+// pure-Python package beside this file.
+// Tested by tests/py/test_package*.py.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/status.h"
+#include "maskstore/compiled_store.h"
+#include "maskstore/store_builder.h"
+#include "runtime/batch.h"
+#include "runtime/cli.h"
+#include "runtime/jump_forward.h"
+#include "runtime/mask_kernels.h"
+#include "runtime/session.h"
+
+namespace py = pybind11;
+
+namespace cfgmask {
+namespace {
+
+// Raised as cfgmask.Error.
+struct EngineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void ThrowIfError(const Status& st) {
+  if (!st.ok()) throw EngineError(st.message());
+}
+
+using StorePtr = std::shared_ptr<CompiledStore>;
+
+// A session and the store it reads, kept alive together.
+struct PySession {
+  StorePtr store;
+  Session session;
+  PySession(StorePtr s, SessionLimits limits) : store(std::move(s)), session(store.get(), limits) {}
+  PySession(StorePtr s, const Session& other) : store(std::move(s)), session(other) {}
+};
+
+// A writable, C-contiguous buffer (numpy array, memoryview, ...) of 1 or 2
+// dimensions: its data, rows (1 for a vector), row length and item format.
+struct Buffer2D {
+  void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  std::string format;
+  int64_t itemsize = 0;
+};
+
+Buffer2D WritableBuffer(const py::buffer& b, const char* what) {
+  py::buffer_info info = b.request(/*writable=*/true);
+  Buffer2D out;
+  out.data = info.ptr;
+  out.format = info.format;
+  out.itemsize = info.itemsize;
+  if (info.ndim == 1) {
+    out.rows = 1;
+    out.cols = info.shape[0];
+  } else if (info.ndim == 2) {
+    out.rows = info.shape[0];
+    out.cols = info.shape[1];
+  } else {
+    throw py::type_error(std::string(what) + " must have 1 or 2 dimensions");
+  }
+  const bool contiguous =
+      info.strides.back() == info.itemsize &&
+      (info.ndim == 1 || out.rows <= 1 || info.strides[0] == out.cols * info.itemsize);
+  if (!contiguous) throw py::type_error(std::string(what) + " must be C-contiguous");
+  return out;
+}
+
+// The format codes of a 4-byte signed integer ("i", "<i", "=i", "l" on some
+// platforms) all end in 'i' or 'l' with itemsize 4.
+bool IsInt32(const Buffer2D& b) {
+  return b.itemsize == 4 && !b.format.empty() &&
+         (b.format.back() == 'i' || b.format.back() == 'l') && b.format[0] != '>';
+}
+
+Buffer2D BitmaskBuffer(const py::buffer& b) {
+  Buffer2D out = WritableBuffer(b, "bitmask");
+  if (!IsInt32(out)) throw py::type_error("bitmask must be an int32 array");
+  return out;
+}
+
+py::dict StoreStats(const CompiledStore& s) {
+  py::dict d;
+  d["grammar"] = s.grammar_name;
+  d["start"] = s.start;
+  d["tokenizer"] = s.tokenizer_name;
+  d["vocab_size"] = s.vocab_size;
+  d["eos_ids"] = s.eos_ids;
+  d["terminals"] = s.num_terminals;
+  d["rules"] = s.rule_lhs.size();
+  d["nonterminals"] = s.num_nonterminals;
+  d["lalr_states"] = s.num_states;
+  d["lexer_states"] = s.num_lex_states;
+  d["roots"] = s.num_roots;
+  d["nfa_transition_entries"] = s.stats.nfa_transition_entries;
+  d["rows"] = s.row_seq.size();
+  d["rows_before_streamlining"] = s.stats.rows_before_streamlining;
+  int64_t kinds[3] = {0, 0, 0};
+  for (int32_t k : s.row_kind) {
+    if (k >= 0 && k < 3) ++kinds[k];
+  }
+  py::dict row_kinds;
+  row_kinds["list"] = kinds[0];
+  row_kinds["complement"] = kinds[1];
+  row_kinds["bitset"] = kinds[2];
+  d["row_kinds"] = row_kinds;
+  d["memory_bytes"] = s.MemoryBytes();
+  py::dict seconds;
+  seconds["grammar"] = s.stats.seconds_grammar;
+  seconds["lalr"] = s.stats.seconds_lalr;
+  seconds["automaton"] = s.stats.seconds_automaton;
+  seconds["store"] = s.stats.seconds_store;
+  d["seconds"] = seconds;
+  return d;
+}
+
+StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& tokenizer_path,
+                          const std::string& start, const std::string& indenter,
+                          int32_t max_lexer_states, const std::vector<std::string>& import_paths) {
+  CompileOptions options;
+  options.start = start;
+  options.indenter = indenter;
+  options.max_lexer_states = max_lexer_states;
+  options.import_paths = import_paths;
+  auto store = std::make_shared<CompiledStore>();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = CompileStore(grammar_path, tokenizer_path, options, store.get());
+  }
+  ThrowIfError(st);
+  return store;
+}
+
+StorePtr LoadStoreFile(const std::string& path) {
+  auto store = std::make_shared<CompiledStore>();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = ReadStoreFile(path, store.get());
+  }
+  ThrowIfError(st);
+  return store;
+}
+
+void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
+  const Buffer2D buf = BitmaskBuffer(bitmask);
+  const int64_t rows = buf.rows, words = buf.cols;
+  if (index < 0 || index >= rows) {
+    throw py::index_error("bitmask row " + std::to_string(index) + " out of range [0, " +
+                          std::to_string(rows) + ")");
+  }
+  const int32_t need = s.store->mask_words();
+  if (words < need) {
+    throw EngineError("bitmask rows have " + std::to_string(words) + " words, the vocabulary needs " +
+                      std::to_string(need));
+  }
+  uint32_t* row = static_cast<uint32_t*>(buf.data) + index * words;
+  py::gil_scoped_release release;
+  std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words - need));
+  s.session.FillMask(row);
+}
+
+class PyBatchMatcher {
+ public:
+  void Fill(const std::vector<PySession*>& sessions, const py::buffer& bitmask) {
+    const Buffer2D buf = BitmaskBuffer(bitmask);
+    const int64_t rows = buf.rows, words = buf.cols;
+    if (rows < static_cast<int64_t>(sessions.size())) {
+      throw EngineError("bitmask has " + std::to_string(rows) + " rows for " +
+                        std::to_string(sessions.size()) + " matchers");
+    }
+    std::vector<Session*> ss;
+    std::vector<const CompiledStore*> stores;
+    Split(sessions, &ss, &stores);
+    int32_t* out = static_cast<int32_t*>(buf.data);
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = batch_.FillNextTokenBitmask(ss, stores, out, static_cast<int32_t>(words));
+    }
+    ThrowIfError(st);
+  }
+
+  void Advance(const std::vector<PySession*>& sessions, const std::vector<int32_t>& tokens) {
+    std::vector<Session*> ss;
+    std::vector<const CompiledStore*> stores;
+    Split(sessions, &ss, &stores);
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = batch_.AdvanceBatch(ss, tokens);
+    }
+    ThrowIfError(st);
+  }
+
+ private:
+  static void Split(const std::vector<PySession*>& in, std::vector<Session*>* ss,
+                    std::vector<const CompiledStore*>* stores) {
+    for (PySession* p : in) {
+      if (p == nullptr) throw py::type_error("matchers must not contain None");
+      ss->push_back(&p->session);
+      stores->push_back(p->store.get());
+    }
+  }
+
+  BatchMatcher batch_;
+};
+
+void ApplyBitmask(const py::buffer& logits, const py::buffer& bitmask) {
+  const Buffer2D mask = BitmaskBuffer(bitmask);
+  const Buffer2D l = WritableBuffer(logits, "logits");
+  LogitsDType dtype;
+  if (l.itemsize == 4 && l.format.back() == 'f') {
+    dtype = LogitsDType::kFloat32;
+  } else if (l.itemsize == 2 && l.format.back() == 'e') {
+    dtype = LogitsDType::kFloat16;
+  } else {
+    throw py::type_error("logits must be float32 or float16, got format '" + l.format + "'");
+  }
+  if (mask.rows != l.rows) {
+    throw EngineError("logits have " + std::to_string(l.rows) + " rows, the bitmask " +
+                      std::to_string(mask.rows));
+  }
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = ApplyTokenBitmaskInplaceCpu(l.data, dtype, static_cast<int32_t>(l.rows),
+                                     static_cast<int32_t>(l.cols),
+                                     static_cast<const int32_t*>(mask.data),
+                                     static_cast<int32_t>(mask.cols));
+  }
+  ThrowIfError(st);
+}
+
+}  // namespace
+}  // namespace cfgmask
+
+PYBIND11_MODULE(_core, m) {
+  using namespace cfgmask;
+  m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
+  py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
+  m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
+
+  py::class_<CompiledStore, StorePtr>(m, "Store")
+      .def_static("compile", &CompileStoreFile, py::arg("grammar_path"), py::arg("tokenizer_path"),
+                  py::arg("start") = "", py::arg("indenter") = "auto",
+                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("import_paths") = std::vector<std::string>{})
+      .def_static("load", &LoadStoreFile, py::arg("path"))
+      .def(
+          "save",
+          [](const CompiledStore& s, const std::string& path) {
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = WriteStoreFile(s, path);
+            }
+            ThrowIfError(st);
+          },
+          py::arg("path"))
+      .def("stats", &StoreStats)
+      .def_property_readonly("vocab_size", [](const CompiledStore& s) { return s.vocab_size; })
+      .def_property_readonly("mask_words", &CompiledStore::mask_words)
+      .def_property_readonly("eos_ids", [](const CompiledStore& s) { return s.eos_ids; })
+      .def_property_readonly("terminal_names",
+                             [](const CompiledStore& s) { return s.terminal_names; })
+      .def(
+          "token_bytes",
+          [](const CompiledStore& s, int32_t t) {
+            if (t < 0 || t >= s.vocab_size) throw py::index_error("token id out of range");
+            const std::string_view b = s.TokenBytes(t);
+            return py::bytes(b.data(), b.size());
+          },
+          py::arg("token"))
+      .def(
+          "is_special",
+          [](const CompiledStore& s, int32_t t) {
+            if (t < 0 || t >= s.vocab_size) throw py::index_error("token id out of range");
+            return s.token_special[t] != 0;
+          },
+          py::arg("token"));
+
+  py::class_<PySession>(m, "Session")
+      .def(py::init([](StorePtr store, int32_t max_live_states) {
+             if (!store) throw py::type_error("store must not be None");
+             return std::make_unique<PySession>(store, SessionLimits{max_live_states});
+           }),
+           py::arg("store"), py::arg("max_live_states") = 64)
+      .def_property_readonly("store", [](const PySession& s) { return s.store; })
+      .def("fill_mask", &FillMaskRow, py::arg("bitmask"), py::arg("index") = 0)
+      .def(
+          "advance",
+          [](PySession& s, int32_t token) {
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = s.session.Advance(token);
+            }
+            ThrowIfError(st);
+          },
+          py::arg("token"))
+      .def(
+          "advance_bytes",
+          [](PySession& s, const py::bytes& data) {
+            std::string bytes = data;
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = s.session.AdvanceBytes(bytes);
+            }
+            ThrowIfError(st);
+          },
+          py::arg("data"))
+      .def(
+          "rollback",
+          [](PySession& s, int32_t k) {
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = s.session.Rollback(k);
+            }
+            ThrowIfError(st);
+          },
+          py::arg("k"))
+      .def("fork",
+           [](const PySession& s) {
+             py::gil_scoped_release release;
+             return std::make_unique<PySession>(s.store, s.session.Fork());
+           })
+      .def(
+          "jump_forward_string",
+          [](const PySession& s, int32_t max_bytes) {
+            std::string out;
+            {
+              py::gil_scoped_release release;
+              out = s.session.JumpForwardString(max_bytes);
+            }
+            return py::bytes(out);
+          },
+          py::arg("max_bytes") = 256)
+      .def(
+          "shortest_completion",
+          [](PySession& s, int64_t max_expansions) -> py::object {
+            std::string completion;
+            bool found;
+            {
+              py::gil_scoped_release release;
+              Completer completer(*s.store);
+              found = completer.Find(&s.session, max_expansions, &completion);
+            }
+            if (!found) return py::none();
+            return py::bytes(completion);
+          },
+          py::arg("max_expansions") = 200000)
+      .def(
+          "tokenize_forced",
+          [](const PySession& s, const py::bytes& data) {
+            std::string text = data;
+            std::vector<int32_t> tokens;
+            int32_t covered;
+            {
+              py::gil_scoped_release release;
+              JumpForwarder forwarder(*s.store);
+              covered = forwarder.Tokenize(s.session, text, &tokens);
+            }
+            return py::make_tuple(tokens, covered);
+          },
+          py::arg("text"))
+      .def("can_end",
+           [](PySession& s) {
+             py::gil_scoped_release release;
+             return s.session.CanEnd();
+           })
+      .def("is_terminated", [](const PySession& s) { return s.session.IsTerminated(); })
+      .def("reset", [](PySession& s) { s.session.Reset(); })
+      .def_property_readonly("history_length",
+                             [](const PySession& s) { return s.session.HistoryLength(); })
+      .def_property_readonly("num_live", [](const PySession& s) { return s.session.num_live(); })
+      .def_property_readonly("text", [](const PySession& s) { return py::bytes(s.session.text()); });
+
+  py::class_<PyBatchMatcher>(m, "BatchMatcher")
+      .def(py::init<>())
+      .def("fill_next_token_bitmask", &PyBatchMatcher::Fill, py::arg("sessions"),
+           py::arg("bitmask"))
+      .def("advance", &PyBatchMatcher::Advance, py::arg("sessions"), py::arg("tokens"));
+
+  m.def("apply_token_bitmask_inplace", &ApplyBitmask, py::arg("logits"), py::arg("bitmask"));
+}

@@ -1,0 +1,222 @@
+"""Tests of the Python package `cfgmask` (runtime/python/): the store, the
+GrammarMatcher, the batch calls and logits masking, against slow references
+computed here (per-token acceptance on forks, json.loads, numpy masking).
+
+Uses a small JSON grammar with the LLaMA SentencePiece tokenizer
+($CFGMASK_TOK_LLAMA_SPM), compiled once per session.
+"""
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import cfgmask
+
+TOK = os.environ.get("CFGMASK_TOK_LLAMA_SPM", "/work/main/.cache/tokenizers/llama-spm.gguf")
+
+JSON_GRAMMAR = r"""
+?start: value
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : STRING ":" value
+STRING : /"([^"\\\x00-\x1f]|\\["\\\/bfnrt])*"/
+NUMBER : /-?(0|[1-9][0-9]*)(\.[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+
+
+@pytest.fixture(scope="module")
+def store():
+    return cfgmask.compile_grammar(JSON_GRAMMAR, TOK)
+
+
+def mask_of(m):
+    bm = cfgmask.allocate_token_bitmask(1, m.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    return bm
+
+
+def slow_allowed(m, tokens):
+    """Tokens among `tokens` that a fork of m accepts (the reference)."""
+    out = []
+    for t in tokens:
+        f = m.fork()
+        if f.accept_token(int(t)):
+            out.append(int(t))
+    return out
+
+
+def test_store_stats_and_round_trip(store, tmp_path):
+    st = store.stats()
+    assert st["vocab_size"] == store.vocab_size == 32000
+    assert st["rows"] > 0 and st["lalr_states"] > 0 and st["terminals"] >= 9
+    assert store.mask_words == 1000
+    path = tmp_path / "json.cfgm"
+    store.save(str(path))
+    loaded = cfgmask.Store.load(str(path))
+    assert loaded.stats()["rows"] == st["rows"]
+    a, b = cfgmask.GrammarMatcher(store), cfgmask.GrammarMatcher(loaded)
+    for piece in ['{"a"', ': [', '1', ', 2.5', ']}']:
+        assert np.array_equal(mask_of(a), mask_of(b))
+        assert a.accept_string(piece) and b.accept_string(piece)
+
+
+def test_compile_from_path_equals_text(store, tmp_path):
+    path = tmp_path / "g.lark"
+    path.write_text(JSON_GRAMMAR)
+    other = cfgmask.compile_grammar(path, TOK)
+    assert other.stats()["rows"] == store.stats()["rows"]
+    assert np.array_equal(mask_of(cfgmask.GrammarMatcher(other)),
+                          mask_of(cfgmask.GrammarMatcher(store)))
+
+
+def test_errors_are_value_errors_with_the_engine_message(tmp_path):
+    with pytest.raises(cfgmask.Error) as e:
+        cfgmask.compile_grammar("start: foo\n", TOK)
+    assert isinstance(e.value, ValueError)
+    assert str(e.value).startswith("<string>:1:8:") and "foo" in str(e.value)
+    with pytest.raises(cfgmask.Error, match="missing.lark"):
+        cfgmask.compile_grammar(str(tmp_path / "missing.lark"), TOK)
+    bad = tmp_path / "bad.cfgm"
+    bad.write_bytes(b"not a store")
+    with pytest.raises(cfgmask.Error, match="bad.cfgm"):
+        cfgmask.Store.load(str(bad))
+
+
+def test_masks_match_per_token_reference(store):
+    rng = np.random.default_rng(0)
+    m = cfgmask.GrammarMatcher(store)
+    text = '{"key": [1, -2.5, "x\\n"], "b": {"c": null}}'
+    pos = 0
+    steps = 0
+    while pos < len(text):
+        bm = mask_of(m)
+        allowed = set(cfgmask.allowed_token_ids(bm[0], store.vocab_size).tolist())
+        sample = set(rng.choice(store.vocab_size, 300, replace=False).tolist()) | allowed
+        assert set(slow_allowed(m, sorted(sample))) == allowed & sample
+        # advance by the longest allowed token that spells the rest of the text
+        best = max((t for t in allowed if not store.is_special(t)
+                    and text.encode()[pos:].startswith(store.token_bytes(t))
+                    and store.token_bytes(t)),
+                   key=lambda t: len(store.token_bytes(t)))
+        assert m.accept_token(best)
+        pos += len(store.token_bytes(best))
+        steps += 1
+    assert steps > 5
+    assert m.can_end()
+    eos = store.eos_ids[0]
+    assert eos in cfgmask.allowed_token_ids(mask_of(m)[0], store.vocab_size)
+    assert m.accept_token(eos) and m.is_terminated()
+    assert m.text == text
+
+
+def test_accept_refuse_rollback_fork_reset(store):
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string('[1, ')
+    before = mask_of(m)
+    assert not m.accept_string("]")          # "[1, ]" is not JSON
+    assert not m.accept_token(store.eos_ids[0])
+    assert np.array_equal(mask_of(m), before)  # refusals change nothing
+    with pytest.raises(cfgmask.Error, match="out of range"):
+        m.accept_token(store.vocab_size)
+    f = m.fork()
+    assert f.accept_string("2]") and f.can_end()
+    assert not m.can_end() and m.text == "[1, "
+    m.rollback(1)
+    assert m.text == ""
+    with pytest.raises(cfgmask.Error):
+        m.rollback(5)
+    assert m.accept_string("{}")
+    m.reset()
+    assert m.text == "" and not m.is_terminated()
+
+
+def test_jump_forward_and_completion(store):
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string('{"a": tr')
+    assert m.find_jump_forward_string() == "ue"
+    assert m.find_jump_forward_string() == "ue"  # read-only
+    m2 = cfgmask.GrammarMatcher(store)
+    assert m2.accept_string('[{"a": [1')
+    completion = m2.find_completion()
+    assert completion is not None
+    json.loads('[{"a": [1' + completion)
+    toks = m2.tokenize_forced(completion)
+    for t in toks:
+        assert m2.accept_token(t)
+    assert m2.can_end()
+
+
+def test_batch_fill_equals_single_fills(store):
+    texts = ["", '{"a"', "[1, 2", '"abc', "tru"]
+    ms = []
+    for t in texts:
+        m = cfgmask.GrammarMatcher(store)
+        assert m.accept_string(t)
+        ms.append(m)
+    batch = cfgmask.BatchGrammarMatcher()
+    bm = cfgmask.allocate_token_bitmask(len(ms), store.vocab_size + 64)  # padded rows
+    bm[:] = -1
+    batch.batch_fill_next_token_bitmask(ms, bm)
+    for i, m in enumerate(ms):
+        single = np.full((1, bm.shape[1]), -1, dtype=np.int32)
+        m.fill_next_token_bitmask(single)
+        assert np.array_equal(bm[i], single[0])
+        assert not bm[i, store.mask_words:].any()
+    first = [int(cfgmask.allowed_token_ids(bm[i], store.vocab_size)[0]) for i in range(len(ms))]
+    batch.batch_accept_token(ms, first)
+    with pytest.raises(cfgmask.Error, match="session 0"):
+        batch.batch_accept_token(ms[:1], [store.vocab_size - 1])
+    with pytest.raises(cfgmask.Error):
+        batch.batch_fill_next_token_bitmask(ms, cfgmask.allocate_token_bitmask(len(ms), 64))
+
+
+def test_apply_token_bitmask_inplace(store):
+    m = cfgmask.GrammarMatcher(store)
+    bm = mask_of(m)
+    allowed = np.zeros(store.vocab_size + 100, dtype=bool)
+    allowed[cfgmask.allowed_token_ids(bm[0], store.vocab_size)] = True
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float16):
+        logits = rng.standard_normal((1, store.vocab_size + 100)).astype(dtype)
+        want = np.where(allowed, logits[0], -np.inf).astype(dtype)
+        cfgmask.apply_token_bitmask_inplace(logits, bm)
+        assert np.array_equal(logits[0], want)
+    one = rng.standard_normal(store.vocab_size).astype(np.float32)
+    cfgmask.apply_token_bitmask_inplace(one, bm)
+    assert np.array_equal(np.isfinite(one), allowed[:store.vocab_size])
+    with pytest.raises(TypeError):
+        cfgmask.apply_token_bitmask_inplace(np.zeros(store.vocab_size), bm)  # float64
+    with pytest.raises(TypeError):
+        cfgmask.apply_token_bitmask_inplace(np.zeros((2, store.vocab_size), np.float32)[:, ::2],
+                                            np.zeros((2, 500), np.int32))
+    with pytest.raises(TypeError):
+        m.fill_next_token_bitmask(np.zeros((1, store.mask_words), np.int64))
+
+
+def test_matchers_on_threads(store):
+    """Sessions on several threads at once give the masks they give alone."""
+    texts = ['{"k": [', "[1, 2, 3", '{"a": {"b": ', "[[[[", '"s']
+    alone = []
+    for t in texts:
+        m = cfgmask.GrammarMatcher(store)
+        m.accept_string(t)
+        alone.append(mask_of(m))
+    results = [None] * len(texts)
+
+    def work(i):
+        m = cfgmask.GrammarMatcher(store)
+        m.accept_string(texts[i])
+        for _ in range(20):
+            results[i] = mask_of(m)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for a, b in zip(alone, results):
+        assert np.array_equal(a, b)

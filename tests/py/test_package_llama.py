@@ -1,0 +1,95 @@
+"""A real model end to end: SmolLM2-135M-Instruct (GGUF, $CFGMASK_TOK_SMOLLM2)
+on CPU through llama-cpp-python, constrained at every step by python.lark
+(file_input) compiled with the same GGUF as tokenizer.
+
+Checks that the store's token ids are llama.cpp's (same bytes for every
+non-special id), and that constrained greedy completions of a few prompts
+end and are in the grammar's language as Lark defines it (the engine's
+contract).  Lark's python.lark is looser than CPython (it takes, e.g.,
+`way: use androme.The`), so CPython's verdict is measured by
+tests/tools/validity_table.py rather than asserted here.  Skipped only where
+llama-cpp-python is not installed and CFGMASK_REQUIRE_LLAMA is not 1
+(setup.sh installs it and sets it).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cfgmask
+from cfgmask import generate as gen
+
+MODEL = os.environ.get("CFGMASK_TOK_SMOLLM2",
+                       "/work/main/.cache/tokenizers/smollm2-135m-instruct-q4_1.gguf")
+LARK = os.environ.get("CFGMASK_LARK_GRAMMARS", "")
+
+if os.environ.get("CFGMASK_REQUIRE_LLAMA") != "1":
+    pytest.importorskip("llama_cpp")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "python-smollm2.cfgm"
+    s = cfgmask.compile_grammar(os.path.join(LARK, "python.lark"), MODEL, start="file_input")
+    s.save(str(path))
+    return s, path
+
+
+@pytest.fixture(scope="module")
+def lark_python():
+    from lark import Lark
+    from lark.indenter import PythonIndenter
+    return Lark.open(os.path.join(LARK, "python.lark"), parser="lalr", lexer="contextual",
+                     postlex=PythonIndenter(), start="file_input")
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return gen.load_model(MODEL, n_ctx=1024, n_threads=2)
+
+
+def test_token_ids_match_llama_cpp(store, llm):
+    s, _ = store
+    assert llm.n_vocab() == s.vocab_size == 49152
+    assert gen.vocabulary_mismatches(llm, s) == []
+    assert set(s.eos_ids) <= set(gen.stop_token_ids(llm))
+
+
+PROMPTS = [
+    "Write a Python function that returns the factorial of n.",
+    "Write a Python class Stack with push and pop methods.",
+]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_constrained_generation_in_language(store, llm, lark_python, prompt):
+    s, _ = store
+    res = gen.generate(llm, gen.format_prompt(prompt), s, max_tokens=32, steer_tokens=48)
+    assert res.tokens, "nothing generated"
+    assert res.ended, f"did not end: {res.text!r}"
+    lark_python.parse(res.text)  # raises if outside the language
+    assert res.mask_seconds > 0
+
+
+def test_cli_generate(store):
+    _, path = store
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store", str(path),
+                        "--model", MODEL, "--prompt", "Write a function add(a, b).",
+                        "--max-tokens", "32", "--check", "python", "--threads", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "tokens/s" in r.stderr and "µs/token" in r.stderr
+    assert "compile(): ok" in r.stderr or "compile(): rejected" in r.stderr
+    assert "ended" in r.stderr
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store",
+                        str(tmp_path / "none.cfgm"), "--model", MODEL, "--prompt", "x"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.startswith("cfgmask: ") and r.stderr.count("\n") == 1
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--model", MODEL],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--grammar" in r.stderr

@@ -1,0 +1,135 @@
+"""Tests of cfgmask.processors with fixed logits sources instead of models:
+the llama-cpp-python protocol (input_ids + scores numpy arrays, strided
+scores as llama-cpp-python hands them) and the Hugging Face protocol
+(batched tensors; a minimal tensor stand-in, since torch is not installed in
+CI).  Greedy decoding of random logits under the processor must give
+JSON that json.loads accepts, and steering must end a text at the budget.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import cfgmask
+from cfgmask.processors import HFLogitsProcessor, LlamaCppLogitsProcessor
+
+from test_package import JSON_GRAMMAR, TOK
+
+
+@pytest.fixture(scope="module")
+def store():
+    return cfgmask.compile_grammar(JSON_GRAMMAR, TOK)
+
+
+def strided(scores):
+    """scores as a view with a 12-byte stride, like llama-cpp-python's token-data array."""
+    rec = np.zeros(scores.shape[0], dtype=[("id", np.intc), ("logit", np.single), ("p", np.single)])
+    rec["logit"] = scores
+    return rec["logit"]
+
+
+def run_llama_protocol(store, max_tokens, steer, seed):
+    rng = np.random.default_rng(seed)
+    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    prompt = [1, 415, 2245]
+    ids = list(prompt)
+    eos = set(store.eos_ids)
+    for step in range(max_tokens + 64):
+        scores = rng.standard_normal(store.vocab_size).astype(np.float32)
+        scores[list(eos)] -= 3.0  # a model that rather goes on
+        view = strided(scores) if step % 2 else scores
+        out = proc(np.array(ids, dtype=np.intc), view)
+        tok = int(np.argmax(out))
+        assert np.isfinite(out[tok])
+        if tok in eos:
+            return proc, ids[len(prompt):], True
+        ids.append(tok)
+        if steer and step + 1 >= max_tokens:
+            proc.steer_to_end = True
+    return proc, ids[len(prompt):], False
+
+
+def text_of(store, toks):
+    return b"".join(store.token_bytes(t) for t in toks).decode("utf-8")
+
+
+def test_llama_cpp_protocol_gives_valid_json(store):
+    ended = 0
+    for seed in range(4):
+        proc, toks, done = run_llama_protocol(store, max_tokens=200, steer=True, seed=seed)
+        assert done, "steering must end the text"
+        ended += 1
+        json.loads(text_of(store, toks))
+        assert proc.calls == len(toks) + 1
+    assert ended == 4
+
+
+def test_llama_cpp_steering_ends_early(store):
+    proc, toks, done = run_llama_protocol(store, max_tokens=8, steer=True, seed=7)
+    assert done and proc.steer_to_end
+    json.loads(text_of(store, toks))
+    assert len(toks) < 8 + 64
+
+
+def test_llama_cpp_refused_token_raises(store):
+    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    scores = np.zeros(store.vocab_size, np.float32)
+    proc(np.array([1], np.intc), scores)
+    bad = [t for t in range(store.vocab_size) if store.token_bytes(t) == b"]"][0]
+    with pytest.raises(cfgmask.Error, match="refuses"):
+        proc(np.array([1, bad], np.intc), scores)
+
+
+class FakeTensor:
+    """What HFLogitsProcessor needs of a CPU torch tensor: shape, device, detach(), numpy()."""
+
+    def __init__(self, array):
+        self.array = array
+        self.shape = array.shape
+        self.device = "cpu"
+
+    def detach(self):
+        return self
+
+    def numpy(self):
+        return self.array
+
+
+def test_hf_protocol_batch(store):
+    rng = np.random.default_rng(3)
+    batch = 3
+    proc = HFLogitsProcessor(store=store, batch_size=batch)
+    ids = np.tile(np.array([[1, 415, 2245]], dtype=np.int64), (batch, 1))
+    done = [False] * batch
+    out = [[] for _ in range(batch)]
+    eos = store.eos_ids[0]
+    closers = [t for t in range(store.vocab_size) if store.token_bytes(t) in (b'"', b"]", b"}", b"1")]
+    for step in range(600):
+        scores = rng.standard_normal((batch, store.vocab_size)).astype(np.float32)
+        scores[:, closers] += 3.0  # a model that likes to close what it opened
+        scores[:, eos] += 1.0 + step / 20  # and is more and more willing to stop
+        res = proc(FakeTensor(ids), FakeTensor(scores))
+        assert res.array is scores  # masked in place
+        nxt = np.argmax(scores, axis=1)
+        for b in range(batch):
+            if done[b]:
+                nxt[b] = 0  # padding, as transformers does after EOS
+            elif nxt[b] == eos:
+                done[b] = True
+            else:
+                out[b].append(int(nxt[b]))
+        ids = np.concatenate([ids, nxt[:, None]], axis=1)
+        if all(done):
+            break
+    assert all(done)
+    for b in range(batch):
+        json.loads(text_of(store, out[b]))
+        assert proc.matchers[b].is_terminated() or proc.matchers[b].can_end()
+
+
+def test_hf_wrong_batch_size(store):
+    proc = HFLogitsProcessor(store=store, batch_size=2)
+    with pytest.raises(cfgmask.Error, match="3 sequences but 2 matchers"):
+        proc(FakeTensor(np.zeros((3, 4), np.int64)),
+             FakeTensor(np.zeros((3, store.vocab_size), np.float32)))

@@ -1,0 +1,104 @@
+"""Share of model outputs that the language's own parser accepts,
+unconstrained vs constrained by cfgmask, with tokens/s both ways.
+
+    python tests/tools/validity_table.py --model SmolLM2.gguf \
+        --python-store python.cfgm [--sql-store sql.cfgm] [--max-tokens 128] [--limit N]
+
+Prompts: tests/prompts/python.txt and sql.txt (one request a line).  Python
+outputs are judged by CPython's compile(), SQL outputs by SQLite's parser
+(sqlite3, syntax errors only).  Unconstrained outputs are judged as they
+come and, more kindly, after taking the body of their first ``` fence.
+Greedy decoding; a constrained completion that reaches the budget is steered
+to its end (cfgmask.generate), and counted incomplete if it still has not
+ended.  A grammar without a store is run unconstrained only.
+"""
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from cfgmask import Store
+from cfgmask import generate as gen
+
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)(```|$)", re.S)
+
+
+def fenced(text):
+    m = FENCE.search(text)
+    return m.group(1) if m else text
+
+
+def run(llm, name, prompts, check, store, args):
+    rows = {"grammar": name, "prompts": len(prompts)}
+    modes = [("unconstrained", None)] + ([("constrained", store)] if store else [])
+    for mode, s in modes:
+        ok = ok_fenced = ended = steered = tokens = 0
+        seconds = mask_seconds = 0.0
+        for i, p in enumerate(prompts):
+            res = gen.generate(llm, gen.format_prompt(p), s, max_tokens=args.max_tokens,
+                               steer_tokens=args.steer_tokens)
+            good = check(res.text)
+            ok += good
+            ok_fenced += check(fenced(res.text))
+            ended += res.ended
+            steered += res.steered
+            tokens += len(res.tokens)
+            seconds += res.seconds
+            mask_seconds += res.mask_seconds
+            if args.verbose:
+                print(f"[{name} {mode} {i}] ended={res.ended} ok={good} {res.text[:80]!r}",
+                      file=sys.stderr)
+        rows[mode] = {"accepted": ok, "accepted_fenced": ok_fenced, "ended": ended,
+                      "steered": steered, "tokens": tokens,
+                      "tokens_per_s": tokens / seconds if seconds else 0.0,
+                      "mask_us_per_token": 1e6 * mask_seconds / max(1, tokens)}
+        print(f"{name} {mode}: {ok}/{len(prompts)} accepted, {ended} ended, "
+              f"{tokens / seconds:.1f} tokens/s", file=sys.stderr)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--python-store")
+    ap.add_argument("--sql-store")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--steer-tokens", type=int, default=64)
+    ap.add_argument("--limit", type=int, default=0, help="first N prompts of each file")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    llm = gen.load_model(args.model, n_ctx=1024, n_threads=args.threads)
+    results = []
+    for name, path, check, store_path in [
+            ("python", "python.txt", gen.python_compiles, args.python_store),
+            ("sql", "sql.txt", gen.sqlite_parses, args.sql_store)]:
+        prompts = [l.strip() for l in (PROMPTS / path).read_text().splitlines() if l.strip()]
+        if args.limit:
+            prompts = prompts[:args.limit]
+        store = Store.load(store_path) if store_path else None
+        if store is not None and gen.vocabulary_mismatches(llm, store):
+            sys.exit(f"{store_path}: not compiled for this model's vocabulary")
+        results.append(run(llm, name, prompts, check, store, args))
+    print("| grammar | mode | accepted | accepted (fenced body) | ended | steered | tokens/s | mask µs/token |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for mode in ("unconstrained", "constrained"):
+            if mode not in r:
+                continue
+            m = r[mode]
+            n = r["prompts"]
+            print(f"| {r['grammar']} | {mode} | {m['accepted']}/{n} | "
+                  f"{m['accepted_fenced']}/{n} | {m['ended']}/{n} | {m['steered']} | "
+                  f"{m['tokens_per_s']:.1f} | "
+                  + (f"{m['mask_us_per_token']:.0f}" if mode == "constrained" else "—") + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
