@@ -3,14 +3,17 @@
 // payload: every field of CompiledStore in a fixed order, each array as a
 // 64-bit element count and its raw little-endian bytes.  The file is read
 // with mmap and validated (size, checksum, version, every count against the
-// bytes left) before a single field is trusted; the writer writes to a
-// temporary file in the same folder and renames it, so a killed compile never
-// leaves a partial store.  Tested by store_file_test.cc.
+// bytes left, every index the runtime follows against its table) before a
+// single field is trusted; the writer writes to an unnamed temporary file in
+// the same folder, links and renames it, so a killed compile never leaves a
+// partial store (WriteFileAtomically).  Tested by store_file_test.cc and
+// tests/fuzz/store_file_fuzz.cc.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -43,7 +46,7 @@ class Writer {
   template <typename T>
   void Vec(const std::vector<T>& v) {
     Pod<uint64_t>(v.size());
-    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
   void Str(const std::string& s) {
     Pod<uint64_t>(s.size());
@@ -67,7 +70,7 @@ class Reader {
     uint64_t n;
     if (!Pod(&n) || n > (n_ - off_) / sizeof(T)) return false;
     v->resize(n);
-    std::memcpy(v->data(), p_ + off_, n * sizeof(T));
+    if (n > 0) std::memcpy(v->data(), p_ + off_, n * sizeof(T));  // data() may be null
     off_ += n * sizeof(T);
     return true;
   }
@@ -151,7 +154,16 @@ struct ConstWriter {
 
 // Every index the runtime follows must be in range: a corrupted file whose
 // checksum was forged must still not make the runtime read out of bounds.
+// Beyond ranges, one property of the parse tables is checked because the
+// runtime's stack pops rely on it: a reduction by a rule of length n in state
+// p needs n states below p on every stack, i.e. every path of shifts and
+// gotos from the start state to p has at least n edges (the LR(0) property
+// that p's accessing sequences all end with the rule's right side).
 bool Validate(const CompiledStore& s, std::string* why) {
+  auto fail = [&](const char* what) {
+    *why = what;
+    return false;
+  };
   auto offsets_ok = [](const std::vector<int32_t>& off, size_t count, size_t data) {
     if (off.size() != count + 1 || off[0] != 0) return false;
     for (size_t i = 0; i + 1 < off.size(); ++i) {
@@ -159,72 +171,222 @@ bool Validate(const CompiledStore& s, std::string* why) {
     }
     return static_cast<size_t>(off.back()) <= data;
   };
-  const size_t Q = s.num_lex_states, V = s.vocab_size;
-  if (s.vocab_size <= 0 || s.token_offsets.size() != V + 1 || s.token_special.size() != V) {
-    *why = "vocabulary tables";
-    return false;
-  }
-  if (static_cast<size_t>(s.token_offsets.back()) > s.token_bytes.size()) {
-    *why = "token bytes";
-    return false;
-  }
-  for (int32_t e : s.eos_ids) {
-    if (e < 0 || static_cast<size_t>(e) >= V) {
-      *why = "EOS ids";
-      return false;
+  auto all_in = [](const std::vector<int32_t>& v, int64_t lo, int64_t hi) {
+    for (int32_t x : v) {
+      if (x < lo || x >= hi) return false;
     }
+    return true;
+  };
+  if (s.vocab_size <= 0 || s.num_terminals < 0 || s.num_states <= 0 ||
+      s.num_nonterminals < 0 || s.num_lex_states <= 0 || s.num_roots < 0) {
+    return fail("table sizes");
   }
-  if (s.num_states <= 0 || s.num_parse_terminals != s.num_terminals + 1 ||
-      s.action.size() != static_cast<size_t>(s.num_states) * s.num_parse_terminals ||
-      s.goto_table.size() != static_cast<size_t>(s.num_states) * s.num_nonterminals ||
-      s.scanner_alt.size() != static_cast<size_t>(s.num_states) * s.scanner_words ||
-      s.scanner_terms.size() != s.scanner_alt.size() || s.rule_lhs.size() != s.rule_length.size()) {
-    *why = "parse tables";
-    return false;
+  const size_t Q = s.num_lex_states, V = s.vocab_size;
+  const int64_t T = s.num_terminals;
+  if (s.token_offsets.size() != V + 1 || s.token_special.size() != V ||
+      !offsets_ok(s.token_offsets, V, s.token_bytes.size())) {
+    return fail("vocabulary tables");
+  }
+  if (!all_in(s.eos_ids, 0, V)) return fail("EOS ids");
+
+  // Terminals.
+  if (s.terminal_names.size() != static_cast<size_t>(T) || s.terminal_rank.size() != s.terminal_names.size() ||
+      s.terminal_ignored.size() != s.terminal_names.size() ||
+      s.terminal_open_paren.size() != s.terminal_names.size() ||
+      s.terminal_close_paren.size() != s.terminal_names.size() ||
+      s.terminal_is_string.size() != s.terminal_names.size() ||
+      !offsets_ok(s.unless_offsets, T, s.unless_data.size()) || !all_in(s.unless_data, 0, T)) {
+    return fail("terminal tables");
+  }
+  const bool indenter = s.indenter_nl >= 0;
+  for (int32_t t : {s.indenter_nl, s.indenter_indent, s.indenter_dedent}) {
+    if (t < -1 || t >= T || (indenter && t < 0)) return fail("indenter terminals");
+  }
+
+  // Parser.
+  const size_t P = s.num_states, A = s.num_parse_terminals, N = s.num_nonterminals;
+  const int64_t R = static_cast<int64_t>(s.rule_lhs.size());
+  if (s.num_parse_terminals != T + 1 || s.action.size() != P * A || s.goto_table.size() != P * N ||
+      s.scanner_words != (T + 63) / 64 || s.scanner_alt.size() != P * s.scanner_words ||
+      s.scanner_terms.size() != s.scanner_alt.size() || s.rule_length.size() != s.rule_lhs.size() ||
+      s.start_state < 0 || static_cast<size_t>(s.start_state) >= P) {
+    return fail("parse tables");
+  }
+  if (!all_in(s.rule_lhs, 0, N) || !all_in(s.rule_length, 0, INT32_MAX) ||
+      !all_in(s.goto_table, -1, P)) {
+    return fail("parse rules");
   }
   for (int32_t a : s.action) {
-    if (a > s.num_states || (a < 0 && a != INT32_MIN && -(a + 1) >= (int32_t)s.rule_lhs.size())) {
-      *why = "parse actions";
-      return false;
+    if (a > static_cast<int64_t>(P) || (a < 0 && a != INT32_MIN && -(static_cast<int64_t>(a) + 1) >= R)) {
+      return fail("parse actions");
     }
   }
-  if (!offsets_ok(s.step_offsets, Q, s.step_byte.size()) ||
-      !offsets_ok(s.cand_offsets, Q, s.cand_terminal.size()) ||
-      !offsets_ok(s.eof_offsets, Q, s.eof_seq.size()) ||
-      !offsets_ok(s.root_row_offsets, s.num_roots, s.row_seq.size()) ||
-      s.compact_to.size() != Q || s.root_index.size() != Q || s.compact_map.size() != Q ||
-      s.tail_item.size() != Q || s.terminal_is_string.size() != (size_t)s.num_terminals ||
-      !offsets_ok(s.unless_offsets, s.num_terminals, s.unless_data.size())) {
-    *why = "lexer tables";
-    return false;
-  }
-  for (int32_t t : s.step_to) {
-    if (t < 0 || static_cast<size_t>(t) >= Q) {
-      *why = "lexer transitions";
-      return false;
+  {
+    // Shortest stack (in states) on which each parser state can be on top.
+    std::vector<int64_t> depth(P, -1);
+    std::vector<int32_t> queue = {s.start_state};
+    depth[s.start_state] = 1;
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const int32_t p = queue[head];
+      auto visit = [&](int32_t q) {
+        if (q >= 0 && depth[q] < 0) {
+          depth[q] = depth[p] + 1;
+          queue.push_back(q);
+        }
+      };
+      for (size_t t = 0; t < A; ++t) {
+        const int32_t a = s.action[p * A + t];
+        if (a > 0) visit(a - 1);
+      }
+      for (size_t k = 0; k < N; ++k) visit(s.goto_table[p * N + k]);
+    }
+    for (size_t p = 0; p < P; ++p) {
+      if (depth[p] < 0) continue;  // never on a stack
+      for (size_t t = 0; t < A; ++t) {
+        const int32_t a = s.action[p * A + t];
+        if (a < 0 && a != INT32_MIN && s.rule_length[-(a + 1)] >= depth[p]) {
+          return fail("parse actions (reduction deeper than the stack)");
+        }
+      }
     }
   }
+
+  // Items, sets and sequences.
+  const size_t NI = s.item_kind.size();
   size_t nseq = s.seq_offsets.empty() ? 0 : s.seq_offsets.size() - 1;
   size_t nset = s.set_offsets.empty() ? 0 : s.set_offsets.size() - 1;
   if (!offsets_ok(s.seq_offsets, nseq, s.seq_data.size()) ||
-      !offsets_ok(s.set_offsets, nset, s.set_data.size())) {
-    *why = "sequence tables";
-    return false;
+      !offsets_ok(s.set_offsets, nset, s.set_data.size()) || !all_in(s.seq_data, 0, NI) ||
+      nseq == 0) {
+    return fail("sequence tables");
   }
-  for (int32_t seq : s.row_seq) {
-    if (seq < 0 || static_cast<size_t>(seq) >= nseq) {
-      *why = "rows";
-      return false;
+  auto terminal_set = [&](int32_t set) {
+    if (set < 0 || static_cast<size_t>(set) >= nset) return false;
+    for (int32_t i = s.set_offsets[set]; i < s.set_offsets[set + 1]; ++i) {
+      if (s.set_data[i] < 0 || s.set_data[i] >= T) return false;
+    }
+    return true;
+  };
+  if (s.item_terminal.size() != NI || s.item_blockers.size() != NI || s.item_full.size() != NI ||
+      s.item_col_abs.size() != NI || s.item_col.size() != NI || s.item_slot.size() != NI) {
+    return fail("items");
+  }
+  for (size_t i = 0; i < NI; ++i) {
+    const int32_t kind = s.item_kind[i];
+    // A Tail item names no terminal (-1): its terminals are its sets.
+    if (kind < 0 || kind > 2 || s.item_terminal[i] < (kind == 2 ? -1 : 0) ||
+        s.item_terminal[i] >= T) {
+      return fail("items");
+    }
+    if (kind == 1 && (s.item_slot[i] < 0 || s.item_slot[i] > 0xFFFF)) return fail("item slots");
+    if (kind != 1 && (!terminal_set(s.item_blockers[i]) || !terminal_set(s.item_full[i]))) {
+      return fail("item terminal sets");
     }
   }
-  for (size_t r = 0; r < s.row_kind.size(); ++r) {
-    size_t end = static_cast<size_t>(s.row_offset[r]) + s.row_length[r];
-    if (s.row_kind[r] == 2 ? end > s.row_bits.size() : end > s.row_tokens.size()) {
-      *why = "row payload";
-      return false;
+
+  // Frozen lexer states.
+  if (s.initial_lex_state < 0 || static_cast<size_t>(s.initial_lex_state) >= Q ||
+      !offsets_ok(s.step_offsets, Q, s.step_byte.size()) ||
+      s.step_to.size() != s.step_byte.size() || s.step_hits.size() != s.step_byte.size() ||
+      !offsets_ok(s.cand_offsets, Q, s.cand_terminal.size()) ||
+      s.cand_to.size() != s.cand_terminal.size() || s.cand_item.size() != s.cand_terminal.size() ||
+      !offsets_ok(s.eof_offsets, Q, s.eof_seq.size()) ||
+      !offsets_ok(s.root_row_offsets, s.num_roots, s.row_seq.size()) ||
+      s.compact_to.size() != Q || s.root_index.size() != Q || s.compact_map.size() != Q ||
+      s.tail_item.size() != Q || s.num_slots.size() != Q || s.at_start.size() != Q) {
+    return fail("lexer tables");
+  }
+  if (!all_in(s.step_to, 0, Q) || !all_in(s.cand_to, 0, Q) || !all_in(s.compact_to, -1, Q)) {
+    return fail("lexer transitions");
+  }
+  if (!all_in(s.step_byte, 0, 256) || !all_in(s.step_hits, 0, nseq) ||
+      !all_in(s.cand_terminal, 0, T) || !all_in(s.cand_item, 0, NI) ||
+      !all_in(s.eof_seq, 0, nseq) || !all_in(s.root_index, -1, s.num_roots) ||
+      !all_in(s.tail_item, -1, NI) || !all_in(s.compact_map, 0, nset)) {
+    return fail("lexer state items");
+  }
+  for (int32_t i : s.tail_item) {
+    if (i >= 0 && s.item_kind[i] != 2) return fail("lexer state items");
+  }
+  for (int32_t map : s.compact_map) {
+    for (int32_t i = s.set_offsets[map]; i < s.set_offsets[map + 1]; ++i) {
+      if (s.set_data[i] < 0) return fail("slot maps");
+    }
+  }
+
+  // The mask store.
+  const size_t rows = s.row_seq.size();
+  if (!all_in(s.row_seq, 0, nseq) || s.row_kind.size() != rows || s.row_offset.size() != rows ||
+      s.row_length.size() != rows) {
+    return fail("rows");
+  }
+  if (!all_in(s.row_tokens, 0, V)) return fail("row tokens");
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t kind = s.row_kind[r], off = s.row_offset[r], len = s.row_length[r];
+    if (kind < 0 || kind > 2 || off < 0 || len < 0) return fail("rows");
+    const size_t end = static_cast<size_t>(off) + static_cast<size_t>(len);
+    if (kind == 2 ? (end > s.row_bits.size() || len > s.mask_words()) : end > s.row_tokens.size()) {
+      return fail("row payload");
     }
   }
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+bool WriteAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Writes `head` + `body` to `path` so that a reader (or a later run, after
+// this process is killed at any instant) sees either the old file or the
+// complete new one.  The bytes go to an unnamed file in the same folder
+// (O_TMPFILE: it vanishes with the process if killed), synced, then linked
+// under a temporary name and renamed over `path`.  Where the filesystem has
+// no O_TMPFILE, a named temporary file takes its place.
+Status WriteFileAtomically(const std::string& path, const std::string& head,
+                           const std::string& body) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  bool named = false;
+  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    named = true;
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot write: " + std::strerror(errno));
+  bool ok = WriteAll(fd, head) && WriteAll(fd, body) && fsync(fd) == 0;
+  int err = errno;
+  if (ok && !named) {
+    // Umask-respecting mode, as a named file would get.
+    const mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    unlink(tmp.c_str());  // a leftover of an earlier process with this pid
+    ok = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0;
+    err = errno;
+  }
+  ok = (close(fd) == 0) && ok;
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return Status(ErrorCode::kIo, path + ": write failed: " + std::strerror(err));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -247,19 +409,7 @@ Status WriteStoreFile(const CompiledStore& store, const std::string& path) {
   header.Pod(store.tokenizer_identity);
   header.Pod<uint64_t>(payload.out.size());
   header.Pod(Fnv1a(payload.out.data(), payload.out.size()));
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status(ErrorCode::kIo, path + ": cannot write: " + std::strerror(errno));
-  bool ok = std::fwrite(header.out.data(), 1, header.out.size(), f) == header.out.size() &&
-            std::fwrite(payload.out.data(), 1, payload.out.size(), f) == payload.out.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (fsync(fileno(f)) == 0) && ok;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status(ErrorCode::kIo, path + ": write failed: " + std::strerror(errno));
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, header.out, payload.out);
 }
 
 Status ReadStoreFile(const std::string& path, CompiledStore* out) {

@@ -73,12 +73,23 @@ struct LalrStats {
   double table_seconds = 0;
 };
 
+// Resource bounds of the construction: a grammar that would exceed one is
+// refused with kResourceLimit, naming the limit and the rule that grows the
+// automaton most, instead of exhausting memory or time.
+struct LalrLimits {
+  int32_t max_states = 1000000;          // LR(0) states
+  int64_t max_items = 100000000;         // LR(0) closure items, all states together
+  int64_t max_table_bytes = int64_t{4} << 30;  // lookahead sets + action/goto tables
+  double max_seconds = 600;              // wall time of the whole construction
+};
+
 // Builds LALR(1) tables.  An unresolved reduce/reduce conflict is an error
 // naming the terminal, the rules and a sample input that reaches the state.
 // `stats`, when given, is filled as far as the construction went (conflict
 // counts included when the error is a reduce/reduce conflict); `out` is only
 // written on success.
-Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats = nullptr);
+Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats = nullptr,
+                        const LalrLimits& limits = LalrLimits());
 
 // Bison-style listing of the conflicts resolved in `tables`: for each state
 // with conflicts, "State N conflicts: X shift/reduce, Y reduce/reduce" and one

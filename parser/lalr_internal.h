@@ -69,6 +69,12 @@ struct Lr0Automaton {
 };
 
 Lr0Automaton BuildLr0(const AugmentedGrammar& g);
+// The same under `limits` (states, closure items, seconds since `start`):
+// kResourceLimit naming the rule whose items fill the most kernels.
+Status BuildLr0(const AugmentedGrammar& g, const LalrLimits& limits, double seconds_used,
+                Lr0Automaton* out);
+// Bytes ComputeLookaheads and ResolveConflicts will allocate for `lr0`.
+int64_t LookaheadTableBytes(const AugmentedGrammar& g, const Lr0Automaton& lr0);
 
 // Terminal sets as 64-bit word bitsets.
 struct Lookaheads {

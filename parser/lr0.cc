@@ -21,8 +21,13 @@
 // or a used nonterminal without rules, a rule defined twice) and, beyond
 // Lark, rules that no start symbol reaches, which Lark would silently keep
 // out of its tables but which always mean a mistake in the grammar.
-// Tested by lalr_test.cc.
+// BuildLr0 stops with kResourceLimit when the automaton outgrows LalrLimits
+// (states, closure items, time), naming the rule that fills most kernels.
+// Tested by lalr_test.cc and resource_limits_test.cc.
 #include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <unordered_map>
 
@@ -211,6 +216,41 @@ int32_t Lr0Automaton::Goto(int32_t state, int32_t symbol) const {
 }
 
 Lr0Automaton BuildLr0(const AugmentedGrammar& g) {
+  LalrLimits unlimited;
+  unlimited.max_states = INT32_MAX;
+  unlimited.max_items = INT64_MAX;
+  unlimited.max_seconds = 1e300;
+  Lr0Automaton a;
+  CFGMASK_CHECK(BuildLr0(g, unlimited, 0, &a).ok());
+  return a;
+}
+
+namespace {
+
+// The culprit of an automaton that outgrew a limit: the left side of the
+// rules whose items fill the most kernels built so far.
+std::string LargestContributor(const AugmentedGrammar& g, const Lr0Automaton& a,
+                               const std::vector<std::vector<int32_t>>& kernels) {
+  std::vector<int64_t> per_nonterminal(g.num_nonterminals, 0);
+  for (const auto& kernel : kernels) {
+    for (int32_t item : kernel) ++per_nonterminal[g.rule_lhs[a.item_rule[item]]];
+  }
+  const auto most = std::max_element(per_nonterminal.begin(), per_nonterminal.end());
+  if (most == per_nonterminal.end()) return "";
+  const int32_t k = static_cast<int32_t>(most - per_nonterminal.begin());
+  return "; rule '" + g.SymbolName(g.num_terminals + k) + "' has items in " +
+         std::to_string(*most) + " kernels";
+}
+
+}  // namespace
+
+Status BuildLr0(const AugmentedGrammar& g, const LalrLimits& limits, double seconds_used,
+                Lr0Automaton* out) {
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return seconds_used +
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   Lr0Automaton a;
   const int32_t num_items = g.ItemBase(g.num_rules);
   a.item_rule.resize(num_items);
@@ -247,6 +287,25 @@ Lr0Automaton BuildLr0(const AugmentedGrammar& g) {
   a.closure_begin.push_back(0);
   a.trans_begin.push_back(0);
   for (int32_t state = 0; state < static_cast<int32_t>(kernels.size()); ++state) {
+    const char* exceeded = nullptr;
+    std::string limit;
+    if (static_cast<int64_t>(kernels.size()) > limits.max_states) {
+      exceeded = "states";
+      limit = std::to_string(limits.max_states);
+    } else if (static_cast<int64_t>(a.closure.size()) > limits.max_items) {
+      exceeded = "items";
+      limit = std::to_string(limits.max_items);
+    } else if ((state & 255) == 0 && seconds() > limits.max_seconds) {
+      exceeded = "seconds";
+      limit = std::to_string(limits.max_seconds);
+    }
+    if (exceeded != nullptr) {
+      return Status(ErrorCode::kResourceLimit,
+                    "LR(0) automaton exceeds the limit of " + limit + " " + exceeded + " (" +
+                        std::to_string(kernels.size()) + " states, " +
+                        std::to_string(a.closure.size()) + " items so far" +
+                        LargestContributor(g, a, kernels) + ")");
+    }
     const size_t closure_start = a.closure.size();
     a.closure.insert(a.closure.end(), kernels[state].begin(), kernels[state].end());
     a.kernel_size.push_back(static_cast<int32_t>(kernels[state].size()));
@@ -286,7 +345,18 @@ Lr0Automaton BuildLr0(const AugmentedGrammar& g) {
     a.end_state.push_back(a.Goto(a.start_state[s], g.start_symbol[s]));
     CFGMASK_CHECK(a.end_state.back() >= 0);
   }
-  return a;
+  *out = std::move(a);
+  return Status::Ok();
+}
+
+int64_t LookaheadTableBytes(const AugmentedGrammar& g, const Lr0Automaton& lr0) {
+  int64_t nonterminal_transitions = 0, reductions = 0;
+  for (int32_t symbol : lr0.trans_symbol) nonterminal_transitions += !g.IsTerminal(symbol);
+  for (int32_t item : lr0.closure) reductions += lr0.item_next[item] < 0;
+  const int64_t set_bytes = (g.num_terminals + 63) / 64 * 8;
+  // Follow sets (twice: Read, then Follow), lookahead sets, action + goto.
+  return (2 * nonterminal_transitions + reductions) * set_bytes +
+         static_cast<int64_t>(lr0.num_states) * g.num_symbols() * 4;
 }
 
 std::string SampleReaching(const AugmentedGrammar& g, const Lr0Automaton& lr0, int32_t state) {

@@ -22,7 +22,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats) {
+Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* stats,
+                        const LalrLimits& limits) {
   using lalr_internal::AugmentedGrammar;
   LalrStats local;
   LalrStats& st = stats != nullptr ? *stats : local;
@@ -31,10 +32,19 @@ Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* sta
   auto phase = std::chrono::steady_clock::now();
   AugmentedGrammar g;
   CFGMASK_RETURN_IF_ERROR(lalr_internal::Augment(grammar, &g));
-  const lalr_internal::Lr0Automaton lr0 = lalr_internal::BuildLr0(g);
+  lalr_internal::Lr0Automaton lr0;
+  CFGMASK_RETURN_IF_ERROR(lalr_internal::BuildLr0(g, limits, SecondsSince(phase), &lr0));
   st.lr0_states = lr0.num_states;
   st.lr0_items = static_cast<int32_t>(lr0.closure.size());
   st.lr0_seconds = SecondsSince(phase);
+  const int64_t table_bytes = lalr_internal::LookaheadTableBytes(g, lr0);
+  if (table_bytes > limits.max_table_bytes) {
+    return Status(ErrorCode::kResourceLimit,
+                  "LALR(1) tables would need " + std::to_string(table_bytes) +
+                      " bytes for " + std::to_string(lr0.num_states) + " states and " +
+                      std::to_string(g.num_symbols()) + " symbols, more than the limit of " +
+                      std::to_string(limits.max_table_bytes));
+  }
 
   phase = std::chrono::steady_clock::now();
   const lalr_internal::Lookaheads la = lalr_internal::ComputeLookaheads(g, lr0);
@@ -42,6 +52,11 @@ Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* sta
   st.reads_cycle_transitions = la.reads_cycle_transitions;
   st.lark_extra_lookaheads = la.lark_extra_lookaheads;
   st.lookahead_seconds = SecondsSince(phase);
+  if (st.lr0_seconds + st.lookahead_seconds > limits.max_seconds) {
+    return Status(ErrorCode::kResourceLimit,
+                  "LALR(1) lookaheads took " + std::to_string(st.lr0_seconds + st.lookahead_seconds) +
+                      " s, more than the limit of " + std::to_string(limits.max_seconds) + " s");
+  }
 
   phase = std::chrono::steady_clock::now();
   ParseTables tables;

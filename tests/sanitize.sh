@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The unit and differential tests (CI sizes, CFGMASK_QUICK=1) built with
+# AddressSanitizer + UndefinedBehaviorSanitizer (-DCFGMASK_SANITIZE=ON) in a
+# second build tree, so that CI catches memory errors, leaks and undefined
+# behaviour that the optimised build hides.  Any sanitizer report fails the
+# test that triggered it (halt_on_error, -fno-sanitize-recover).
+#
+#   tests/sanitize.sh            configure, build the tests, run ctest
+#
+# Run after ./setup.sh (it needs .venv, the tokenizers and .cache/env.sh).
+# Build tree: $CFGMASK_ASAN_BUILD (default build-asan/).  Prints the build
+# and test times.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${CFGMASK_ASAN_BUILD:-$ROOT/build-asan}"
+JOBS="${CFGMASK_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+log() { printf '[sanitize] %s\n' "$*" >&2; }
+[ -f "$ROOT/.cache/env.sh" ] || { echo "run ./setup.sh first" >&2; exit 2; }
+# shellcheck disable=SC1091
+source "$ROOT/.cache/env.sh"
+
+# Tests left out of the sanitizer run, each with its reason.  Their checks
+# still run in the optimised build of ./setup.sh test; none is skipped there.
+EXCLUDE=(
+)
+
+t0=$(date +%s)
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFGMASK_SANITIZE=ON \
+  -DCFGMASK_CUDA=OFF -DPython3_EXECUTABLE="$CFGMASK_PYTHON" >/dev/null
+# Every GoogleTest binary (tests/*_test.cc); not the benchmarks.
+mapfile -t TESTS < <(cd "$ROOT/tests" && ls *_test.cc | sed 's/\.cc$//')
+cmake --build "$BUILD" -j"$JOBS" --target "${TESTS[@]}"
+t1=$(date +%s)
+log "build: $((t1 - t0)) s"
+
+export CFGMASK_QUICK=1
+unset CFGMASK_FULL
+export CFGMASK_TEST_CACHE="$BUILD/test-cache"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+filter=()
+if [ ${#EXCLUDE[@]} -gt 0 ]; then
+  regex="$(printf '%s|' "${EXCLUDE[@]%%:*}")"
+  filter=(-E "${regex%|}")
+fi
+status=0
+(cd "$BUILD" && ctest --output-on-failure -j"$JOBS" "${filter[@]}") || status=$?
+t2=$(date +%s)
+log "tests: $((t2 - t1)) s; total $((t2 - t0)) s"
+exit "$status"

@@ -1,0 +1,363 @@
+// Tests of maskstore/store_file.cc: round trip, atomic replacement (a compile
+// killed with SIGKILL at any instant leaves the previous store loadable and no
+// partial file), refusal of stores from another version with both version
+// numbers in the message, and rejection of truncated, corrupted and forged
+// files (regressions found by tests/fuzz/store_file_fuzz.cc included).
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <utility>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "maskstore/compiled_store.h"
+#include "maskstore/store_builder.h"
+#include "runtime/session.h"
+#include "tests/small_tokenizer.h"
+
+extern char** environ;
+
+namespace cfgmask {
+namespace {
+
+constexpr size_t kHeaderSize = 40;
+
+const char kJsonGrammar[] = R"(?start: value
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+STRING: /"([^"\\]|\\.)*"/
+NUMBER: /-?\d+(\.\d+)?([eE][+-]?\d+)?/
+WS: /[ \t\n]+/
+%ignore WS
+)";
+
+std::string MakeTempDir() {
+  std::string pattern = (access("/dev/shm", W_OK) == 0 ? std::string("/dev/shm/") : testing::TempDir()) +
+                        "cfgmask_store_file_XXXXXX";
+  char* made = mkdtemp(pattern.data());
+  return made ? std::string(made) + "/" : testing::TempDir();
+}
+
+struct TempDir {
+  std::string path = MakeTempDir();
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::vector<std::string> Files() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Grammar and tokenizer files in `dir`; `variant` changes the grammar so
+// that two stores differ.
+void WriteInputs(const std::string& dir, int variant) {
+  std::string g = kJsonGrammar;
+  if (variant) g += "EXTRA: \"~\"\n%ignore EXTRA\n";  // one terminal more
+  WriteTextFile(dir + "g.lark", g);
+  WriteTextFile(dir + "tok.json", SmallTokenizerJson());
+}
+
+Status Compile(const std::string& dir, CompiledStore* s) {
+  return CompileStore(dir + "g.lark", dir + "tok.json", CompileOptions(), s);
+}
+
+// The child of KilledCompileLeavesOldStore: the test binary re-executed with
+// CFGMASK_STORE_FILE_TEST_CHILD set compiles and writes the store again and
+// again until it is killed (from a global environment's SetUp, which runs
+// after static initialisation and before any test).
+class StoreWriterChild : public testing::Environment {
+ public:
+  void SetUp() override {
+    const char* dir = std::getenv("CFGMASK_STORE_FILE_TEST_CHILD");
+    if (dir == nullptr) return;
+    WriteTextFile(std::string(dir) + "child_ready", "");
+    for (;;) {
+      CompiledStore s;
+      if (!Compile(dir, &s).ok() || !WriteStoreFile(s, std::string(dir) + "out/store.cfgm").ok()) {
+        _exit(3);
+      }
+    }
+  }
+};
+const testing::Environment* const kStoreWriterChild =
+    testing::AddGlobalTestEnvironment(new StoreWriterChild);
+
+TEST(StoreFile, RoundTripLeavesOnlyTheStore) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore s;
+  ASSERT_TRUE(Compile(dir.path, &s).ok());
+  const std::string path = dir.path + "s.cfgm";
+  ASSERT_TRUE(WriteStoreFile(s, path).ok());
+  CompiledStore r;
+  Status st = ReadStoreFile(path, &r);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(r.vocab_size, s.vocab_size);
+  EXPECT_EQ(r.action, s.action);
+  EXPECT_EQ(r.row_tokens, s.row_tokens);
+  EXPECT_EQ(r.tokenizer_identity, s.tokenizer_identity);
+  EXPECT_EQ(r.MemoryBytes(), s.MemoryBytes());
+  // Overwriting keeps one file: no temporary left behind.
+  ASSERT_TRUE(WriteStoreFile(s, path).ok());
+  EXPECT_EQ(dir.Files(), (std::vector<std::string>{"g.lark", "s.cfgm", "tok.json"}));
+}
+
+TEST(StoreFile, FailedWriteKeepsTheOldFile) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore s;
+  ASSERT_TRUE(Compile(dir.path, &s).ok());
+  Status st = WriteStoreFile(s, dir.path + "missing/s.cfgm");
+  EXPECT_EQ(st.code(), ErrorCode::kIo);
+  EXPECT_NE(st.message().find("missing/s.cfgm"), std::string::npos) << st.message();
+  // A directory in the way: rename fails, the temporary is removed.
+  std::filesystem::create_directory(dir.path + "d.cfgm");
+  std::filesystem::create_directory(dir.path + "d.cfgm/x");
+  st = WriteStoreFile(s, dir.path + "d.cfgm");
+  EXPECT_EQ(st.code(), ErrorCode::kIo);
+  EXPECT_EQ(dir.Files(), (std::vector<std::string>{"d.cfgm", "g.lark", "tok.json"}));
+}
+
+TEST(StoreFile, KilledCompileLeavesOldStore) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.path + "out");
+  const std::string path = dir.path + "out/store.cfgm";
+  WriteInputs(dir.path, 1);
+  CompiledStore old_store;
+  ASSERT_TRUE(Compile(dir.path, &old_store).ok());
+  ASSERT_TRUE(WriteStoreFile(old_store, path).ok());
+  const std::string old_bytes = ReadBytes(path);
+  WriteInputs(dir.path, 0);  // the child compiles another grammar
+  CompiledStore new_store;
+  ASSERT_TRUE(Compile(dir.path, &new_store).ok());
+  const size_t old_terminals = old_store.terminal_names.size();
+  ASSERT_NE(old_terminals, new_store.terminal_names.size());
+
+  const std::string env = "CFGMASK_STORE_FILE_TEST_CHILD=" + dir.path;
+  int replaced = 0;
+  for (int round = 0; round < 12; ++round) {
+    // Put the old store back, start the child, and once it is running kill
+    // it after 0..~100 ms: at any point of its compile-and-write loop.
+    std::remove((dir.path + "child_ready").c_str());
+    WriteTextFile(path + ".old", old_bytes);
+    ASSERT_EQ(std::rename((path + ".old").c_str(), path.c_str()), 0);
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) envp.push_back(*e);
+    envp.push_back(const_cast<char*>(env.c_str()));
+    envp.push_back(nullptr);
+    char self[] = "/proc/self/exe";
+    char* argv[] = {self, nullptr};
+    pid_t pid = 0;
+    posix_spawn_file_actions_t quiet;  // the child's gtest banner is noise
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    const int spawned = posix_spawn(&pid, self, &quiet, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&quiet);
+    ASSERT_EQ(spawned, 0);
+    for (int wait = 0; wait < 3000 && access((dir.path + "child_ready").c_str(), F_OK) != 0; ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(9 * round));
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited with " << WEXITSTATUS(wstatus);
+    // Whatever instant the kill hit: no partial file, and the store is the
+    // old one or a complete new one.
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path + "out")) {
+      files.push_back(e.path().filename().string());
+    }
+    EXPECT_EQ(files, std::vector<std::string>{"store.cfgm"}) << "round " << round;
+    CompiledStore loaded;
+    Status st = ReadStoreFile(path, &loaded);
+    ASSERT_TRUE(st.ok()) << "round " << round << ": " << st.ToString();
+    if (loaded.terminal_names.size() != old_terminals) {
+      ++replaced;
+      EXPECT_EQ(loaded.MemoryBytes(), new_store.MemoryBytes());
+    } else {
+      EXPECT_EQ(ReadBytes(path), old_bytes);
+    }
+  }
+  std::printf("new store in place after %d of 12 kills\n", replaced);
+}
+
+// Byte offsets of the header fields.
+constexpr size_t kFormatOffset = 8, kVersionOffset = 12;
+
+std::string ValidStoreBytes(const TempDir& dir) {
+  WriteInputs(dir.path, 0);
+  CompiledStore s;
+  EXPECT_TRUE(Compile(dir.path, &s).ok());
+  EXPECT_TRUE(WriteStoreFile(s, dir.path + "v.cfgm").ok());
+  return ReadBytes(dir.path + "v.cfgm");
+}
+
+Status ReadFromBytes(const TempDir& dir, const std::string& bytes) {
+  const std::string path = dir.path + "x.cfgm";
+  WriteTextFile(path, bytes);
+  CompiledStore s;
+  return ReadStoreFile(path, &s);
+}
+
+TEST(StoreFile, OtherVersionRefusedWithBothVersions) {
+  TempDir dir;
+  const std::string good = ValidStoreBytes(dir);
+  uint32_t format = 0, version = 0;
+  std::memcpy(&format, good.data() + kFormatOffset, 4);
+  std::memcpy(&version, good.data() + kVersionOffset, 4);
+  EXPECT_EQ(format, kStoreFormatVersion);
+
+  std::string other = good;
+  const uint32_t old_format = 77;
+  std::memcpy(other.data() + kFormatOffset, &old_format, 4);
+  Status st = ReadFromBytes(dir, other);
+  EXPECT_EQ(st.code(), ErrorCode::kStoreFile);
+  EXPECT_NE(st.message().find("format 77"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("format " + std::to_string(kStoreFormatVersion)), std::string::npos)
+      << st.message();
+
+  other = good;
+  const uint32_t old_version = version + 41;
+  std::memcpy(other.data() + kVersionOffset, &old_version, 4);
+  st = ReadFromBytes(dir, other);
+  EXPECT_EQ(st.code(), ErrorCode::kStoreFile);
+  EXPECT_NE(st.message().find("cfgmask " + std::to_string(old_version)), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("cfgmask " + std::to_string(version)), std::string::npos)
+      << st.message();
+}
+
+TEST(StoreFile, TruncatedAndCorruptedFilesRejected) {
+  TempDir dir;
+  const std::string good = ValidStoreBytes(dir);
+  ASSERT_TRUE(ReadFromBytes(dir, good).ok());
+  const size_t step = std::max<size_t>(1, good.size() / 300);
+  for (size_t n = 0; n < good.size(); n += step) {
+    Status st = ReadFromBytes(dir, good.substr(0, n));
+    ASSERT_FALSE(st.ok()) << "truncated at " << n;
+    EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
+  }
+  for (size_t at = 0; at < good.size(); at += step) {
+    std::string bad = good;
+    bad[at] ^= 0x5a;
+    Status st = ReadFromBytes(dir, bad);
+    ASSERT_FALSE(st.ok()) << "byte " << at << " flipped";
+    EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
+  }
+}
+
+// Found by store_file_fuzz: empty arrays were read with memcpy from a null
+// vector (undefined behaviour that the sanitizer build reports).
+TEST(StoreFile, EmptyArraysRoundTrip) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore s;
+  ASSERT_TRUE(Compile(dir.path, &s).ok());
+  s.eos_ids.clear();
+  s.unless_data.clear();
+  s.unless_offsets.assign(s.num_terminals + 1, 0);
+  s.row_bits.clear();
+  for (size_t r = 0; r < s.row_kind.size(); ++r) {
+    if (s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset)) s.row_offset[r] = s.row_length[r] = 0;
+  }
+  ASSERT_TRUE(WriteStoreFile(s, dir.path + "e.cfgm").ok());
+  CompiledStore r;
+  Status st = ReadStoreFile(dir.path + "e.cfgm", &r);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(r.eos_ids.empty());
+  EXPECT_TRUE(r.row_bits.empty());
+}
+
+// Stores whose checksum is right but whose tables point out of range (as a
+// forger, or a buggy writer, would make them) are refused before a session
+// can follow an index.  WriteStoreFile computes a valid checksum for any
+// CompiledStore, so each case edits one field of a real store.
+TEST(StoreFile, ForgedTablesRejected) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore good;
+  ASSERT_TRUE(Compile(dir.path, &good).ok());
+  ASSERT_FALSE(good.step_to.empty());
+  ASSERT_FALSE(good.cand_item.empty());
+  ASSERT_FALSE(good.row_kind.empty());
+  int32_t reduce_rule = -1;  // a rule with a non-empty right side
+  for (size_t r = 0; r < good.rule_length.size(); ++r) {
+    if (good.rule_length[r] > 0) reduce_rule = static_cast<int32_t>(r);
+  }
+  ASSERT_GE(reduce_rule, 0);
+  int32_t emit_item = -1;
+  for (size_t i = 0; i < good.item_kind.size(); ++i) {
+    if (good.item_kind[i] == 0) emit_item = static_cast<int32_t>(i);
+  }
+  ASSERT_GE(emit_item, 0);
+  const std::vector<std::pair<const char*, std::function<void(CompiledStore*)>>> edits = {
+      {"lexer transition", [](CompiledStore* s) { s->step_to[0] = s->num_lex_states; }},
+      {"candidate item", [](CompiledStore* s) { s->cand_item[0] = -1; }},
+      {"row kind", [](CompiledStore* s) { s->row_kind[0] = 7; }},
+      {"row offset", [](CompiledStore* s) { s->row_offset[0] = -5; }},
+      {"token offsets", [](CompiledStore* s) { std::swap(s->token_offsets[1], s->token_offsets[2]); }},
+      {"item terminal", [](CompiledStore* s) { s->item_terminal[0] = s->num_terminals; }},
+      {"goto", [](CompiledStore* s) { s->goto_table[0] = s->num_states; }},
+      {"indenter", [](CompiledStore* s) { s->indenter_nl = s->num_terminals + 3; }},
+      {"initial state", [](CompiledStore* s) { s->initial_lex_state = s->num_lex_states; }},
+      {"tail item", [emit_item](CompiledStore* s) {
+         for (int32_t& t : s->tail_item) t = emit_item;
+       }},
+      {"reduction deeper than the stack", [reduce_rule](CompiledStore* s) {
+         for (int32_t t = 0; t < s->num_parse_terminals; ++t) {
+           s->action[static_cast<size_t>(s->start_state) * s->num_parse_terminals + t] =
+               -(reduce_rule + 1);
+         }
+       }},
+  };
+  for (const auto& [what, edit] : edits) {
+    CompiledStore s = good;
+    edit(&s);
+    const std::string path = dir.path + "forged.cfgm";
+    ASSERT_TRUE(WriteStoreFile(s, path).ok()) << what;
+    CompiledStore r;
+    Status st = ReadStoreFile(path, &r);
+    EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << what << ": " << st.ToString();
+    EXPECT_NE(st.message().find("inconsistent store"), std::string::npos) << what << ": " << st.message();
+  }
+  // The unedited store loads and runs.
+  ASSERT_TRUE(WriteStoreFile(good, dir.path + "good.cfgm").ok());
+  CompiledStore r;
+  ASSERT_TRUE(ReadStoreFile(dir.path + "good.cfgm", &r).ok());
+  Session session(&r);
+  EXPECT_FALSE(session.Mask().empty());
+}
+
+}  // namespace
+}  // namespace cfgmask
