@@ -47,7 +47,7 @@ constexpr int kExitUsage = 2;   // error on user input
 
 const char kUsage[] =
     "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-    "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--quiet] "
+    "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--threads N] [--quiet] "
     "-o OUT.cfgm\n"
     "       cfgmask stats   STORE.cfgm [--json]\n"
     "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
@@ -72,9 +72,9 @@ struct CommandSpec {
 const CommandSpec kCommands[] = {
     {"compile",
      "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--quiet] "
+     "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--threads N] [--quiet] "
      "-o OUT.cfgm",
-     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "-o"},
+     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--threads", "-o"},
      {"--no-streamline", "--quiet"},
      1,
      1},
@@ -408,6 +408,9 @@ int Compile(const CommandSpec& spec, const Args& args) {
     return kExitUsage;
   }
   options.max_lexer_states = static_cast<int32_t>(max_lexer_states);
+  int64_t threads = 0;  // 0: all cores; the store is the same for any count
+  if (!IntFlag(spec, args, "--threads", 0, 0, 1024, &threads)) return kExitUsage;
+  options.num_threads = static_cast<int32_t>(threads);
   const bool quiet = args.Has("--quiet");
   const bool streamline = !args.Has("--no-streamline");
 

@@ -275,6 +275,43 @@ def test_stats_json(store):
     assert r.returncode == 0 and "LALR states" in r.stdout
 
 
+def test_stats_streamlining_steps(store, tmp_path):
+    """Rows after each streamlining step; --no-streamline records none."""
+    s = json.loads(run("stats", store, "--json").stdout)
+    sl = s["streamlining"]
+    assert sl["applied"] is True
+    names = [step["step"] for step in sl["steps"]]
+    assert names == ["nfa_transition", "delete_never_legal", "fold_always_legal"]
+    rows = [step["rows"] for step in sl["steps"]]
+    assert rows[0] == s["rows_before_streamlining"] > rows[1] >= rows[2] == s["rows"]
+    plain = tmp_path / "plain.cfgm"
+    grammar = tmp_path / "json.lark"
+    grammar.write_text(JSON_GRAMMAR)
+    r = run("compile", grammar, "--tokenizer", TOK, "--no-streamline", "--quiet", "-o", plain)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(run("stats", plain, "--json").stdout)
+    assert p["streamlining"]["applied"] is False
+    assert [st["step"] for st in p["streamlining"]["steps"]] == ["nfa_transition"]
+    assert p["rows"] == rows[0]
+
+
+def test_compile_threads_same_store(store, tmp_path):
+    """The walk's thread count does not change the store."""
+    grammar = tmp_path / "json.lark"
+    grammar.write_text(JSON_GRAMMAR)
+    outs = []
+    for n in ("1", "2"):
+        out = tmp_path / f"t{n}.cfgm"
+        r = run("compile", grammar, "--tokenizer", TOK, "--threads", n, "--quiet", "-o", out)
+        assert r.returncode == 0, r.stderr
+        outs.append(json.loads(run("stats", out, "--json").stdout))
+    for key in ("rows", "lexer_states", "nfa_transition_entries", "row_kinds", "sequences"):
+        assert outs[0][key] == outs[1][key], key
+    r = run("compile", grammar, "--tokenizer", TOK, "--threads", "x", "-o", tmp_path / "x.cfgm")
+    assert r.returncode == 2 and "option --threads" in r.stderr and r.stdout == ""
+    assert not (tmp_path / "x.cfgm").exists()
+
+
 # ------------------------------------------------------------------ check
 
 
