@@ -8,7 +8,9 @@
 // the same folder, links and renames it, so a killed compile never leaves a
 // partial store (WriteFileAtomically).  Tested by store_file_test.cc and
 // tests/fuzz/store_file_fuzz.cc.
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -347,6 +349,26 @@ bool WriteAll(int fd, const std::string& bytes) {
   return true;
 }
 
+// Removes `path`.tmp.<pid> files left by writers that no longer run: a
+// writer killed between linking its complete temporary file and renaming
+// it over `path` leaves one (complete, but under a temporary name).
+void RemoveStaleTemporaries(const std::string& dir, const std::string& base) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string prefix = base + ".tmp.";
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(digits.c_str(), nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      unlink((dir + name).c_str());
+    }
+  }
+  closedir(d);
+}
+
 // Writes `head` + `body` to `path` so that a reader (or a later run, after
 // this process is killed at any instant) sees either the old file or the
 // complete new one.  The bytes go to an unnamed file in the same folder
@@ -358,6 +380,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& head,
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  RemoveStaleTemporaries(dir, path.substr(slash == std::string::npos ? 0 : slash + 1));
   bool named = false;
   int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {

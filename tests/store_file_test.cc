@@ -164,7 +164,7 @@ TEST(StoreFile, KilledCompileLeavesOldStore) {
   ASSERT_NE(old_terminals, new_store.terminal_names.size());
 
   const std::string env = "CFGMASK_STORE_FILE_TEST_CHILD=" + dir.path;
-  int replaced = 0;
+  int replaced = 0, strays = 0;
   for (int round = 0; round < 12; ++round) {
     // Put the old store back, start the child, and once it is running kill
     // it after 0..~100 ms: at any point of its compile-and-write loop.
@@ -193,10 +193,19 @@ TEST(StoreFile, KilledCompileLeavesOldStore) {
     ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited with " << WEXITSTATUS(wstatus);
     // Whatever instant the kill hit: no partial file, and the store is the
-    // old one or a complete new one.
+    // old one or a complete new one.  A kill between linking the complete
+    // temporary file and renaming it leaves that file under its temporary
+    // name: it must be complete (it loads), and the next write removes it.
     std::vector<std::string> files;
     for (const auto& e : std::filesystem::directory_iterator(dir.path + "out")) {
-      files.push_back(e.path().filename().string());
+      const std::string name = e.path().filename().string();
+      if (name.rfind("store.cfgm.tmp.", 0) == 0) {
+        CompiledStore stray;
+        EXPECT_TRUE(ReadStoreFile(e.path().string(), &stray).ok()) << "partial " << name;
+        ++strays;
+        continue;
+      }
+      files.push_back(name);
     }
     EXPECT_EQ(files, std::vector<std::string>{"store.cfgm"}) << "round " << round;
     CompiledStore loaded;
@@ -209,7 +218,15 @@ TEST(StoreFile, KilledCompileLeavesOldStore) {
       EXPECT_EQ(ReadBytes(path), old_bytes);
     }
   }
-  std::printf("new store in place after %d of 12 kills\n", replaced);
+  std::printf("new store in place after %d of 12 kills; %d complete temporaries left\n",
+              replaced, strays);
+  // The next write removes the temporaries of writers that no longer run.
+  ASSERT_TRUE(WriteStoreFile(old_store, path).ok());
+  std::vector<std::string> after;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path + "out")) {
+    after.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(after, std::vector<std::string>{"store.cfgm"});
 }
 
 // Byte offsets of the header fields.

@@ -20,6 +20,7 @@
 #include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "runtime/cli.h"
+#include "runtime/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
 #include "runtime/session.h"
@@ -123,13 +124,38 @@ py::dict StoreStats(const CompiledStore& s) {
   seconds["lalr"] = s.stats.seconds_lalr;
   seconds["automaton"] = s.stats.seconds_automaton;
   seconds["store"] = s.stats.seconds_store;
+  seconds["streamline"] = s.stats.seconds_streamline;
   d["seconds"] = seconds;
+  // Rows after each streamlining step (the same figures as `cfgmask stats --json`).
+  py::list steps;
+  py::dict first;
+  first["step"] = "nfa_transition";
+  first["rows"] = s.stats.rows_before_streamlining;
+  first["row_bytes"] = s.stats.row_bytes_before;
+  steps.append(first);
+  if (s.stats.streamlined) {
+    py::dict never, fold;
+    never["step"] = "delete_never_legal";
+    never["rows"] = s.stats.rows_before_streamlining - s.stats.rows_deleted;
+    never["rows_deleted"] = s.stats.rows_deleted;
+    steps.append(never);
+    fold["step"] = "fold_always_legal";
+    fold["rows"] = s.stats.rows_after_fold;
+    fold["row_bytes"] = s.stats.row_bytes_after;
+    fold["rows_folded"] = s.stats.fold_proved;
+    steps.append(fold);
+  }
+  py::dict streamlining;
+  streamlining["applied"] = s.stats.streamlined != 0;
+  streamlining["steps"] = steps;
+  d["streamlining"] = streamlining;
   return d;
 }
 
 StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& tokenizer_path,
                           const std::string& start, const std::string& indenter,
-                          int32_t max_lexer_states, const std::vector<std::string>& import_paths) {
+                          int32_t max_lexer_states, const std::vector<std::string>& import_paths,
+                          bool streamline) {
   CompileOptions options;
   options.start = start;
   options.indenter = indenter;
@@ -139,7 +165,7 @@ StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& to
   Status st;
   {
     py::gil_scoped_release release;
-    st = CompileStore(grammar_path, tokenizer_path, options, store.get());
+    st = CompileGrammar(grammar_path, tokenizer_path, options, streamline, store.get());
   }
   ThrowIfError(st);
   return store;
@@ -259,7 +285,8 @@ PYBIND11_MODULE(_core, m) {
       .def_static("compile", &CompileStoreFile, py::arg("grammar_path"), py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
-                  py::arg("import_paths") = std::vector<std::string>{})
+                  py::arg("import_paths") = std::vector<std::string>{},
+                  py::arg("streamline") = true)
       .def_static("load", &LoadStoreFile, py::arg("path"))
       .def(
           "save",

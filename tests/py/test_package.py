@@ -220,3 +220,20 @@ def test_matchers_on_threads(store):
         th.join()
     for a, b in zip(alone, results):
         assert np.array_equal(a, b)
+
+
+def test_streamlining_off_gives_the_same_masks(store):
+    """streamline=False keeps every row; the masks are the same at every step."""
+    st = store.stats()["streamlining"]
+    assert st["applied"] and [s["step"] for s in st["steps"]] == [
+        "nfa_transition", "delete_never_legal", "fold_always_legal"]
+    plain = cfgmask.compile_grammar(JSON_GRAMMAR, TOK, streamline=False)
+    ps = plain.stats()
+    assert not ps["streamlining"]["applied"]
+    assert ps["rows"] == st["steps"][0]["rows"] > store.stats()["rows"]
+    text = b'{"a": [1, -2.5, true, null], "b": {"c": "d"}, "e": []}'
+    a, b = cfgmask.GrammarMatcher(plain), cfgmask.GrammarMatcher(store)
+    for i in range(len(text)):
+        assert np.array_equal(mask_of(a), mask_of(b)), i
+        assert a.accept_string(text[i:i + 1]) and b.accept_string(text[i:i + 1])
+    assert np.array_equal(mask_of(a), mask_of(b)) and a.can_end() and b.can_end()

@@ -38,7 +38,7 @@ __all__ = [
 def compile_grammar(grammar: Union[str, os.PathLike], tokenizer_path: Union[str, os.PathLike],
                     start: str = "", indenter: str = "auto",
                     max_lexer_states: int = 2_000_000,
-                    import_paths: Sequence[str] = ()) -> Store:
+                    import_paths: Sequence[str] = (), streamline: bool = True) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `grammar` is a path to a .lark file, or the grammar text itself (anything
@@ -46,20 +46,22 @@ def compile_grammar(grammar: Union[str, os.PathLike], tokenizer_path: Union[str,
     a text grammar are reported against ``<string>``.  `%import` looks in
     `import_paths`, else in $CFGMASK_LARK_GRAMMARS, else in Lark's own
     grammars folder.  `start` is the start
-    rule ("" = ``start``); `indenter` is "auto", "python" or "none".
+    rule ("" = ``start``); `indenter` is "auto", "python" or "none";
+    `streamline=False` keeps the store unstreamlined (masks are identical
+    either way; the streamlined store has fewer rows).
     """
     grammar = os.fspath(grammar)
     tokenizer_path = os.fspath(tokenizer_path)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer_path, start, indenter, max_lexer_states,
-                             list(import_paths))
+                             list(import_paths), streamline)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(grammar)
         try:
             return Store.compile(path, tokenizer_path, start, indenter, max_lexer_states,
-                                 list(import_paths))
+                                 list(import_paths), streamline)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:
