@@ -12,9 +12,7 @@
 #include "parser/lalr.h"
 
 namespace cfgmask {
-namespace {
-
-VocabTrie TrieOf(const CompiledStore& store) {
+VocabTrie StoreVocabTrie(const CompiledStore& store) {
   Vocabulary v;
   v.tokens.reserve(store.vocab_size);
   for (int32_t t = 0; t < store.vocab_size; ++t) v.tokens.emplace_back(store.TokenBytes(t));
@@ -23,9 +21,7 @@ VocabTrie TrieOf(const CompiledStore& store) {
   return VocabTrie::Build(v);
 }
 
-}  // namespace
-
-Segmenter::Segmenter(const CompiledStore& store) : trie_(TrieOf(store)) {}
+Segmenter::Segmenter(const CompiledStore& store) : trie_(StoreVocabTrie(store)) {}
 
 void Segmenter::Matches(std::string_view rest,
                         std::vector<std::pair<int32_t, int32_t>>* out) const {

@@ -53,6 +53,9 @@ struct Segment {
   int32_t length = 0;   // bytes covered
 };
 
+// The byte trie of a store's vocabulary (special tokens marked as such).
+VocabTrie StoreVocabTrie(const CompiledStore& store);
+
 class Segmenter {
  public:
   explicit Segmenter(const CompiledStore& store);

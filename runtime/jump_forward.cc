@@ -6,23 +6,12 @@
 #include <span>
 
 #include "lexer/tokenizer.h"
+#include "runtime/cli.h"
 
 namespace cfgmask {
-namespace {
-
-VocabTrie StoreTrie(const CompiledStore& store) {
-  Vocabulary v;
-  v.tokens.reserve(store.vocab_size);
-  for (int32_t t = 0; t < store.vocab_size; ++t) v.tokens.emplace_back(store.TokenBytes(t));
-  v.special = store.token_special;
-  v.special.resize(store.vocab_size, 0);
-  return VocabTrie::Build(v);
-}
-
-}  // namespace
 
 JumpForwarder::JumpForwarder(const CompiledStore& store)
-    : trie_(StoreTrie(store)) {}
+    : trie_(StoreVocabTrie(store)) {}
 
 void JumpForwarder::Matches(std::string_view rest,
                             std::vector<std::pair<int32_t, int32_t>>* out) const {

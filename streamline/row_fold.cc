@@ -64,20 +64,9 @@ class Prover {
   // accept the items r[0..n)?
   bool ProveAfterEmit(int32_t emit, const int32_t* r, int32_t n) {
     possible_ = false;
-    const int32_t t = s_.item_terminal[emit];
-    if (s_.terminal_ignored[t]) return false;  // the parser state is not known
-    std::vector<int32_t> types{t};
-    const int32_t f = s_.item_full[emit];
-    for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i)
-      types.push_back(s_.set_data[i]);
-    int32_t base_slot = INT32_MAX;
-    for (int32_t i = 0; i < n; ++i)
-      if (s_.item_kind[r[i]] == kEmitItem) {
-        base_slot = s_.item_slot[r[i]];
-        break;
-      }
-    steps_ = 0;
-    exceeded_ = false;
+    std::vector<int32_t> types;
+    int32_t base_slot;
+    if (!Start(emit, r, n, &types, &base_slot)) return false;  // the parser state is not known
     for (int32_t type : types) {
       if (type == s_.indenter_nl && s_.indenter_nl >= 0) return false;
       for (int32_t k : after_[type]) {
@@ -94,20 +83,9 @@ class Prover {
   // counts as possible.  False only when no configuration can.
   bool PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t n) {
     possible_ = true;
-    const int32_t t = s_.item_terminal[emit];
-    if (s_.terminal_ignored[t]) return true;
-    std::vector<int32_t> types{t};
-    const int32_t f = s_.item_full[emit];
-    for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i)
-      types.push_back(s_.set_data[i]);
-    int32_t base_slot = INT32_MAX;
-    for (int32_t i = 0; i < n; ++i)
-      if (s_.item_kind[r[i]] == kEmitItem) {
-        base_slot = s_.item_slot[r[i]];
-        break;
-      }
-    steps_ = 0;
-    exceeded_ = false;
+    std::vector<int32_t> types;
+    int32_t base_slot;
+    if (!Start(emit, r, n, &types, &base_slot)) return true;  // the parser state is not known
     for (int32_t type : types) {
       if (type == s_.indenter_nl && s_.indenter_nl >= 0) return true;
       for (int32_t k : after_[type]) {
@@ -120,6 +98,29 @@ class Prover {
   bool exceeded() const { return exceeded_; }
 
  private:
+  // A query's start: the terminals the Emit can be fed as (itself or a
+  // keyword it is retyped to) and the first slot opened inside r (Hits of
+  // earlier slots are not known).  False when the Emit is %ignore'd: the
+  // parser state it leaves is not known.
+  bool Start(int32_t emit, const int32_t* r, int32_t n, std::vector<int32_t>* types,
+             int32_t* base_slot) {
+    steps_ = 0;
+    exceeded_ = false;
+    const int32_t t = s_.item_terminal[emit];
+    if (s_.terminal_ignored[t]) return false;
+    types->assign(1, t);
+    const int32_t f = s_.item_full[emit];
+    for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i)
+      types->push_back(s_.set_data[i]);
+    *base_slot = INT32_MAX;
+    for (int32_t i = 0; i < n; ++i)
+      if (s_.item_kind[r[i]] == kEmitItem) {
+        *base_slot = s_.item_slot[r[i]];
+        break;
+      }
+    return true;
+  }
+
   bool InAlt(int32_t state, int32_t t) const {
     return (s_.scanner_alt[static_cast<size_t>(state) * s_.scanner_words + t / 64] >> (t & 63)) & 1;
   }
