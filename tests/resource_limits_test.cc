@@ -27,24 +27,6 @@
 namespace cfgmask {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  static const std::string dir = [] {
-    std::string pattern = testing::TempDir() + "cfgmask_limits_XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    return made ? std::string(made) + "/" : testing::TempDir();
-  }();
-  return dir + name;
-}
-
-class RemoveTempDir : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(std::filesystem::path(TempPath("x")).parent_path(), ignored);
-  }
-};
-const testing::Environment* const kRemoveTempDir =
-    testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 Grammar Read(const std::string& text) {
   Grammar g;

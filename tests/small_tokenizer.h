@@ -4,6 +4,10 @@
 #ifndef CFGMASK_TESTS_SMALL_TOKENIZER_H_
 #define CFGMASK_TESTS_SMALL_TOKENIZER_H_
 
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,6 +41,27 @@ inline std::string SmallTokenizerJson() {
 inline void WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
+
+// A path in this test binary's own temporary folder, made on first use and
+// removed when the tests end.
+inline std::string TempPath(const std::string& name) {
+  static const std::string dir = [] {
+    std::string pattern = testing::TempDir() + "cfgmask_test_XXXXXX";
+    char* made = mkdtemp(pattern.data());
+    return made ? std::string(made) + "/" : testing::TempDir();
+  }();
+  return dir + name;
+}
+
+class RemoveTempDir : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(TempPath("x")).parent_path(), ignored);
+  }
+};
+inline const testing::Environment* const kRemoveTempDir =
+    testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 }  // namespace cfgmask
 

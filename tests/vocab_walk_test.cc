@@ -46,25 +46,6 @@ std::string Env(const char* name) {
   const std::string var = Env(name);                                        \
   if (var.empty()) GTEST_SKIP() << name << " not set (source .cache/env.sh)"
 
-std::string TempPath(const std::string& name) {
-  static const std::string dir = [] {
-    std::string pattern = testing::TempDir() + "cfgmask_walk_XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    return made ? std::string(made) + "/" : testing::TempDir();
-  }();
-  return dir + name;
-}
-
-class RemoveTempDir : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(std::filesystem::path(TempPath("x")).parent_path(), ignored);
-  }
-};
-const testing::Environment* const kRemoveTempDir =
-    testing::AddGlobalTestEnvironment(new RemoveTempDir);
-
 std::string GrammarFile(const std::string& name, const std::string& text) {
   const std::string path = TempPath(name);
   WriteTextFile(path, text);
