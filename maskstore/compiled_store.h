@@ -24,7 +24,7 @@
 
 namespace cfgmask {
 
-constexpr uint32_t kStoreFormatVersion = 2;
+constexpr uint32_t kStoreFormatVersion = 3;
 
 enum class RowKind : int32_t {
   kList = 0,        // sorted token ids
@@ -92,12 +92,22 @@ struct CompiledStore {
   std::vector<int32_t> row_seq, row_kind, row_offset, row_length;
   std::vector<int32_t> row_tokens;              // kList / kComplement payload
   std::vector<uint32_t> row_bits;               // kBitset payload
+  // Simulated tokens: a token whose lexing from a root branches into more
+  // hypotheses than CompileOptions::max_walk_hypotheses (e.g. a run of "="
+  // where "=" and "==" are both terminals: Fibonacci many splits) has no
+  // rows under that root; the runtime checks it by simulation instead (the
+  // parser prunes the splits as they appear).  Per root, sim_token lists such
+  // tokens and sim_row the row holding just that token, one of the rows past
+  // root_row_offsets[num_roots] that belong to no root.
+  std::vector<int32_t> root_sim_offsets;        // per root, into sim_* (num_roots + 1)
+  std::vector<int32_t> sim_token, sim_row;
 
   // Statistics (cfgmask stats).
   struct Stats {
     double seconds_grammar = 0, seconds_lalr = 0, seconds_automaton = 0, seconds_store = 0;
     int64_t nfa_transition_entries = 0;  // (root, token, S) triples
     int64_t rows_before_streamlining = 0;
+    int64_t simulated_pairs = 0;         // (root, token) pairs checked by simulation
     // The merge pass (streamline/row_fold.h); streamlined = 0 when it did not run.
     int64_t streamlined = 0;
     int64_t rows_deleted = 0, never_queries = 0;  // never-legal rows deleted

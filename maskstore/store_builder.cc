@@ -339,6 +339,8 @@ struct RootWalk {
   bool over_time = false;
   std::vector<EncodedRow> encoded;
   std::vector<NfaTransitionEntry> record;
+  std::vector<WalkTask> deferred;   // subtrees with too many hypotheses
+  std::vector<int32_t> sim_tokens;  // their tokens, sorted at the merge
 };
 
 // Token-end data computed in the serial phase, read by the passes: per
@@ -368,6 +370,7 @@ struct WalkShared {
   std::chrono::steady_clock::time_point deadline;
   bool has_deadline;
   bool recording;
+  int32_t max_hypotheses;
 };
 
 // Runs the pending tasks of one root as far as the automaton allows; misses
@@ -394,6 +397,13 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
         continue;
       }
       if (level[d].empty()) {
+        n = trie.subtree_end(n);
+        continue;
+      }
+      if (static_cast<int32_t>(level[d].size()) > sh.max_hypotheses) {
+        // Too many lexings: every token below n is simulated at run time
+        // (the serial phase walks the subtree collapsed, for the automaton).
+        r->deferred.push_back({n, trie.subtree_end(n), level[d - 1]});
         n = trie.subtree_end(n);
         continue;
       }
@@ -639,7 +649,8 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                           options.max_store_entries,
                           deadline,
                           options.max_seconds > 0,
-                          options.record != nullptr};
+                          options.record != nullptr,
+                          std::max(1, options.max_walk_hypotheses)};
   std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
   std::vector<int32_t> roots;
   auto add_root = [&](int32_t q) {
@@ -684,6 +695,27 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   std::vector<WalkState> scratch_out;
   std::vector<int32_t> slot_map;
   int64_t entries = 0;
+  std::vector<std::vector<WalkState>> dlevel(trie.max_depth() + 2);
+  // The compaction and Tail of lexer state q, where a token ends.
+  auto compute_end = [&](int32_t q) -> Status {
+    ends.Grow(a->num_states());
+    if (ends.compact_to[q] < 0) {
+      const int32_t to = a->CompactSlots(q, &slot_map);
+      if (to < 0) {
+        return Status(ErrorCode::kResourceLimit,
+                      grammar_path + ": more than " + std::to_string(ao.max_lexer_states) +
+                          " lexer states (max_lexer_states, --max-lexer-states)");
+      }
+      ends.compact_to[q] = to;
+      ends.compact_map[q] = a->InternSet(slot_map);
+    }
+    if (!ends.tail_done[q]) {
+      ends.tail[q] = a->Tail(q);
+      ends.tail_done[q] = 1;
+    }
+    return Status::Ok();
+  };
+  s.root_sim_offsets.assign(1, 0);
   for (size_t next = 0; next < roots.size();) {
     if (static_cast<int64_t>(roots.size()) > options.max_roots) {
       return Status(ErrorCode::kResourceLimit,
@@ -723,23 +755,60 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                        &scratch_out);
             continue;
           }
-          ends.Grow(a->num_states());
-          if (ends.compact_to[req.q] < 0) {
-            const int32_t to = a->CompactSlots(req.q, &slot_map);
-            if (to < 0) {
-              return Status(ErrorCode::kResourceLimit,
-                            grammar_path + ": more than " + std::to_string(ao.max_lexer_states) +
-                                " lexer states (max_lexer_states, --max-lexer-states)");
-            }
-            ends.compact_to[req.q] = to;
-            ends.compact_map[req.q] = a->InternSet(slot_map);
-          }
-          if (!ends.tail_done[req.q]) {
-            ends.tail[req.q] = a->Tail(req.q);
-            ends.tail_done[req.q] = 1;
-          }
+          CFGMASK_RETURN_IF_ERROR(compute_end(req.q));
         }
         r->requests.clear();
+        // Subtrees left to simulation: walk them with the hypotheses
+        // collapsed to (lexer state, last Emit, column), which computes every
+        // automaton transition and token end the runtime will need, and
+        // finds the lexer states where their tokens end (new roots).
+        for (const WalkTask& task : r->deferred) {
+          const int32_t d0 = trie.depth(task.first);
+          auto& lv0 = dlevel[d0 - 1];
+          lv0.clear();
+          for (const WalkState& ws : task.base) {
+            lv0.push_back({ws.q, 0, ws.last_emit >= 0 ? scratch.Item(r->in.item_list[ws.last_emit]) : -1,
+                           ws.col});
+          }
+          for (int32_t n = task.first; n < task.end;) {
+            const int32_t d = trie.depth(n);
+            auto& cur = dlevel[d];
+            cur.clear();
+            for (const WalkState& ws : dlevel[d - 1]) {
+              ComputingAccess acc{a.get()};
+              scratch_out.clear();
+              AdvanceOne(walk, acc, &scratch, ws, trie.byte(n), &hits, &scratch_out);
+              for (WalkState w : scratch_out) {
+                w.seq = 0;
+                cur.push_back(w);
+              }
+            }
+            auto key = [](const WalkState& w) {
+              return std::tie(w.q, w.last_emit, w.col.absolute, w.col.value);
+            };
+            std::sort(cur.begin(), cur.end(),
+                      [&](const WalkState& x, const WalkState& y) { return key(x) < key(y); });
+            cur.erase(std::unique(cur.begin(), cur.end(),
+                                  [&](const WalkState& x, const WalkState& y) { return key(x) == key(y); }),
+                      cur.end());
+            if (a->num_states() >= ao.max_lexer_states) break;  // reported below
+            if (cur.empty()) {
+              n = trie.subtree_end(n);
+              continue;
+            }
+            auto toks = trie.tokens_at(n);
+            if (!toks.empty()) {
+              for (const WalkState& ws : cur) {
+                CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
+                const int32_t to = ends.compact_to[ws.q];
+                if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
+              }
+              r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());
+            }
+            ++n;
+          }
+        }
+        r->deferred.clear();
       }
       ends.Grow(a->num_states());
       if (a->num_states() >= ao.max_lexer_states) {
@@ -787,6 +856,10 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       }
       row_count += static_cast<int64_t>(r->encoded.size());
       s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+      std::sort(r->sim_tokens.begin(), r->sim_tokens.end());
+      r->sim_tokens.erase(std::unique(r->sim_tokens.begin(), r->sim_tokens.end()), r->sim_tokens.end());
+      s.sim_token.insert(s.sim_token.end(), r->sim_tokens.begin(), r->sim_tokens.end());
+      s.root_sim_offsets.push_back(static_cast<int32_t>(s.sim_token.size()));
       entries += r->entries;
       for (int32_t q : r->discovered) add_root(q);
       if (options.record != nullptr) {
@@ -804,6 +877,24 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     progress("store", static_cast<double>(next) / roots.size());
   }
   s.stats.nfa_transition_entries = entries;
+  // One single-token row per simulated token, past every root's rows.
+  {
+    std::unordered_map<int32_t, int32_t> row_of_token;
+    s.sim_row.resize(s.sim_token.size());
+    for (size_t i = 0; i < s.sim_token.size(); ++i) {
+      const int32_t t = s.sim_token[i];
+      auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
+      if (inserted) {
+        s.row_seq.push_back(0);
+        s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
+        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+        s.row_length.push_back(1);
+        s.row_tokens.push_back(t);
+      }
+      s.sim_row[i] = it->second;
+    }
+    s.stats.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
+  }
   s.stats.seconds_automaton = Since(t0);
 
   // End of input at each root.

@@ -43,6 +43,11 @@ struct CompileOptions {
   int64_t max_store_entries = 2000000000;  // nfa_transition (root, token, S) entries
   int64_t max_store_rows = 200000000;      // mask-store rows (root, S)
   double max_seconds = 0;                  // wall time of the whole compile; 0 = none
+  // A token whose walk from a root holds more lexing hypotheses than this
+  // at some byte is not given rows under that root: the runtime checks it by
+  // simulation (CompiledStore::sim_token).  Exact either way; this bounds the
+  // walk on tokens with exponentially many splits.
+  int32_t max_walk_hypotheses = 128;
   // Threads of the vocabulary walk: 0 = all cores, 1 = serial.  The store is
   // byte-identical for every value.
   int32_t num_threads = 0;

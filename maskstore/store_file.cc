@@ -132,6 +132,7 @@ bool Fields(IO& io, CompiledStore* s) {
   ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets) && io.Vec(&s->row_seq) &&
        io.Vec(&s->row_kind) && io.Vec(&s->row_offset) && io.Vec(&s->row_length) &&
        io.Vec(&s->row_tokens) && io.Vec(&s->row_bits);
+  ok = ok && io.Vec(&s->root_sim_offsets) && io.Vec(&s->sim_token) && io.Vec(&s->sim_row);
   ok = ok && io.Pod(&s->stats);
   return ok;
 }
@@ -323,6 +324,12 @@ bool Validate(const CompiledStore& s, std::string* why) {
     return fail("rows");
   }
   if (!all_in(s.row_tokens, 0, V)) return fail("row tokens");
+  if (!offsets_ok(s.root_sim_offsets, s.num_roots, s.sim_token.size()) ||
+      static_cast<size_t>(s.root_sim_offsets.back()) != s.sim_token.size() ||
+      s.sim_row.size() != s.sim_token.size() || !all_in(s.sim_token, 0, V) ||
+      !all_in(s.sim_row, s.root_row_offsets.back(), static_cast<int64_t>(rows))) {
+    return fail("simulated tokens");
+  }
   for (size_t r = 0; r < rows; ++r) {
     const int32_t kind = s.row_kind[r], off = s.row_offset[r], len = s.row_length[r];
     if (kind < 0 || kind > 2 || off < 0 || len < 0) return fail("rows");

@@ -383,6 +383,7 @@ void PrintSummary(const CompiledStore& s, const std::string& path) {
   std::printf("  store rows       %zu (list %" PRId64 ", complement %" PRId64 ", bitset %" PRId64
               ")\n",
               s.row_seq.size(), rc.list, rc.complement, rc.bitset);
+  std::printf("  simulated tokens %zu (root, token) pairs checked at run time\n", s.sim_token.size());
   std::printf("  streamlining     %s\n", StreamlineLine(s).c_str());
   std::printf("  size             %s on disk, %s in memory\n", Bytes(FileSize(path)).c_str(),
               Bytes(static_cast<int64_t>(s.MemoryBytes())).c_str());
@@ -467,6 +468,7 @@ int Stats(const CommandSpec& spec, const Args& args) {
   std::printf("  \"nfa_transition_entries\": %" PRId64 ",\n", t.nfa_transition_entries);
   std::printf("  \"rows\": %zu,\n", s.row_seq.size());
   std::printf("  \"rows_before_streamlining\": %" PRId64 ",\n", t.rows_before_streamlining);
+  std::printf("  \"simulated_pairs\": %zu,\n", s.sim_token.size());
   std::printf("  \"streamlining\": {\"applied\": %s, \"steps\": [\n"
               "    {\"step\": \"nfa_transition\", \"rows\": %" PRId64 ", \"row_bytes\": %" PRId64 "}",
               t.streamlined ? "true" : "false", t.rows_before_streamlining, t.row_bytes_before);

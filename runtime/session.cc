@@ -180,6 +180,11 @@ struct Sim {
 
 namespace {
 
+// AdvanceOne: hypotheses within one token before the parser prunes them,
+// and the most that may survive pruning.
+constexpr size_t kPruneHypotheses = 64;
+constexpr size_t kMaxHypotheses = 1 << 16;
+
 Sim MakeSim(const CompiledStore* s, const LiveState& l) {
   Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_bits};
   return sim;
@@ -340,6 +345,16 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       }
       if (fail_at == INT32_MAX) rows->push_back(r);
     }
+    // Tokens with too many lexings for rows: simulated from this hypothesis.
+    if (!s->root_sim_offsets.empty()) {
+      std::vector<LiveState> one = {l}, out;
+      for (int32_t i = s->root_sim_offsets[root]; i < s->root_sim_offsets[root + 1]; ++i) {
+        out.clear();
+        if (AdvanceOne(one, s->TokenBytes(s->sim_token[i]), &out).ok() && !out.empty()) {
+          rows->push_back(s->sim_row[i]);
+        }
+      }
+    }
   }
   *eos = CanEnd();
 }
@@ -443,6 +458,31 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       }
       cur.swap(next);
       if (cur.empty()) break;
+      // Splits multiply on tokens like "========" (Fibonacci many ways to cut
+      // it into "=" and "=="): past a few dozen hypotheses, drop those whose
+      // items so far the parser already rejects.  Exact: the items are
+      // applied in the same order below.
+      if (cur.size() > kPruneHypotheses) {
+        next.clear();
+        for (W& w : cur) {
+          Sim sim = MakeSim(s, l);
+          bool ok = true;
+          for (auto [item, col] : w.items) {
+            if (!sim.Item(item, l.col, col)) {
+              ok = false;
+              break;
+            }
+          }
+          if (ok) next.push_back(std::move(w));
+        }
+        cur.swap(next);
+        if (cur.size() > kMaxHypotheses) {
+          return Status(ErrorCode::kResourceLimit,
+                        "more than " + std::to_string(kMaxHypotheses) +
+                            " lexings of one token survive the parser");
+        }
+        if (cur.empty()) break;
+      }
     }
     for (const W& w : cur) {
       const int32_t q = s->compact_to[w.q];

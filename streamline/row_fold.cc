@@ -437,6 +437,16 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
   }
+  // The single-token rows of simulated tokens (no sequence: kept as they are).
+  {
+    std::unordered_map<int32_t, int32_t> row_of_token;
+    for (size_t i = 0; i < s.sim_token.size(); ++i) {
+      const int32_t t = s.sim_token[i];
+      auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
+      if (inserted) AppendRow(0, {t}, text_tokens, &s);
+      s.sim_row[i] = it->second;
+    }
+  }
   // Count the folded rows before the sequences are renumbered.
   for (int32_t r = 0; r < static_cast<int32_t>(old_seq.size()); ++r) {
     const int32_t seq = old_seq[r];

@@ -7,6 +7,9 @@
 //    segmentation is in its step's mask and EOS is allowed at the end;
 //  - random mutations (fixed seed): full-text acceptance equals Lark's;
 //  - the store's mask equals the per-token slow reference at random steps.
+// The corpus and the slow reference run again with a byte-level BPE
+// tokenizer (SmolLM2, 49,152 tokens), whose runs like "========" are checked
+// by simulation (CompiledStore::sim_token).
 // Quick sizes under CFGMASK_QUICK=1 (CI); full sizes otherwise.
 #include <gtest/gtest.h>
 
@@ -23,10 +26,9 @@ namespace {
 
 std::string SqlGrammar() { return std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/sql.lark"; }
 
-const CompiledStore* SqlStore() {
+const CompiledStore* SqlStore(const char* tokenizer_env = "CFGMASK_TOK_LLAMA_SPM") {
   Status st;
-  const CompiledStore* s =
-      CachedTestStore(SqlGrammar(), TestEnv("CFGMASK_TOK_LLAMA_SPM"), "start", &st);
+  const CompiledStore* s = CachedTestStore(SqlGrammar(), TestEnv(tokenizer_env), "start", &st);
   EXPECT_TRUE(st.ok()) << st.message();
   return s;
 }
@@ -96,6 +98,22 @@ TEST(SqlExactness, StoreMaskEqualsSlowReference) {
                        {"", "SELECT a, b FRO", "select * from t where x in (1,",
                         "INSERT INTO t VALUES ('a''", "create table t(x int"},
                        TestQuick() ? 3 : 10, 99);
+}
+
+TEST(SqlExactness, ByteLevelBpeCorpusAndSlowReference) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_SMOLLM2");
+  const CompiledStore* store = SqlStore("CFGMASK_TOK_SMOLLM2");
+  ASSERT_NE(store, nullptr);
+  EXPECT_GT(store->sim_token.size(), 0u);
+  std::vector<std::string> texts = SqlCorpus(TestQuick() ? 60 : 1500);
+  ASSERT_FALSE(texts.empty());
+  int accepted = ExpectTextsExact(store, texts, LarkVerdicts(SqlGrammar(), "start", "none", texts));
+  EXPECT_GT(accepted, static_cast<int>(texts.size()) * 9 / 10);
+  ExpectMaskEqualsSlow(store,
+                       {"", "SELECT a, b FRO", "select * from t where x ==", "SELECT 1 <<",
+                        "INSERT INTO t VALUES ('a''", "create virtual table v using m(a ="},
+                       TestQuick() ? 3 : 10, 17);
 }
 
 }  // namespace

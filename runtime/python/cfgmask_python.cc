@@ -109,6 +109,7 @@ py::dict StoreStats(const CompiledStore& s) {
   d["nfa_transition_entries"] = s.stats.nfa_transition_entries;
   d["rows"] = s.row_seq.size();
   d["rows_before_streamlining"] = s.stats.rows_before_streamlining;
+  d["simulated_pairs"] = s.sim_token.size();
   int64_t kinds[3] = {0, 0, 0};
   for (int32_t k : s.row_kind) {
     if (k >= 0 && k < 3) ++kinds[k];
