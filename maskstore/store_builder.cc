@@ -856,8 +856,12 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       }
       row_count += static_cast<int64_t>(r->encoded.size());
       s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+      // By bytes: the runtime walks them as a trie (Session::CheckSimulated).
       std::sort(r->sim_tokens.begin(), r->sim_tokens.end());
       r->sim_tokens.erase(std::unique(r->sim_tokens.begin(), r->sim_tokens.end()), r->sim_tokens.end());
+      std::stable_sort(r->sim_tokens.begin(), r->sim_tokens.end(), [&](int32_t x, int32_t y) {
+        return s.TokenBytes(x) < s.TokenBytes(y);
+      });
       s.sim_token.insert(s.sim_token.end(), r->sim_tokens.begin(), r->sim_tokens.end());
       s.root_sim_offsets.push_back(static_cast<int32_t>(s.sim_token.size()));
       entries += r->entries;

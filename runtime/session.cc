@@ -345,18 +345,101 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       }
       if (fail_at == INT32_MAX) rows->push_back(r);
     }
-    // Tokens with too many lexings for rows: simulated from this hypothesis.
-    if (!s->root_sim_offsets.empty()) {
-      std::vector<LiveState> one = {l}, out;
-      for (int32_t i = s->root_sim_offsets[root]; i < s->root_sim_offsets[root + 1]; ++i) {
-        out.clear();
-        if (AdvanceOne(one, s->TokenBytes(s->sim_token[i]), &out).ok() && !out.empty()) {
-          rows->push_back(s->sim_row[i]);
-        }
-      }
+    if (!s->root_sim_offsets.empty() && s->root_sim_offsets[root] < s->root_sim_offsets[root + 1]) {
+      CheckSimulated(l, root, rows);
     }
   }
   *eos = CanEnd();
+}
+
+// The simulated tokens of `root` (sorted by bytes) from hypothesis l, as a
+// walk over their trie: the lexing hypotheses of a shared prefix are
+// computed once, each carrying its parser simulation with the items applied
+// as they appear, so splits the parser rejects die at once and a dead
+// prefix skips every token below it.  Mirrors AdvanceOne byte for byte.
+void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows) const {
+  const CompiledStore* s = store_;
+  struct W {
+    int32_t q;
+    bool abs;
+    int32_t col;
+    Sim sim;
+  };
+  thread_local std::vector<std::vector<W>> levels;
+  if (levels.empty()) levels.resize(1);
+  levels[0].clear();
+  levels[0].push_back(W{l.q, false, 0, MakeSim(s, l)});
+  auto apply = [&](Sim* sim, int32_t hits_seq) {
+    for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
+      if (!sim->Item(s->seq_data[i], l.col)) return false;
+    }
+    return true;
+  };
+  std::string_view prev;
+  int32_t valid = 0;               // levels[0..valid] hold the hypotheses of prev's prefixes
+  int32_t dead_at = INT32_MAX;     // prev's prefix of this length has no hypothesis
+  for (int32_t i = s->root_sim_offsets[root]; i < s->root_sim_offsets[root + 1]; ++i) {
+    const std::string_view bytes = s->TokenBytes(s->sim_token[i]);
+    int32_t lcp = 0;
+    while (lcp < static_cast<int32_t>(std::min(bytes.size(), prev.size())) && bytes[lcp] == prev[lcp]) {
+      ++lcp;
+    }
+    prev = bytes;
+    if (dead_at <= lcp) continue;
+    dead_at = INT32_MAX;
+    valid = std::min(valid, lcp);
+    const int32_t len = static_cast<int32_t>(bytes.size());
+    if (static_cast<int32_t>(levels.size()) <= len) levels.resize(len + 1);
+    for (int32_t d = valid; d < len; ++d) {
+      const uint8_t b = static_cast<uint8_t>(bytes[d]);
+      std::vector<W>& next = levels[d + 1];
+      next.clear();
+      for (const W& w : levels[d]) {
+        int32_t hits = 0;
+        const int32_t to = FindStep(s, w.q, b, &hits);
+        if (to >= 0) {
+          W n{to, w.abs, w.col, w.sim};
+          if (apply(&n.sim, hits)) {
+            ColumnDelta c{n.abs, n.col};
+            c.Feed(b);
+            n.abs = c.absolute;
+            n.col = c.value;
+            next.push_back(std::move(n));
+          }
+        }
+        for (int32_t c = s->cand_offsets[w.q]; c < s->cand_offsets[w.q + 1]; ++c) {
+          const int32_t t = s->cand_terminal[c];
+          int32_t h2 = 0;
+          const int32_t q2 = FindStep(s, s->cand_to[c], b, &h2);
+          if (q2 < 0) continue;
+          int32_t col = INT32_MIN;
+          if (t == s->indenter_nl && s->indenter_nl >= 0) {
+            col = ColumnDelta::Resolve(w.abs, w.col, l.col);
+            if (col < 0) col = -1;
+          }
+          W n{q2, true, -1, w.sim};
+          if (!n.sim.Item(s->cand_item[c], l.col, col) || !apply(&n.sim, h2)) continue;
+          ColumnDelta cd{n.abs, n.col};
+          cd.Feed(b);
+          n.abs = cd.absolute;
+          n.col = cd.value;
+          next.push_back(std::move(n));
+        }
+      }
+      valid = d + 1;
+      if (next.empty()) {
+        dead_at = d + 1;
+        break;
+      }
+    }
+    if (dead_at != INT32_MAX) continue;
+    for (const W& w : levels[len]) {
+      if (s->compact_to[w.q] < 0) continue;
+      if (s->tail_item[w.q] >= 0 && !w.sim.TailOk(s->tail_item[w.q])) continue;
+      rows->push_back(s->sim_row[i]);
+      break;
+    }
+  }
 }
 
 void OrRows(const CompiledStore& s, const int32_t* rows, size_t n, uint32_t* mask) {

@@ -109,6 +109,9 @@ class Session {
   bool FinishOk(const LiveState& s, std::vector<int32_t>* trace = nullptr) const;
   Status AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
                     std::vector<LiveState>* out) const;
+  // Appends the rows of the simulated tokens of `root` that hypothesis `l`
+  // can read (CompiledStore::sim_token).
+  void CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows) const;
 
   const CompiledStore* store_;
   SessionLimits limits_;
