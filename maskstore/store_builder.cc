@@ -282,6 +282,59 @@ struct Request {
   LexItem last;
 };
 
+// Is lexer state q a dead end: the text cannot end at q, and no string of
+// at most `depth` bytes leads from it to a state that can end the text or
+// still has `depth` bytes to go?  A token must not end in such a state: e.g.
+// "Insert" + 0xC4 after a statement, where 0xC4 can only start "İ" or "ı"
+// (case-insensitive "i" under Python's Unicode rules) and any character
+// completing it vetoes INSERT's look-ahead (?![a-z0-9_$]|[^\x00-\x7f]).
+// With depth 4 every partial UTF-8 character is resolved.  Sound: "alive"
+// when unsure (depth exhausted or `budget` spent).  Serial phase only.
+class DeadEnds {
+ public:
+  explicit DeadEnds(TerminalAutomaton* a) : a_(a) {}
+  bool Dead(int32_t q) {
+    budget_ = 200000;
+    return DeadWithin(q, 4);
+  }
+
+ private:
+  bool DeadWithin(int32_t q, int32_t depth) {
+    if (depth == 0) return false;
+    const int64_t key = static_cast<int64_t>(q) * 8 + depth;
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    bool dead = a_->EndOfInput(q).empty();
+    // A common byte first: a live state usually answers at once.
+    static constexpr uint8_t kFirst[] = {' ', 'a', 'e', '0', '\n', '(', '_', 'x', ';', '"', '\''};
+    for (int k = 0; dead && k < static_cast<int>(sizeof(kFirst)) + 256; ++k) {
+      const uint8_t b = k < static_cast<int>(sizeof(kFirst)) ? kFirst[k]
+                                                           : static_cast<uint8_t>(k - sizeof(kFirst));
+      if (--budget_ < 0) return false;
+      const int32_t to = a_->Step(q, b, &hits_);
+      if (to >= 0 && !DeadWithin(to, depth - 1)) dead = false;
+      if (!dead) break;
+      const std::vector<int32_t> cands = a_->BoundaryCandidates(q);
+      for (int32_t t : cands) {
+        LexItem emit;
+        const int32_t q1 = a_->Boundary(q, t, &emit);
+        if (q1 < 0) continue;
+        const int32_t q3 = a_->Step(q1, b, &hits_);
+        if (q3 >= 0 && !DeadWithin(q3, depth - 1)) {
+          dead = false;
+          break;
+        }
+      }
+    }
+    if (budget_ >= 0) memo_[key] = dead;
+    return dead;
+  }
+  TerminalAutomaton* a_;
+  std::unordered_map<int64_t, bool> memo_;
+  std::vector<LexItem> hits_;
+  int64_t budget_ = 0;
+};
+
 // Advances a set of walk states by one byte with read-only automaton access.
 // Returns false when some state missed; its request is appended.
 bool AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState>& states,
@@ -350,6 +403,7 @@ struct TokenEndData {
   std::vector<int32_t> compact_map;
   std::vector<uint8_t> tail_done;
   std::vector<LexItem> tail;
+  std::vector<uint8_t> dead;         // no token may end here (LexicallyDead)
   bool Ready(int32_t q) const {
     return q < static_cast<int32_t>(tail_done.size()) && tail_done[q] && compact_to[q] >= 0;
   }
@@ -359,6 +413,7 @@ struct TokenEndData {
     compact_map.resize(n, 0);
     tail_done.resize(n, 0);
     tail.resize(n);
+    dead.resize(n, 0);
   }
 };
 
@@ -422,6 +477,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
           continue;
         }
         for (const WalkState& ws : level[d]) {
+          if (sh.ends->dead[ws.q]) continue;  // no text goes on from here
           const int32_t to = sh.ends->compact_to[ws.q];
           if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
           // The row's sequence: the walk state's items, then the Tail of
@@ -696,6 +752,7 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   std::vector<int32_t> slot_map;
   int64_t entries = 0;
   std::vector<std::vector<WalkState>> dlevel(trie.max_depth() + 2);
+  DeadEnds dead_ends(a.get());
   // The compaction and Tail of lexer state q, where a token ends.
   auto compute_end = [&](int32_t q) -> Status {
     ends.Grow(a->num_states());
@@ -708,6 +765,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
       }
       ends.compact_to[q] = to;
       ends.compact_map[q] = a->InternSet(slot_map);
+      ends.Grow(a->num_states());
+      ends.dead[q] = dead_ends.Dead(to);
+      ends.Grow(a->num_states());
     }
     if (!ends.tail_done[q]) {
       ends.tail[q] = a->Tail(q);
@@ -798,12 +858,15 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
             }
             auto toks = trie.tokens_at(n);
             if (!toks.empty()) {
+              bool any = false;
               for (const WalkState& ws : cur) {
                 CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
+                if (ends.dead[ws.q]) continue;
                 const int32_t to = ends.compact_to[ws.q];
                 if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
+                any = true;
               }
-              r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());
+              if (any) r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());
             }
             ++n;
           }
@@ -940,7 +1003,9 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
     s.cand_offsets.push_back(static_cast<int32_t>(s.cand_terminal.size()));
     s.num_slots[q] = a->NumOpenSlots(q);
     s.at_start[q] = a->AtTerminalStart(q);
-    if (q < static_cast<int32_t>(ends.compact_to.size()) && ends.compact_to[q] >= 0) {
+    // A dead end keeps -1: the runtime ends no token there either.
+    if (q < static_cast<int32_t>(ends.compact_to.size()) && ends.compact_to[q] >= 0 &&
+        !ends.dead[q]) {
       s.compact_to[q] = ends.compact_to[q];
       s.compact_map[q] = ends.compact_map[q];
     }

@@ -98,6 +98,7 @@ int64_t CompareWalks(const CompiledStore* a, const CompiledStore* b, bool slow, 
       }
       if (::testing::Test::HasFailure()) return compared;
       ++compared;
+      EXPECT_TRUE(!allowed.empty() || sa.CanEnd()) << "dead end after " << JsonQuote(sa.text());
       if (allowed.empty()) break;
       // Favour the long runs, the tokens this test is about.
       int32_t t = allowed[rng() % allowed.size()];

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "tests/exactness_harness.h"
@@ -111,9 +112,58 @@ TEST(SqlExactness, ByteLevelBpeCorpusAndSlowReference) {
   int accepted = ExpectTextsExact(store, texts, LarkVerdicts(SqlGrammar(), "start", "none", texts));
   EXPECT_GT(accepted, static_cast<int>(texts.size()) * 9 / 10);
   ExpectMaskEqualsSlow(store,
-                       {"", "SELECT a, b FRO", "select * from t where x ==", "SELECT 1 <<",
+                       {"", "SELECT a, b FRO", "select * from t where x ==", "SELECT 1 <<", "SELECT 1;\n\nInsert",
                         "INSERT INTO t VALUES ('a''", "create virtual table v using m(a ="},
                        TestQuick() ? 3 : 10, 17);
+}
+
+// Random walks over everything the mask allows, bytes that begin UTF-8
+// characters included: the mask never leads to a step with nothing allowed
+// (a token must not end where no text can go on, e.g. "Insert" + 0xC4 at a
+// statement start: 0xC4 begins only "İ"/"ı", whose completion vetoes
+// INSERT's look-ahead).
+TEST(SqlExactness, ByteLevelBpeNoDeadEnds) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_SMOLLM2");
+  const CompiledStore* store = SqlStore("CFGMASK_TOK_SMOLLM2");
+  ASSERT_NE(store, nullptr);
+  {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes("SELECT 1;\n\nInsert").ok());
+    EXPECT_FALSE(s.AdvanceBytes("\xc4").ok());
+    EXPECT_TRUE(s.AdvanceBytes(" INTO t VALUES(1)").ok());
+  }
+  std::mt19937 rng(5);
+  const int walks = TestQuick() ? 40 : 400;
+  int steps = 0;
+  for (int w = 0; w < walks; ++w) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes(w % 2 ? "SELECT a FROM t;\n" : "").ok());
+    for (int i = 0; i < 40; ++i) {
+      const std::vector<uint32_t> mask = s.Mask();
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < store->vocab_size; ++t) {
+        if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
+      }
+      ASSERT_TRUE(!allowed.empty() || s.CanEnd()) << "dead end after " << JsonQuote(s.text());
+      if (allowed.empty()) break;
+      // Every other step a token with a byte >= 0x80 when one is allowed.
+      std::vector<int32_t> high;
+      if (i % 2) {
+        for (int32_t t : allowed) {
+          for (unsigned char c : store->TokenBytes(t)) {
+            if (c >= 0x80) {
+              high.push_back(t);
+              break;
+            }
+          }
+        }
+      }
+      const std::vector<int32_t>& pool = high.empty() ? allowed : high;
+      ASSERT_TRUE(s.Advance(pool[rng() % pool.size()]).ok());
+      ++steps;
+    }
+  }
+  EXPECT_GT(steps, walks * 10);
 }
 
 }  // namespace

@@ -84,6 +84,8 @@ int64_t CompareRandomWalks(const StorePair& p, int walks, int max_steps, uint64_
     for (int i = 0; i < max_steps; ++i) {
       const std::vector<uint32_t> ma = a.Mask(), mb = b.Mask();
       EXPECT_EQ(ma, mb) << "walk " << w << " step " << i << " text: " << a.text();
+      EXPECT_TRUE(std::any_of(ma.begin(), ma.end(), [](uint32_t x) { return x != 0; }))
+          << "dead end: empty mask after " << a.text();
       if (::testing::Test::HasFailure()) return steps;
       ++steps;
       const int32_t t = DrawToken(*p.plain, ma, /*eos_bias=*/0.0, &rng, /*ascii_only=*/w % 2 == 0);

@@ -5,8 +5,10 @@
 //    nfa_transition entry (root q, token t) -> {(q', S)} the trie walk
 //    records equals what stepping t's bytes one at a time through the
 //    terminal automaton from q gives (the simulation below shares nothing
-//    with the walk: no trie, no interning, no suspension, no merge).  Both
-//    ways: no entry missing, none extra.
+//    with the walk: no trie, no interning, no suspension, no merge), less
+//    the hypotheses that end in a dead end (no text goes on from there,
+//    found breadth-first over all 4-byte continuations).  Both ways: no
+//    entry missing, none extra.
 //  - Determinism: the store compiled with 1 thread and with several is
 //    byte-identical (the recorded timings aside).
 //  - Resource limits of CompileOptions: each one stops the compile with
@@ -135,6 +137,43 @@ struct Hypothesis {
   }
 };
 
+// A token may not end in a dead end: a state where the text cannot end,
+// nor within the next 3 bytes, and from which no 4-byte string leads
+// anywhere.  Breadth-first over the sets of states 0..4 bytes away.
+bool DeadEndUncached(TerminalAutomaton* a, int32_t q) {
+  std::set<int32_t> level = {q};
+  for (int depth = 0; depth < 4; ++depth) {
+    std::set<int32_t> next;
+    for (int32_t s : level) {
+      if (!a->EndOfInput(s).empty()) return false;
+      std::vector<LexItem> hits;
+      const std::vector<int32_t> candidates = a->BoundaryCandidates(s);
+      for (int b = 0; b < 256; ++b) {
+        const int32_t s2 = a->Step(s, static_cast<uint8_t>(b), &hits);
+        if (s2 >= 0) next.insert(s2);
+        for (int32_t t : candidates) {
+          LexItem emit;
+          const int32_t s1 = a->Boundary(s, t, &emit);
+          if (s1 < 0) continue;
+          const int32_t s3 = a->Step(s1, static_cast<uint8_t>(b), &hits);
+          if (s3 >= 0) next.insert(s3);
+        }
+      }
+    }
+    level.swap(next);
+  }
+  return level.empty();
+}
+
+// Per automaton: cleared by CheckAgainstBruteForce.
+std::map<int32_t, bool> dead_end_memo;
+
+bool DeadEnd(TerminalAutomaton* a, int32_t q) {
+  auto [it, inserted] = dead_end_memo.emplace(q, false);
+  if (inserted) it->second = DeadEndUncached(a, q);
+  return it->second;
+}
+
 std::set<std::string> BruteForce(TerminalAutomaton* a, int32_t nl, int32_t root,
                                  const std::string& bytes) {
   std::vector<Hypothesis> hyps = {{root, {}, ColumnDelta{false, 0}}};
@@ -178,7 +217,9 @@ std::set<std::string> BruteForce(TerminalAutomaton* a, int32_t nl, int32_t root,
   for (const Hypothesis& h : hyps) {
     std::vector<LexItem> items = h.items;
     items.push_back(a->Tail(h.q));
-    out.insert(EntryKey(a->CompactSlots(h.q, &slot_map), items));
+    const int32_t to = a->CompactSlots(h.q, &slot_map);
+    if (DeadEnd(a, to)) continue;
+    out.insert(EntryKey(to, items));
   }
   return out;
 }
@@ -204,6 +245,7 @@ const Slice* QwenSlice() {
 void CheckAgainstBruteForce(const std::string& grammar, const std::string& start) {
   const Slice* slice = QwenSlice();
   ASSERT_NE(slice, nullptr);
+  dead_end_memo.clear();
   WalkRecord record;
   record.keep_impossible_pairs = true;
   CompileOptions options;
@@ -283,6 +325,7 @@ TEST(VocabWalkBruteForce, PruningOnlyDropsMultiEmitEntries) {
   REQUIRE_ENV(tok, "CFGMASK_TOK_QWEN2");
   const Slice* slice = QwenSlice();
   ASSERT_NE(slice, nullptr);
+  dead_end_memo.clear();
   WalkRecord record;
   CompileOptions options;
   options.vocab_subset = slice->ids;

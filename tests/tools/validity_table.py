@@ -10,7 +10,10 @@ outputs are judged by CPython's compile(), SQL outputs by SQLite's parser
 come and, more kindly, after taking the body of their first ``` fence.
 Greedy decoding; a constrained completion that reaches the budget is steered
 to its end (cfgmask.generate), and counted incomplete if it still has not
-ended.  A grammar without a store is run unconstrained only.
+ended.  A grammar without a store is run unconstrained only.  Every output is
+also judged by Lark (parser='lalr', lexer='contextual', PythonIndenter for
+Python) on the grammar the store was compiled from, the language cfgmask
+promises: constrained outputs must all pass.  --json keeps every output.
 """
 import argparse
 import json
@@ -31,17 +34,39 @@ def fenced(text):
     return m.group(1) if m else text
 
 
-def run(llm, name, prompts, check, store, args):
+def lark_checker(grammar, start, python):
+    from lark import Lark
+    from lark.indenter import PythonIndenter
+    kwargs = dict(parser="lalr", lexer="contextual", start=start)
+    if python:
+        kwargs["postlex"] = PythonIndenter()
+    parser = Lark.open(grammar, **kwargs)
+
+    def accepts(text):
+        try:
+            parser.parse(text)
+            return True
+        except Exception:
+            return False
+    return accepts
+
+
+def run(llm, name, prompts, check, lark_ok, store, args):
     rows = {"grammar": name, "prompts": len(prompts)}
     modes = [("unconstrained", None)] + ([("constrained", store)] if store else [])
     for mode, s in modes:
-        ok = ok_fenced = ended = steered = tokens = 0
+        ok = ok_fenced = ok_lark = ended = steered = tokens = 0
         seconds = mask_seconds = 0.0
+        outputs = []
         for i, p in enumerate(prompts):
             res = gen.generate(llm, gen.format_prompt(p), s, max_tokens=args.max_tokens,
                                steer_tokens=args.steer_tokens)
             good = check(res.text)
             ok += good
+            in_lark = lark_ok(res.text)
+            ok_lark += in_lark
+            outputs.append({"prompt": p, "text": res.text, "ended": res.ended,
+                            "accepted": bool(good), "lark": bool(in_lark)})
             ok_fenced += check(fenced(res.text))
             ended += res.ended
             steered += res.steered
@@ -49,13 +74,16 @@ def run(llm, name, prompts, check, store, args):
             seconds += res.seconds
             mask_seconds += res.mask_seconds
             if args.verbose:
-                print(f"[{name} {mode} {i}] ended={res.ended} ok={good} {res.text[:80]!r}",
+                print(f"[{name} {mode} {i}] ended={res.ended} ok={good} lark={in_lark} "
+                      f"{res.text[:80]!r}",
                       file=sys.stderr)
-        rows[mode] = {"accepted": ok, "accepted_fenced": ok_fenced, "ended": ended,
+        rows[mode] = {"accepted": ok, "accepted_fenced": ok_fenced, "lark": ok_lark,
+                      "ended": ended, "outputs": outputs,
                       "steered": steered, "tokens": tokens,
                       "tokens_per_s": tokens / seconds if seconds else 0.0,
                       "mask_us_per_token": 1e6 * mask_seconds / max(1, tokens)}
-        print(f"{name} {mode}: {ok}/{len(prompts)} accepted, {ended} ended, "
+        print(f"{name} {mode}: {ok}/{len(prompts)} accepted, {ok_lark} in Lark's language, "
+              f"{ended} ended, "
               f"{tokens / seconds:.1f} tokens/s", file=sys.stderr)
     return rows
 
@@ -65,6 +93,10 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--python-store")
     ap.add_argument("--sql-store")
+    ap.add_argument("--python-grammar", default=str(Path(__import__("lark").__file__).parent
+                                                    / "grammars" / "python.lark"))
+    ap.add_argument("--sql-grammar", default=str(Path(__file__).resolve().parents[2]
+                                                 / "grammar" / "lark" / "sql.lark"))
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--steer-tokens", type=int, default=64)
     ap.add_argument("--limit", type=int, default=0, help="first N prompts of each file")
@@ -74,18 +106,22 @@ def main():
     args = ap.parse_args()
     llm = gen.load_model(args.model, n_ctx=1024, n_threads=args.threads)
     results = []
+    ap_grammars = {"python": (args.python_grammar, "file_input", True),
+                   "sql": (args.sql_grammar, "start", False)}
     for name, path, check, store_path in [
             ("python", "python.txt", gen.python_compiles, args.python_store),
             ("sql", "sql.txt", gen.sqlite_parses, args.sql_store)]:
+        lark_ok = lark_checker(*ap_grammars[name])
         prompts = [l.strip() for l in (PROMPTS / path).read_text().splitlines() if l.strip()]
         if args.limit:
             prompts = prompts[:args.limit]
         store = Store.load(store_path) if store_path else None
         if store is not None and gen.vocabulary_mismatches(llm, store):
             sys.exit(f"{store_path}: not compiled for this model's vocabulary")
-        results.append(run(llm, name, prompts, check, store, args))
-    print("| grammar | mode | accepted | accepted (fenced body) | ended | steered | tokens/s | mask µs/token |")
-    print("|---|---|---|---|---|---|---|---|")
+        results.append(run(llm, name, prompts, check, lark_ok, store, args))
+    print("| grammar | mode | accepted | accepted (fenced body) | in Lark's language | ended | "
+          "steered | tokens/s | mask µs/token |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for mode in ("unconstrained", "constrained"):
             if mode not in r:
@@ -93,7 +129,7 @@ def main():
             m = r[mode]
             n = r["prompts"]
             print(f"| {r['grammar']} | {mode} | {m['accepted']}/{n} | "
-                  f"{m['accepted_fenced']}/{n} | {m['ended']}/{n} | {m['steered']} | "
+                  f"{m['accepted_fenced']}/{n} | {m['lark']}/{n} | {m['ended']}/{n} | {m['steered']} | "
                   f"{m['tokens_per_s']:.1f} | "
                   + (f"{m['mask_us_per_token']:.0f}" if mode == "constrained" else "—") + " |")
     if args.json:
