@@ -150,7 +150,7 @@ case "$MODE" in
         --tokenizer "$CFGMASK_TOK_SMOLLM2" -o "$SMOL" --quiet
     "$VENV/bin/python" -m cfgmask generate --store "$SMOL" --model "$CFGMASK_TOK_SMOLLM2" \
         --prompt "Write a Python function that returns the n-th Fibonacci number." \
-        --max-tokens 160 --check python
+        --answer-prefix '```python\n' --max-tokens 160 --check python
     ;;
   test)
     [ "${CI:-}" = "true" ] && export CFGMASK_QUICK="${CFGMASK_QUICK:-1}"

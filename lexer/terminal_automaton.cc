@@ -215,6 +215,11 @@ static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& veto
       if (InByteSet(in.set, c->prev) != in.negative) Closure(c, in.out, vetoes, good);
       break;
     }
+    case NfaInst::kEndOfText:
+      // \Z exists only inside look-ahead bodies (the regex compiler refuses
+      // it elsewhere), which VetoClosure walks.
+      CFGMASK_CHECK(false);
+      break;
   }
 }
 

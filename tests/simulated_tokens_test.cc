@@ -48,20 +48,7 @@ std::string RunsTokenizerJson(int max_run) {
     if (n % 3 == 0) tokens.push_back(std::string(n, '<'));
   }
   for (const char* w : {"let", "args", "ab", "\xC4\xA0x", "=x", "==x", "(=", "=)"}) tokens.push_back(w);
-  std::string vocab;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    std::string escaped;
-    for (char c : tokens[i]) {
-      if (c == '"' || c == '\\') escaped += '\\';
-      escaped += c;
-    }
-    vocab += (i ? ", \"" : "\"") + escaped + "\": " + std::to_string(i);
-  }
-  return R"({"added_tokens": [{"id": )" + std::to_string(tokens.size()) +
-         R"(, "content": "<|endoftext|>", "special": true}],
-  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
-  "decoder": {"type": "ByteLevel"},
-  "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})";
+  return ByteLevelTokenizerJson(tokens);
 }
 
 std::unique_ptr<CompiledStore> Compile(const std::string& grammar, const std::string& tokenizer,

@@ -14,14 +14,9 @@
 
 namespace cfgmask {
 
-inline std::string SmallTokenizerJson() {
-  std::vector<std::string> tokens;
-  for (int c = 33; c < 127; ++c) tokens.push_back(std::string(1, static_cast<char>(c)));
-  // GPT-2's byte map: space -> U+0120, newline -> U+010A.
-  for (const char* t : {"\xC4\xA0", "\xC4\x8A", "true", "false", "null", "\xC4\xA0\"", "\":",
-                        "12", "ab", "\xC4\xA0\xC4\xA0", "if", "def", "\xC4\x8A\xC4\xA0"}) {
-    tokens.push_back(t);
-  }
+// A byte-level BPE tokenizer.json over `tokens` (GPT-2 byte map: space is
+// U+0120, newline U+010A), ids in order, then <|endoftext|> as EOS.
+inline std::string ByteLevelTokenizerJson(const std::vector<std::string>& tokens) {
   std::string vocab;
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string escaped;
@@ -36,6 +31,16 @@ inline std::string SmallTokenizerJson() {
   "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
   "decoder": {"type": "ByteLevel"},
   "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})";
+}
+
+inline std::string SmallTokenizerJson() {
+  std::vector<std::string> tokens;
+  for (int c = 33; c < 127; ++c) tokens.push_back(std::string(1, static_cast<char>(c)));
+  for (const char* t : {"\xC4\xA0", "\xC4\x8A", "true", "false", "null", "\xC4\xA0\"", "\":",
+                        "12", "ab", "\xC4\xA0\xC4\xA0", "if", "def", "\xC4\x8A\xC4\xA0"}) {
+    tokens.push_back(t);
+  }
+  return ByteLevelTokenizerJson(tokens);
 }
 
 inline void WriteTextFile(const std::string& path, const std::string& text) {

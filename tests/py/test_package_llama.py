@@ -93,3 +93,23 @@ def test_cli_errors_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--model", MODEL],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--grammar" in r.stderr
+
+
+def test_answer_prefix_opens_the_answer():
+    assert gen.format_prompt("p", answer_prefix="```python\n").endswith(
+        "<|im_start|>assistant\n```python\n")
+    assert gen.format_prompt("p", template="raw", answer_prefix="> ") == "p> "
+
+
+def test_readme_main_job_compiles(store):
+    # The README's main job (setup.sh demo): CPython compiles the output.
+    _, path = store
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store", str(path),
+                        "--model", MODEL, "--prompt",
+                        "Write a Python function that returns the n-th Fibonacci number.",
+                        "--answer-prefix", "```python\\n", "--max-tokens", "160",
+                        "--check", "python", "--threads", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "def fibonacci" in r.stdout
+    assert "compile(): ok" in r.stderr, r.stdout + r.stderr

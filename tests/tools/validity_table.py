@@ -8,7 +8,8 @@ Prompts: tests/prompts/python.txt and sql.txt (one request a line).  Python
 outputs are judged by CPython's compile(), SQL outputs by SQLite's parser
 (sqlite3, syntax errors only).  Unconstrained outputs are judged as they
 come and, more kindly, after taking the body of their first ``` fence.
-Greedy decoding; a constrained completion that reaches the budget is steered
+--answer-prefix opens every answer in both modes (e.g. a ``` fence the model
+reads and the grammar does not see).  Greedy decoding; a constrained completion that reaches the budget is steered
 to its end (cfgmask.generate), and counted incomplete if it still has not
 ended.  A grammar without a store is run unconstrained only.  Every output is
 also judged by Lark (parser='lalr', lexer='contextual', PythonIndenter for
@@ -59,7 +60,9 @@ def run(llm, name, prompts, check, lark_ok, store, args):
         seconds = mask_seconds = 0.0
         outputs = []
         for i, p in enumerate(prompts):
-            res = gen.generate(llm, gen.format_prompt(p), s, max_tokens=args.max_tokens,
+            prefix = args.answer_prefix.replace("LANG", name)
+            res = gen.generate(llm, gen.format_prompt(p, answer_prefix=prefix), s,
+                               max_tokens=args.max_tokens,
                                steer_tokens=args.steer_tokens)
             good = check(res.text)
             ok += good
@@ -67,7 +70,8 @@ def run(llm, name, prompts, check, lark_ok, store, args):
             ok_lark += in_lark
             outputs.append({"prompt": p, "text": res.text, "ended": res.ended,
                             "accepted": bool(good), "lark": bool(in_lark)})
-            ok_fenced += check(fenced(res.text))
+            # With a prefix that opened a fence, the body ends at the closing one.
+            ok_fenced += check(res.text.split("```")[0] if "```" in prefix else fenced(res.text))
             ended += res.ended
             steered += res.steered
             tokens += len(res.tokens)
@@ -98,12 +102,16 @@ def main():
     ap.add_argument("--sql-grammar", default=str(Path(__file__).resolve().parents[2]
                                                  / "grammar" / "lark" / "sql.lark"))
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--answer-prefix", default="",
+                    help="opens every answer, both modes (LANG: python or sql), "
+                         "e.g. '```LANG\\n' (backslash escapes allowed)")
     ap.add_argument("--steer-tokens", type=int, default=64)
     ap.add_argument("--limit", type=int, default=0, help="first N prompts of each file")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
+    args.answer_prefix = args.answer_prefix.encode("utf-8").decode("unicode_escape")
     llm = gen.load_model(args.model, n_ctx=1024, n_threads=args.threads)
     results = []
     ap_grammars = {"python": (args.python_grammar, "file_input", True),

@@ -64,7 +64,8 @@ def _generate(args) -> int:
                              f"mask {partial.mask_us_per_token:.0f} µs/token")
             sys.stderr.flush()
 
-    res = gen.generate(llm, gen.format_prompt(prompt, args.template), store,
+    prefix = args.answer_prefix.encode("utf-8").decode("unicode_escape")
+    res = gen.generate(llm, gen.format_prompt(prompt, args.template, answer_prefix=prefix), store,
                        max_tokens=args.max_tokens, steer_tokens=args.steer_tokens,
                        temperature=args.temperature, seed=args.seed, on_token=progress)
     if tty:
@@ -102,6 +103,9 @@ def main(argv=None) -> int:
     g.add_argument("--prompt", help="the user's request")
     g.add_argument("--prompt-file", help="read the request from a file")
     g.add_argument("--template", default="chatml", choices=["chatml", "raw"])
+    g.add_argument("--answer-prefix", default="",
+                   help="text that opens the model's answer, outside the grammar "
+                        "(backslash escapes allowed, e.g. '```python\\n')")
     g.add_argument("--max-tokens", type=int, default=256)
     g.add_argument("--steer-tokens", type=int, default=32,
                    help="after the budget, tokens allowed to reach an end")

@@ -91,11 +91,14 @@ def stop_token_ids(llm) -> List[int]:
 
 def format_prompt(prompt: str, template: str = "chatml",
                   system: str = "You are a helpful programming assistant. Answer with code only, "
-                                "no explanations.") -> str:
+                                "no explanations.",
+                  answer_prefix: str = "") -> str:
+    """The model's input.  `answer_prefix` opens the assistant's answer (e.g.
+    a ``` fence): the model reads it, the grammar constrains what follows."""
     if template == "raw":
-        return prompt
+        return prompt + answer_prefix
     if template == "chatml":
-        return CHATML.format(system=system, prompt=prompt)
+        return CHATML.format(system=system, prompt=prompt) + answer_prefix
     raise ValueError(f"unknown template {template!r} (chatml or raw)")
 
 
