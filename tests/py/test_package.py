@@ -237,3 +237,18 @@ def test_streamlining_off_gives_the_same_masks(store):
         assert np.array_equal(mask_of(a), mask_of(b)), i
         assert a.accept_string(text[i:i + 1]) and b.accept_string(text[i:i + 1])
     assert np.array_equal(mask_of(a), mask_of(b)) and a.can_end() and b.can_end()
+
+
+def test_output_judges():
+    # The judges of tests/tools/validity_table.py: CPython's compile() and
+    # SQLite's parser, where only syntax errors count and comments are text.
+    from cfgmask import generate as gen
+    assert gen.python_compiles("def f(x):\n    return x\n")
+    assert not gen.python_compiles("def f(x)\n    return x\n")
+    assert gen.sqlite_parses("SELECT a FROM t WHERE b = 1;")
+    assert gen.sqlite_parses("CREATE TABLE t(x INT PRIMARY KEY AUTOINCREMENT);")  # semantic only
+    assert gen.sqlite_parses("SELECT 1;\n\n-- done\n-- truly done")
+    assert gen.sqlite_parses("/* first */ -- then\nSELECT 1;")
+    assert not gen.sqlite_parses("SELEC 1;")
+    assert not gen.sqlite_parses("SELECT 1;\n/* not closed")
+    assert not gen.sqlite_parses("-- only a comment")

@@ -156,11 +156,28 @@ def python_compiles(text: str) -> bool:
 _SQLITE_SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
 
 
+def _strip_leading_comments(sql: str) -> str:
+    """The statement without the whitespace and comments that open it."""
+    while True:
+        sql = sql.lstrip()
+        if sql.startswith("--"):
+            end = sql.find("\n")
+            sql = "" if end < 0 else sql[end + 1:]
+        elif sql.startswith("/*"):
+            end = sql.find("*/")
+            if end < 0:
+                return sql  # an unterminated comment: SQLite's to judge
+            sql = sql[end + 2:]
+        else:
+            return sql
+
+
 def sqlite_parses(text: str) -> bool:
     """SQLite's parser accepts every statement of the text.
 
     Each statement is prepared (under EXPLAIN, so nothing runs) on an empty
     in-memory database; only syntax errors count, not missing tables.
+    Comments count as text; a text of comments alone is no answer.
     """
     import sqlite3
     conn = sqlite3.connect(":memory:")
@@ -175,10 +192,12 @@ def sqlite_parses(text: str) -> bool:
             statements.append(current)
         if not statements:
             return False
+        code = 0
         for stmt in statements:
-            body = stmt.strip().rstrip(";").strip()
+            body = _strip_leading_comments(stmt).rstrip(";").strip()
             if not body:
-                continue  # a lone ';' is an empty statement, which SQLite accepts
+                continue  # a lone ';' or only comments: SQLite accepts it
+            code += 1
             sql = body if body[:7].lower() == "explain" else "EXPLAIN " + body
             try:
                 conn.execute(sql)
@@ -187,6 +206,6 @@ def sqlite_parses(text: str) -> bool:
             except sqlite3.Error as e:
                 if any(s in str(e) for s in _SQLITE_SYNTAX):
                     return False
-        return True
+        return code > 0  # comments alone are no answer
     finally:
         conn.close()
