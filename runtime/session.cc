@@ -132,7 +132,11 @@ struct Sim {
   bool Item(int32_t item, int32_t carried_col, int32_t col_override = INT32_MIN) {
     const int32_t t = s->item_terminal[item];
     if (s->item_kind[item] == 1) {  // Hit
-      const uint64_t w = slots[static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64];
+      // A store the compiler wrote always names an open slot; a crafted one
+      // that passes the loader's checks may not, and is refused here.
+      const size_t at = static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64;
+      if (at >= slots.size()) return false;
+      const uint64_t w = slots[at];
       return !((w >> (t & 63)) & 1);
     }
     if (s->item_kind[item] == 2) return TailOk(item);
@@ -142,7 +146,8 @@ struct Sim {
     for (int32_t i = s->set_offsets[b]; i < s->set_offsets[b + 1]; ++i) {
       if (InAlt(state, s->set_data[i])) return false;
     }
-    CFGMASK_DCHECK(static_cast<int32_t>(slots.size() / s->scanner_words) == s->item_slot[item]);
+    // The Emit opens slot item_slot: always the next one in a compiled store.
+    if (static_cast<int64_t>(slots.size() / s->scanner_words) != s->item_slot[item]) return false;
     const uint64_t* alt = s->scanner_alt.data() + static_cast<size_t>(state) * s->scanner_words;
     slots.insert(slots.end(), alt, alt + s->scanner_words);
     if (s->terminal_ignored[t]) return true;

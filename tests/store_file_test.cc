@@ -376,5 +376,41 @@ TEST(StoreFile, ForgedTablesRejected) {
   EXPECT_FALSE(session.Mask().empty());
 }
 
+// Found by store_file_fuzz (2026-11-23): a store whose Emit and Hit items
+// name slots that are not open passes the loader's checks (each slot is in
+// range on its own); the session aborted on an internal check (or, without
+// checks, read past its slot table).  Such items are now refused as
+// hypotheses: the session runs, its masks are those of the forged tables.
+TEST(StoreFile, ForgedSlotsDoNotCrashTheSession) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore good;
+  ASSERT_TRUE(Compile(dir.path, &good).ok());
+  for (int shift : {1, 7, 0xFFFF}) {
+    CompiledStore s = good;
+    int forged = 0;
+    for (size_t i = 0; i < s.item_kind.size(); ++i) {
+      if (s.item_kind[i] == 0 || s.item_kind[i] == 1) {
+        s.item_slot[i] = std::min(0xFFFF, s.item_slot[i] + shift);
+        ++forged;
+      }
+    }
+    ASSERT_GT(forged, 0);
+    const std::string path = dir.path + "slots.cfgm";
+    ASSERT_TRUE(WriteStoreFile(s, path).ok());
+    CompiledStore r;
+    Status st = ReadStoreFile(path, &r);
+    if (!st.ok()) continue;  // refused by the loader: fine too
+    Session session(&r);
+    for (const char* text : {"{\"a\": [1, true, null]}", "[1, 2", "\"x\""}) {
+      session.Reset();
+      (void)session.Mask();
+      (void)session.AdvanceBytes(text);
+      (void)session.Mask();
+      for (int32_t t = 0; t < r.vocab_size; ++t) (void)session.AllowsSlow(t);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cfgmask
