@@ -24,7 +24,7 @@
 
 namespace cfgmask {
 
-constexpr uint32_t kStoreFormatVersion = 3;
+constexpr uint32_t kStoreFormatVersion = 4;
 
 enum class RowKind : int32_t {
   kList = 0,        // sorted token ids
@@ -105,6 +105,10 @@ struct CompiledStore {
   // Statistics (cfgmask stats).
   struct Stats {
     double seconds_grammar = 0, seconds_lalr = 0, seconds_automaton = 0, seconds_store = 0;
+    // Reading the tokenizer file and building its vocabulary trie: work that
+    // depends on the tokenizer alone (the peers' "tokenizer info"), counted
+    // in seconds_automaton too.
+    double seconds_tokenizer = 0;
     int64_t nfa_transition_entries = 0;  // (root, token, S) triples
     int64_t rows_before_streamlining = 0;
     int64_t simulated_pairs = 0;         // (root, token) pairs checked by simulation

@@ -605,11 +605,13 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, use_indenter ? nl : -1, ao, &built));
   std::shared_ptr<TerminalAutomaton> a(std::move(built));
 
+  const auto tok0 = std::chrono::steady_clock::now();
   Vocabulary vocab;
   CFGMASK_RETURN_IF_ERROR(LoadVocabulary(tokenizer_path, &vocab));
   FillVocabulary(vocab, &s);
   VocabTrie trie = options.vocab_subset.empty() ? VocabTrie::Build(vocab)
                                                  : VocabTrie::Build(vocab, options.vocab_subset);
+  s.stats.seconds_tokenizer = Since(tok0);
 
   // Terminals.
   const int32_t T = g.num_terminals();

@@ -54,7 +54,7 @@ const char kUsage[] =
     "[--seed S] [--verify-masks N]\n"
     "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR\n"
     "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] "
-    "[--seed S]\n"
+    "[--seed S] [--memo-mb M]\n"
     "--segment canonical reads the tokenizer's own encoding of FILE from FILE.ids (token ids\n"
     "separated by white space, e.g. from tests/tools/canonical_ids.py); their bytes must spell\n"
     "FILE exactly.  `sample` ends every walk that reaches --max-tokens with a shortest\n"
@@ -95,9 +95,9 @@ const CommandSpec kCommands[] = {
      1},
     {"bench",
      "usage: cfgmask bench STORE.cfgm FILE... [--json] "
-     "[--segment greedy|random|bytes|canonical] [--seed S]  (canonical: token ids read from "
-     "FILE.ids)",
-     {"--segment", "--seed"},
+     "[--segment greedy|random|bytes|canonical] [--seed S] [--memo-mb M]  (canonical: token ids "
+     "read from FILE.ids; M: the session's row memo in MiB, 0 = off)",
+     {"--segment", "--seed", "--memo-mb"},
      {"--json"},
      2,
      SIZE_MAX},
@@ -387,10 +387,10 @@ void PrintSummary(const CompiledStore& s, const std::string& path) {
   std::printf("  streamlining     %s\n", StreamlineLine(s).c_str());
   std::printf("  size             %s on disk, %s in memory\n", Bytes(FileSize(path)).c_str(),
               Bytes(static_cast<int64_t>(s.MemoryBytes())).c_str());
-  std::printf("  seconds          grammar %.2f, lalr %.2f, automaton+walk %.2f, store %.2f, "
-              "streamline %.2f, total %.2f\n",
-              st.seconds_grammar, st.seconds_lalr, st.seconds_automaton, st.seconds_store,
-              st.seconds_streamline, total);
+  std::printf("  seconds          grammar %.2f, lalr %.2f, automaton+walk %.2f (tokenizer %.2f), "
+              "store %.2f, streamline %.2f, total %.2f\n",
+              st.seconds_grammar, st.seconds_lalr, st.seconds_automaton, st.seconds_tokenizer,
+              st.seconds_store, st.seconds_streamline, total);
 }
 
 int Compile(const CommandSpec& spec, const Args& args) {
@@ -491,9 +491,9 @@ int Stats(const CommandSpec& spec, const Args& args) {
   std::printf("  \"file_bytes\": %" PRId64 ",\n", FileSize(path));
   std::printf("  \"memory_bytes\": %zu,\n", s.MemoryBytes());
   std::printf("  \"seconds\": {\"grammar\": %.6f, \"lalr\": %.6f, \"automaton\": %.6f, "
-              "\"store\": %.6f, \"streamline\": %.6f, \"total\": %.6f}\n",
-              t.seconds_grammar, t.seconds_lalr, t.seconds_automaton, t.seconds_store,
-              t.seconds_streamline,
+              "\"tokenizer\": %.6f, \"store\": %.6f, \"streamline\": %.6f, \"total\": %.6f}\n",
+              t.seconds_grammar, t.seconds_lalr, t.seconds_automaton, t.seconds_tokenizer,
+              t.seconds_store, t.seconds_streamline,
               t.seconds_grammar + t.seconds_lalr + t.seconds_automaton + t.seconds_store +
                   t.seconds_streamline);
   std::printf("}\n");
@@ -834,11 +834,17 @@ int Bench(const CommandSpec& spec, const Args& args) {
   if (!LoadTeacher(spec, args, &store, &t, &code)) return code;
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load0).count();
+  int64_t memo_mb = 0;
+  if (!IntFlag(spec, args, "--memo-mb", SessionLimits{}.memo_bytes >> 20, 0, 1 << 20, &memo_mb)) {
+    return kExitUsage;
+  }
   Segmenter segmenter(store);
   std::mt19937_64 rng(t.seed);
-  Session session(&store);
+  SessionLimits limits;
+  limits.memo_bytes = memo_mb << 20;
+  Session session(&store, limits);
   std::vector<uint32_t> mask(store.mask_words());
-  std::vector<double> mask_us;
+  std::vector<double> mask_us, hit_us, miss_us;
   double advance_seconds = 0;
   int64_t advanced = 0, bad_files = 0;
   size_t max_live = 0;
@@ -847,10 +853,13 @@ int Bench(const CommandSpec& spec, const Args& args) {
     const std::string& text = t.texts[f];
     session.Reset();
     for (const Segment& seg : t.Steps(segmenter, f, &rng)) {
+      const int64_t misses = session.memo_misses();
       auto t0 = Clock::now();
       session.FillMask(mask.data());
       auto t1 = Clock::now();
-      mask_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      mask_us.push_back(us);
+      (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
       Status st = seg.token >= 0
                       ? session.Advance(seg.token)
                       : session.AdvanceBytes(std::string_view(text).substr(seg.offset, seg.length));
@@ -873,18 +882,25 @@ int Bench(const CommandSpec& spec, const Args& args) {
   const double mean = sorted.empty() ? 0 : sum / sorted.size();
   const double tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;
   const int64_t rss = PeakRssBytes();
+  std::sort(hit_us.begin(), hit_us.end());
+  std::sort(miss_us.begin(), miss_us.end());
+  const int64_t hits = session.memo_hits(), misses = session.memo_misses();
   if (args.Has("--json")) {
     std::printf("{\n  \"files\": %zu,\n  \"files_not_finished\": %" PRId64 ",\n"
                 "  \"steps\": %zu,\n  \"segment\": %s,\n"
                 "  \"mask_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"max\": %.3f, "
                 "\"mean\": %.3f},\n"
                 "  \"advance_tokens_per_s\": %.1f,\n  \"max_live\": %zu,\n"
-                "  \"store_load_seconds\": %.6f,\n  \"peak_rss_bytes\": %" PRId64 "\n}\n",
+                "  \"store_load_seconds\": %.6f,\n  \"peak_rss_bytes\": %" PRId64 ",\n"
+                "  \"memo\": {\"mb\": %" PRId64 ", \"hits\": %" PRId64 ", \"misses\": %" PRId64
+                ", \"steps_without_miss\": %zu, \"p50_without_miss\": %.3f, "
+                "\"p50_with_miss\": %.3f}\n}\n",
                 t.files.size(), bad_files, sorted.size(),
                 JsonString(args.Get("--segment", "greedy")).c_str(), Percentile(sorted, 0.5),
                 Percentile(sorted, 0.9), Percentile(sorted, 0.99),
                 sorted.empty() ? 0 : sorted.back(), mean, tokens_per_s, max_live, load_seconds,
-                rss);
+                rss, memo_mb, hits, misses, hit_us.size(), Percentile(hit_us, 0.5),
+                Percentile(miss_us, 0.5));
   } else {
     std::printf("%zu files, %zu steps (%s segmentation)\n", t.files.size(), sorted.size(),
                 args.Get("--segment", "greedy").c_str());
@@ -895,6 +911,12 @@ int Bench(const CommandSpec& spec, const Args& args) {
                 max_live);
     std::printf("  store load       %.3f s\n", load_seconds);
     std::printf("  peak RSS         %s\n", Bytes(rss).c_str());
+    if (memo_mb > 0) {
+      std::printf("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64
+                  " misses; steps without a miss %zu (p50 %.1f µs), with one %zu (p50 %.1f µs)\n",
+                  memo_mb, hits, misses, hit_us.size(), Percentile(hit_us, 0.5), miss_us.size(),
+                  Percentile(miss_us, 0.5));
+    }
     if (bad_files) std::printf("  %" PRId64 " files not teacher-forced to the end\n", bad_files);
   }
   return kExitOk;

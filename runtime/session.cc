@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "grammar/check.h"
 #include "lexer/terminal_automaton.h"
@@ -22,8 +24,15 @@ struct Sim {
   int32_t paren;
   std::vector<uint64_t> slots;  // scanner_words per slot
   std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
+  // When set: the lowest index of `base` read so far (the row memo keys a
+  // result by the part of the stack it depends on).  Shared by the copies.
+  size_t* low = nullptr;
 
-  int32_t Top() const { return overlay.empty() ? (*base)[cut - 1] : overlay.back(); }
+  int32_t Base(size_t i) const {
+    if (low && i < *low) *low = i;
+    return (*base)[i];
+  }
+  int32_t Top() const { return overlay.empty() ? Base(cut - 1) : overlay.back(); }
   void Pop(int32_t n) {
     while (n > 0 && !overlay.empty()) {
       overlay.pop_back();
@@ -83,7 +92,7 @@ struct Sim {
     auto top = [&]() -> int32_t {
       if (ne > 0) return extra[ne - 1];
       const size_t i = real - popped - 1;
-      return i < cut ? (*base)[i] : overlay[i - cut];
+      return i < cut ? Base(i) : overlay[i - cut];
     };
     for (;;) {
       const int32_t a = s->action[static_cast<size_t>(top()) * s->num_parse_terminals + t];
@@ -207,10 +216,105 @@ int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
 
 }  // namespace
 
+// The row memo (SessionLimits::memo_bytes).  An entry holds the rows one
+// hypothesis accepted and everything their checks read: the checks are a
+// deterministic function of the hypothesis' lexer state, column, bracket
+// depth, indenter stack, slot scanners and the entries of its parser stack
+// at or above the deepest one any check popped to (Sim::low), so a
+// hypothesis equal on all of those (its stack ending with the same suffix)
+// accepts the same rows.  Exact by construction; compared with the memo off
+// in session_test.cc.  Locked, since forks share it and may run on other
+// threads.
+class RowMemo {
+ public:
+  explicit RowMemo(int64_t cap_bytes) : cap_(cap_bytes) {}
+
+  static uint64_t Hash(const LiveState& l) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    auto mix = [&h](uint64_t v) {
+      h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+      h *= 0xBF58476D1CE4E5B9ull;
+    };
+    mix(static_cast<uint32_t>(l.q));
+    mix(static_cast<uint32_t>(l.col));
+    mix(static_cast<uint32_t>(l.paren));
+    mix(static_cast<uint32_t>(l.stack->back()));
+    for (int32_t v : l.indent) mix(static_cast<uint32_t>(v));
+    for (uint64_t v : l.slot_bits) mix(v);
+    return h;
+  }
+
+  // Appends the rows memoised for `l` and returns true, or returns false.
+  bool Find(const LiveState& l, uint64_t h, std::vector<int32_t>* rows) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [b, e] = map_.equal_range(h);
+    for (auto it = b; it != e; ++it) {
+      const Entry& x = it->second;
+      const std::vector<int32_t>& st = *l.stack;
+      if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.suffix.size() > st.size() ||
+          x.indent != l.indent || x.slots != l.slot_bits ||
+          !std::equal(x.suffix.begin(), x.suffix.end(), st.end() - x.suffix.size())) {
+        continue;
+      }
+      rows->insert(rows->end(), x.rows.begin(), x.rows.end());
+      ++hits_;
+      return true;
+    }
+    ++misses_;
+    return false;
+  }
+
+  // Records rows[0..n) for `l`, whose checks read l.stack from index `low` up.
+  void Put(const LiveState& l, uint64_t h, size_t low, const int32_t* rows, size_t n) {
+    const std::vector<int32_t>& st = *l.stack;
+    low = std::min(low, st.size() - 1);  // the top is always part of the key
+    Entry x{l.q, l.col, l.paren, l.indent, l.slot_bits,
+            std::vector<int32_t>(st.begin() + static_cast<std::ptrdiff_t>(low), st.end()),
+            std::vector<int32_t>(rows, rows + n)};
+    const int64_t bytes = static_cast<int64_t>(
+        sizeof(Entry) + 64 + 4 * (x.indent.size() + x.suffix.size() + x.rows.size()) +
+        8 * x.slots.size());
+    if (bytes > cap_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes_ + bytes > cap_) {
+      map_.clear();
+      bytes_ = 0;
+    }
+    bytes_ += bytes;
+    map_.emplace(h, std::move(x));
+  }
+
+  int64_t hits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+  int64_t misses() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return misses_;
+  }
+
+ private:
+  struct Entry {
+    int32_t q, col, paren;
+    std::vector<int32_t> indent;
+    std::vector<uint64_t> slots;
+    std::vector<int32_t> suffix;  // the top of the parser stack the checks read
+    std::vector<int32_t> rows;
+  };
+  std::mutex mu_;
+  std::unordered_multimap<uint64_t, Entry> map_;
+  int64_t bytes_ = 0, cap_;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
 Session::Session(const CompiledStore* store, SessionLimits limits)
     : store_(store), limits_(limits) {
+  if (limits_.memo_bytes > 0) memo_ = std::make_shared<RowMemo>(limits_.memo_bytes);
   Reset();
 }
+
+int64_t Session::memo_hits() const { return memo_ ? memo_->hits() : 0; }
+int64_t Session::memo_misses() const { return memo_ ? memo_->misses() : 0; }
 
 void Session::Reset() {
   live_.clear();
@@ -324,7 +428,15 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
+    uint64_t hash = 0;
+    if (memo_) {
+      hash = RowMemo::Hash(l);
+      if (memo_->Find(l, hash, rows)) continue;
+    }
+    const size_t first = rows->size();
+    size_t low = l.stack->size();
     sims.assign(1, MakeSim(s, l));
+    if (memo_) sims[0].low = &low;
     const int32_t* prev = nullptr;
     int32_t prev_len = 0, valid = 0;
     int32_t fail_at = INT32_MAX;
@@ -351,8 +463,9 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       if (fail_at == INT32_MAX) rows->push_back(r);
     }
     if (!s->root_sim_offsets.empty() && s->root_sim_offsets[root] < s->root_sim_offsets[root + 1]) {
-      CheckSimulated(l, root, rows);
+      CheckSimulated(l, root, rows, memo_ ? &low : nullptr);
     }
+    if (memo_) memo_->Put(l, hash, low, rows->data() + first, rows->size() - first);
   }
   *eos = CanEnd();
 }
@@ -362,7 +475,8 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
 // computed once, each carrying its parser simulation with the items applied
 // as they appear, so splits the parser rejects die at once and a dead
 // prefix skips every token below it.  Mirrors AdvanceOne byte for byte.
-void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows) const {
+void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows,
+                             size_t* low) const {
   const CompiledStore* s = store_;
   struct W {
     int32_t q;
@@ -374,6 +488,7 @@ void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32
   if (levels.empty()) levels.resize(1);
   levels[0].clear();
   levels[0].push_back(W{l.q, false, 0, MakeSim(s, l)});
+  levels[0][0].sim.low = low;
   auto apply = [&](Sim* sim, int32_t hits_seq) {
     for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
       if (!sim->Item(s->seq_data[i], l.col)) return false;

@@ -48,7 +48,15 @@ void OrRows(const CompiledStore& store, const int32_t* rows, size_t n, uint32_t*
 
 struct SessionLimits {
   int32_t max_live_states = 64;  // per step; more is an error (kResourceLimit)
+  // Bytes of the row memo: the rows a hypothesis accepts, keyed by exactly
+  // what checking them reads (lexer state, column, brackets, indenter stack,
+  // slot scanners and the top of the parser stack down to the deepest entry
+  // any check popped to), so a context met again costs one look-up.  Shared
+  // by a session's forks; emptied when full.  0 turns it off.
+  int64_t memo_bytes = int64_t{16} << 20;
 };
+
+class RowMemo;
 
 class Session {
  public:
@@ -100,6 +108,9 @@ class Session {
   bool AllowsSlow(int32_t token);
   size_t num_live() const { return live_.size(); }
   const CompiledStore* store() const { return store_; }
+  // Row-memo look-ups answered and missed so far (see SessionLimits).
+  int64_t memo_hits() const;
+  int64_t memo_misses() const;
   const std::vector<LiveState>& live() const { return live_; }
   const std::string& text() const { return text_; }
 
@@ -111,7 +122,9 @@ class Session {
                     std::vector<LiveState>* out) const;
   // Appends the rows of the simulated tokens of `root` that hypothesis `l`
   // can read (CompiledStore::sim_token).
-  void CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows) const;
+  // With `low`, lowers it to the deepest index of l.stack read.
+  void CheckSimulated(const LiveState& l, int32_t root, std::vector<int32_t>* rows,
+                      size_t* low) const;
 
   const CompiledStore* store_;
   SessionLimits limits_;
@@ -134,6 +147,7 @@ class Session {
   bool trace_ = false;
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
+  std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0
 };
 
 }  // namespace cfgmask

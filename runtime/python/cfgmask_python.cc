@@ -124,6 +124,7 @@ py::dict StoreStats(const CompiledStore& s) {
   seconds["grammar"] = s.stats.seconds_grammar;
   seconds["lalr"] = s.stats.seconds_lalr;
   seconds["automaton"] = s.stats.seconds_automaton;
+  seconds["tokenizer"] = s.stats.seconds_tokenizer;
   seconds["store"] = s.stats.seconds_store;
   seconds["streamline"] = s.stats.seconds_streamline;
   d["seconds"] = seconds;

@@ -1,0 +1,182 @@
+// The session's row memo (SessionLimits::memo_bytes) against the same
+// session without it: the mask of every step must be identical, bit for bit.
+//  - teacher forcing of standard-library files and SQL corpus statements
+//    (greedy and random segmentations) through one session that keeps its
+//    memo across texts (Reset keeps it), so later texts hit entries made by
+//    earlier ones in other contexts;
+//  - random masked walks with rollbacks and forks (forks share the memo);
+//  - a memo so small that it is emptied every few steps.
+// Every comparison also requires the memo to have answered look-ups, so the
+// test cannot pass with the memo unused.  Real tokenizers: LLaMA
+// SentencePiece (byte fallback) for Python, Qwen2 byte-level BPE for a slice
+// of SQL; quick sizes under CFGMASK_QUICK=1.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "runtime/cli.h"
+#include "tests/exactness_harness.h"
+#include "tests/serving_corpus.h"
+
+namespace cfgmask {
+namespace {
+
+SessionLimits NoMemo() {
+  SessionLimits l;
+  l.memo_bytes = 0;
+  return l;
+}
+
+SessionLimits Memo(int64_t bytes) {
+  SessionLimits l;
+  l.memo_bytes = bytes;
+  return l;
+}
+
+// Teacher-forces every text through `memo` (kept across texts) and a fresh
+// memo-less session; returns the steps compared.
+int64_t CompareTexts(const CompiledStore* store, Session* memo,
+                     const std::vector<std::string>& texts, uint64_t seed) {
+  Segmenter seg(*store);
+  std::mt19937_64 rng(seed);
+  int64_t steps = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& text = texts[i];
+    memo->Reset();
+    Session plain(store, NoMemo());
+    const SegmentMode mode = i % 2 ? SegmentMode::kRandom : SegmentMode::kGreedy;
+    for (const Segment& s : seg.Cut(text, mode, &rng)) {
+      EXPECT_EQ(memo->Mask(), plain.Mask()) << "text " << i << " byte " << s.offset;
+      if (testing::Test::HasFailure()) return steps;
+      ++steps;
+      const std::string_view bytes = std::string_view(text).substr(s.offset, s.length);
+      Status a = s.token >= 0 ? memo->Advance(s.token) : memo->AdvanceBytes(bytes);
+      Status b = s.token >= 0 ? plain.Advance(s.token) : plain.AdvanceBytes(bytes);
+      EXPECT_EQ(a.ok(), b.ok());
+      if (!a.ok()) break;
+    }
+    EXPECT_EQ(memo->Mask(), plain.Mask()) << "text " << i << " at the end";
+    EXPECT_EQ(memo->CanEnd(), plain.CanEnd());
+    if (testing::Test::HasFailure()) return steps;
+  }
+  return steps;
+}
+
+// Random walks over masked tokens; every few steps a rollback, and a fork
+// that walks on its own for a while (sharing the memo) before being dropped.
+int64_t CompareWalks(const CompiledStore* store, int64_t memo_bytes, int walks, int max_steps,
+                     uint64_t seed, int64_t* hits) {
+  std::mt19937_64 rng(seed);
+  int64_t steps = 0;
+  *hits = 0;
+  Session memo(store, Memo(memo_bytes));
+  for (int w = 0; w < walks; ++w) {
+    memo.Reset();
+    Session plain(store, NoMemo());
+    for (int i = 0; i < max_steps; ++i) {
+      const std::vector<uint32_t> m = plain.Mask();
+      EXPECT_EQ(memo.Mask(), m) << "walk " << w << " step " << i << ": " << plain.text();
+      if (testing::Test::HasFailure()) return steps;
+      ++steps;
+      const int32_t t = DrawToken(*store, m, 0.0, &rng, /*ascii_only=*/w % 2 == 0);
+      if (t < 0 || store->token_special[t]) break;
+      EXPECT_TRUE(memo.Advance(t).ok());
+      EXPECT_TRUE(plain.Advance(t).ok());
+      if (i % 7 == 6 && plain.HistoryLength() >= 2) {
+        EXPECT_TRUE(memo.Rollback(2).ok());
+        EXPECT_TRUE(plain.Rollback(2).ok());
+      }
+      if (i % 11 == 10) {
+        Session fm = memo.Fork(), fp = plain.Fork();
+        for (int j = 0; j < 5; ++j) {
+          const std::vector<uint32_t> mf = fp.Mask();
+          EXPECT_EQ(fm.Mask(), mf) << "fork of walk " << w << " step " << i << "+" << j;
+          const int32_t u = DrawToken(*store, mf, 0.0, &rng, true);
+          if (u < 0 || store->token_special[u]) break;
+          EXPECT_TRUE(fm.Advance(u).ok());
+          EXPECT_TRUE(fp.Advance(u).ok());
+        }
+      }
+    }
+  }
+  *hits = memo.memo_hits();
+  return steps;
+}
+
+TEST(RowMemo, PythonTeacherForcedIdentical) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 8 : 60, 300, 20000);
+  ASSERT_FALSE(texts.empty());
+  Session memo(store);
+  const int64_t steps = CompareTexts(store, &memo, texts, 3);
+  std::printf("python: %zu files, %lld steps, memo %lld hits / %lld misses\n", texts.size(),
+              static_cast<long long>(steps), static_cast<long long>(memo.memo_hits()),
+              static_cast<long long>(memo.memo_misses()));
+  EXPECT_GT(steps, 1000);
+  EXPECT_GT(memo.memo_hits(), steps / 4);  // the memo answered a real share of the steps
+  EXPECT_GT(memo.memo_misses(), 0);
+}
+
+TEST(RowMemo, SqlTeacherForcedIdentical) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = SqlTexts(TestQuick() ? 80 : 100000);
+  ASSERT_GT(texts.size(), 20u);
+  Session memo(store);
+  const int64_t steps = CompareTexts(store, &memo, texts, 4);
+  std::printf("sql: %zu statements, %lld steps, memo %lld hits / %lld misses\n", texts.size(),
+              static_cast<long long>(steps), static_cast<long long>(memo.memo_hits()),
+              static_cast<long long>(memo.memo_misses()));
+  EXPECT_GT(steps, 1000);
+  EXPECT_GT(memo.memo_hits(), 0);
+}
+
+TEST(RowMemo, RandomWalksWithRollbackAndForkIdentical) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* py = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(py, nullptr) << st.message();
+  int64_t hits = 0;
+  const int walks = TestQuick() ? 12 : 120;
+  EXPECT_GT(CompareWalks(py, SessionLimits{}.memo_bytes, walks, 60, 21, &hits), 300);
+  EXPECT_GT(hits, 0);
+  // A memo of a few entries: emptied again and again, still exact.
+  EXPECT_GT(CompareWalks(py, 4096, walks, 60, 22, &hits), 300);
+  EXPECT_GT(hits, 0);
+}
+
+TEST(RowMemo, ByteLevelSqlWalksIdentical) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_SMOLLM2");
+  Status st;
+  const CompiledStore* sql = SqlStore(TestEnv("CFGMASK_TOK_SMOLLM2"), &st);
+  ASSERT_NE(sql, nullptr) << st.message();
+  int64_t hits = 0;
+  EXPECT_GT(CompareWalks(sql, SessionLimits{}.memo_bytes, TestQuick() ? 10 : 100, 40, 31, &hits),
+            200);
+  EXPECT_GT(hits, 0);
+}
+
+TEST(RowMemo, OffMeansNoLookups) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  Session s(store, NoMemo());
+  s.Mask();
+  ASSERT_TRUE(s.AdvanceBytes("x = 1\n").ok());
+  s.Mask();
+  EXPECT_EQ(s.memo_hits() + s.memo_misses(), 0);
+}
+
+}  // namespace
+}  // namespace cfgmask
