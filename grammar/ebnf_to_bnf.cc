@@ -33,6 +33,33 @@ std::vector<std::pair<int64_t, int64_t>> SmallFactors(int64_t n, int64_t max_fac
   return {{n, 0}};  // unreachable for max_factor > 2
 }
 
+// The count of `x ~ n` or `x ~ n..m`: decimal digits, at most kMaxRepeatCount
+// (Lark's counts are Python integers of any size; helper rules grow with
+// their logarithm, so the bound only keeps the arithmetic in range).
+constexpr int64_t kMaxRepeatCount = (int64_t{1} << 31) - 1;
+
+Status RepeatCount(const NodePtr& node, int64_t* out) {
+  int64_t v = 0;
+  for (char ch : node->text) {
+    if (ch < '0' || ch > '9') {
+      return ErrorAt(ErrorCode::kGrammarSyntax, node->pos,
+                     "repetition count '" + node->text + "' is not a number");
+    }
+    v = v * 10 + (ch - '0');
+    if (v > kMaxRepeatCount) {
+      return ErrorAt(ErrorCode::kGrammarSemantics, node->pos,
+                     "repetition count " + node->text.substr(0, 40) +
+                         (node->text.size() > 40 ? "..." : "") + " is too large (at most " +
+                         std::to_string(kMaxRepeatCount) + ")");
+    }
+  }
+  if (node->text.empty()) {
+    return ErrorAt(ErrorCode::kGrammarSyntax, node->pos, "missing repetition count");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
 std::vector<NodePtr> Repeat(const NodePtr& node, int64_t n) {
   return std::vector<NodePtr>(static_cast<size_t>(std::max<int64_t>(n, 0)), node);
 }
@@ -243,10 +270,11 @@ Status EbnfToBnf::Expr(const NodePtr& tree, NodePtr* out) {
   } else if (op == "*") {
     *out = MakeTree("expansions", {AddRecurseRule("star", rule), MakeTree("expansion", {})});
   } else {
-    int64_t mn = std::stoll(tree->children[2]->text);
-    int64_t mx = mn;
+    int64_t mn = 0, mx = 0;
+    CFGMASK_RETURN_IF_ERROR(RepeatCount(tree->children[2], &mn));
+    mx = mn;
     if (tree->children.size() > 3) {
-      mx = std::stoll(tree->children[3]->text);
+      CFGMASK_RETURN_IF_ERROR(RepeatCount(tree->children[3], &mx));
       if (mx < mn || mn < 0) {
         return ErrorAt(ErrorCode::kGrammarSemantics, tree->children[2]->pos,
                        "bad range for repetition (" + std::to_string(mn) + ".." +

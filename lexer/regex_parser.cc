@@ -40,7 +40,13 @@ const auto kHex2 = x3::uint_parser<uint32_t, 16, 2, 2>();
 const auto kHex4 = x3::uint_parser<uint32_t, 16, 4, 4>();
 const auto kHex8 = x3::uint_parser<uint64_t, 16, 8, 8>();
 const auto kOctal3 = x3::uint_parser<uint32_t, 8, 1, 3>();
-const auto kAsciiIdentifier = (x3::alpha | x3::char_('_')) >> *(x3::alnum | x3::char_('_'));
+// Character classes spelled as ranges: X3's standard classes (x3::digit,
+// x3::alpha...) call the C classification functions, whose argument must be
+// an unsigned char value, and assert on the negative chars of UTF-8 bytes.
+const auto kDigit = x3::char_('0', '9');
+const auto kAsciiAlpha = x3::char_('a', 'z') | x3::char_('A', 'Z');
+const auto kAsciiIdentifier =
+    (kAsciiAlpha | x3::char_('_')) >> *(kAsciiAlpha | kDigit | x3::char_('_'));
 const auto kFlagLetters = *x3::char_("aiLmstux");
 
 constexpr std::string_view kSpecialChars = ".\\[{()*+?^$|";
@@ -560,8 +566,8 @@ class RegexParser {
       auto on_lo = [&](auto& ctx) { lo.assign(x3::_attr(ctx).begin(), x3::_attr(ctx).end()); };
       auto on_comma = [&](auto&) { comma = true; };
       auto on_hi = [&](auto& ctx) { hi.assign(x3::_attr(ctx).begin(), x3::_attr(ctx).end()); };
-      const auto body = x3::raw[*x3::digit][on_lo] >>
-                        -(x3::lit(',')[on_comma] >> x3::raw[*x3::digit][on_hi]) >> x3::lit('}');
+      const auto body = x3::raw[*kDigit][on_lo] >>
+                        -(x3::lit(',')[on_comma] >> x3::raw[*kDigit][on_hi]) >> x3::lit('}');
       x3::unused_type unused;
       if (!ParseAt(body, unused)) {
         pos_ = here;

@@ -283,6 +283,9 @@ const ErrorCase kErrorCases[] = {
     {"empty_terminal", "start: A\nA: \n", 2, 1, "terminals cannot be empty"},
     {"alias_in_terminal", "start: A\nA: \"a\" -> b\n", 2, 8, "aliasing not allowed"},
     {"bad_repeat_range", "start: a~3..1\na: \"a\"\n", 1, 10, "bad range"},
+    // Found by lark_reader_fuzz: a count past int64 ended the process.
+    {"huge_repeat", "start: a~106666666666666666666666666660\na: \"a\"\n", 1, 10, "too large"},
+    {"huge_repeat_range", "start: a~0..99999999999\na: \"a\"\n", 1, 13, "too large"},
     {"duplicate_expansion", "start: a [b] | a\na: \"a\"\nb: \"b\"\n", 1, 1, "rules defined twice"},
     {"ignore_undefined", "start: a\na: \"a\"\n%ignore WS\n", 3, 9, "was not defined"},
     {"underscore_alias", "start: _a\n_a: \"a\" -> x\n", 2, 1, "isn't allowed to have aliases"},

@@ -204,6 +204,18 @@ TEST(RegexTest, Utf8AndCaseFolding) {
   EXPECT_EQ(Match("(?s).", "\n"), 1);
 }
 
+// Found by regex_fuzz: a UTF-8 byte inside "{...}" or a group name reached
+// the C classification functions with a negative char.  As in Python's re,
+// "{" not followed by a well-formed count is a literal.
+TEST(RegexTest, NonAsciiBytesInCountsAndGroupNames) {
+  EXPECT_EQ(Match("a{2\xCE\x91}", "a{2\xCE\x91}"), 6);
+  EXPECT_EQ(Match("a{2,\xCE\x91}", "a{2,\xCE\x91}"), 7);
+  EXPECT_EQ(Match("x{\xCE\x91", "x{\xCE\x91"), 4);
+  // Python 3 takes any identifier as a group name.
+  EXPECT_EQ(Match("(?P<\xCE\x91>x)y", "xy"), 2);
+  EXPECT_EQ(Match("(?P<a\xCE\x91>x)", "x"), 1);
+}
+
 TEST(RegexTest, Lookarounds) {
   EXPECT_EQ(Match("0(?![1-9])", "01"), -1);
   EXPECT_EQ(Match("0(?![1-9])", "0a"), 1);

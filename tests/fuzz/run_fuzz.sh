@@ -92,16 +92,20 @@ for t in "${TARGETS[@]}"; do
   # CPU seconds (user + sys) next to the wall-clock limit: on a machine shared
   # with other work a nice-19 run gets less than its wall time.
   timer=()
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%U %S' -o "$LOGS/$t.cpu")
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%U %S %e' -o "$LOGS/$t.cpu")
   "${timer[@]}" nice -n 19 "$bin" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" -timeout="$TIMEOUT" \
     -report_slow_units=1 \
     -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
     -artifact_prefix="$ARTIFACTS/$t-" "$CORPUS/$t" "$SEEDS/$t" >"$LOGS/$t.log" 2>&1 || rc=$?
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOGS/$t.log" | tail -1)"
   cpu="?"
-  [ -s "$LOGS/$t.cpu" ] && cpu="$(awk 'END { printf "%.0f", $1 + $2 }' "$LOGS/$t.cpu")"
+  wall="$SECONDS_PER_TARGET"
+  if [ -s "$LOGS/$t.cpu" ]; then
+    cpu="$(awk 'END { printf "%.0f", $1 + $2 }' "$LOGS/$t.cpu")"
+    wall="$(awk 'END { printf "%.0f", $3 }' "$LOGS/$t.cpu")"
+  fi
   slow="$(find "$ARTIFACTS" -name "$t-slow-unit-*" -newer "$LOGS/$t.log.start" 2>/dev/null | wc -l)"
-  line="$t: started $start, ${SECONDS_PER_TARGET}s wall, ${cpu}s CPU, ${execs:-?} executions, ${slow} slow units, exit $rc"
+  line="$t: started $start, ${wall}s wall (limit ${SECONDS_PER_TARGET}s), ${cpu}s CPU, ${execs:-?} executions, ${slow} slow units, exit $rc"
   log "$line"
   summary+="$line"$'\n'
   if [ "$rc" -ne 0 ]; then

@@ -9,7 +9,8 @@
 //  - Advance(t) succeeds exactly when bit t of the mask is set (tokens with
 //    empty bytes aside; a kResourceLimit refusal is the per-step bound);
 //  - a failed Advance/Rollback leaves the session unchanged;
-//  - after Rollback(k) the text and the mask are those of k steps before.
+//  - after Rollback(k) the text and the mask are those of k steps before
+//    (a row-memo hit, checked against the mask computed the first time).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int32_t V = store.vocab_size;
   SessionLimits limits;
   limits.max_live_states = 16;
+  // A small row memo: emptied often, so both its hits (a rollback's mask
+  // again) and its evictions are driven; Advance, which never reads it,
+  // checks every memoised mask bit it is asked about.
+  limits.memo_bytes = 1 << 16;
   Session s(&store, limits);
   std::vector<std::vector<uint32_t>> masks = {s.Mask()};  // per history point
   std::vector<std::string> texts = {""};
