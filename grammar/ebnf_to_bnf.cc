@@ -114,7 +114,9 @@ std::string SeqKey(const Seq& seq) {
   return key;
 }
 
-Status Expand(const NodePtr& node, std::vector<Seq>* out) {
+// `max_alts` bounds the alternatives one expansion multiplies out to (each
+// optional part doubles them): past it the rule is refused, not expanded.
+Status Expand(const NodePtr& node, int64_t max_alts, std::vector<Seq>* out) {
   out->clear();
   if (IsSymbol(*node)) {
     out->push_back({node});
@@ -124,7 +126,14 @@ Status Expand(const NodePtr& node, std::vector<Seq>* out) {
     std::vector<Seq> result{Seq{}};
     for (const auto& child : node->children) {
       std::vector<Seq> options;
-      CFGMASK_RETURN_IF_ERROR(Expand(child, &options));
+      CFGMASK_RETURN_IF_ERROR(Expand(child, max_alts, &options));
+      if (static_cast<double>(result.size()) * static_cast<double>(options.size()) >
+          static_cast<double>(max_alts)) {
+        return ErrorAt(ErrorCode::kResourceLimit, node->pos,
+                       "this rule expands to more than " + std::to_string(max_alts) +
+                           " alternatives (its optional parts multiply out; "
+                           "max_rule_alternatives)");
+      }
       std::vector<Seq> next;
       next.reserve(result.size() * options.size());
       for (const auto& r : result) {
@@ -142,7 +151,12 @@ Status Expand(const NodePtr& node, std::vector<Seq>* out) {
     std::unordered_set<std::string> seen;
     for (const auto& child : node->children) {
       std::vector<Seq> options;
-      CFGMASK_RETURN_IF_ERROR(Expand(child, &options));
+      CFGMASK_RETURN_IF_ERROR(Expand(child, max_alts, &options));
+      if (static_cast<int64_t>(out->size() + options.size()) > max_alts) {
+        return ErrorAt(ErrorCode::kResourceLimit, node->pos,
+                       "this rule expands to more than " + std::to_string(max_alts) +
+                           " alternatives (max_rule_alternatives)");
+      }
       for (auto& o : options) {
         if (seen.insert(SeqKey(o)).second) out->push_back(std::move(o));
       }
@@ -310,11 +324,11 @@ namespace {
 
 // The top level of a rule body: nested `expansions` (from %extend) are
 // flattened, and an alias applies to every alternative of its expansion.
-Status TopLevel(const NodePtr& node, std::unordered_set<std::string>* seen,
+Status TopLevel(const NodePtr& node, int64_t max_alts, std::unordered_set<std::string>* seen,
                 std::vector<Alternative>* out) {
   if (IsTree(node, "expansions")) {
     for (const auto& child : node->children) {
-      CFGMASK_RETURN_IF_ERROR(TopLevel(child, seen, out));
+      CFGMASK_RETURN_IF_ERROR(TopLevel(child, max_alts, seen, out));
     }
     return Status::Ok();
   }
@@ -324,9 +338,9 @@ Status TopLevel(const NodePtr& node, std::unordered_set<std::string>* seen,
   if (IsTree(node, "alias")) {
     has_alias = true;
     alias = node->children[1]->text;
-    CFGMASK_RETURN_IF_ERROR(Expand(node->children[0], &options));
+    CFGMASK_RETURN_IF_ERROR(Expand(node->children[0], max_alts, &options));
   } else {
-    CFGMASK_RETURN_IF_ERROR(Expand(node, &options));
+    CFGMASK_RETURN_IF_ERROR(Expand(node, max_alts, &options));
   }
   for (auto& o : options) {
     std::string key = SeqKey(o) + (has_alias ? "|alias:" + alias : "|");
@@ -342,13 +356,13 @@ Status TopLevel(const NodePtr& node, std::unordered_set<std::string>* seen,
 
 }  // namespace
 
-Status SimplifyRule(const NodePtr& tree, std::vector<Alternative>* out) {
+Status SimplifyRule(const NodePtr& tree, int64_t max_alternatives, std::vector<Alternative>* out) {
   out->clear();
   if (!IsTree(tree, "expansions")) {
     return ErrorAt(ErrorCode::kGrammarSemantics, tree->pos, "malformed rule body");
   }
   std::unordered_set<std::string> seen;
-  return TopLevel(tree, &seen, out);
+  return TopLevel(tree, max_alternatives, &seen, out);
 }
 
 }  // namespace cfgmask::lark

@@ -71,7 +71,9 @@ struct Alternative {
 };
 
 // SimplifyRule_Visitor + RuleTreeToText on a rule's `expansions` tree.
-Status SimplifyRule(const NodePtr& tree, std::vector<Alternative>* out);
+// At most `max_alternatives` alternatives (LarkReaderOptions); more is a
+// kResourceLimit error at the rule's position.
+Status SimplifyRule(const NodePtr& tree, int64_t max_alternatives, std::vector<Alternative>* out);
 
 }  // namespace cfgmask::lark
 

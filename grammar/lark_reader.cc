@@ -19,6 +19,7 @@
 // terminal names come out as Lark's.  Tested by lark_reader_test.cc.
 #include "grammar/lark_reader.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -679,8 +680,12 @@ int CountExpansions(const NodePtr& node, bool* empty) {
 
 class Compiler {
  public:
-  Compiler(Builder* builder, const std::vector<std::string>& start, const std::string* main_file)
-      : builder_(builder), start_(start), main_file_(main_file) {}
+  Compiler(Builder* builder, const std::vector<std::string>& start, const std::string* main_file,
+           int64_t max_rule_alternatives)
+      : builder_(builder),
+        start_(start),
+        main_file_(main_file),
+        max_rule_alternatives_(max_rule_alternatives) {}
 
   Status Run(Grammar* out);
 
@@ -693,6 +698,7 @@ class Compiler {
   Builder* builder_;
   std::vector<std::string> start_;
   const std::string* main_file_;
+  int64_t max_rule_alternatives_;
   std::vector<CompiledTerminal> terminals_;
   std::unordered_set<std::string> term_set_;
   std::unordered_map<std::string, size_t> term_reverse_;
@@ -900,7 +906,7 @@ Status Compiler::Run(Grammar* out) {
   std::vector<CompiledRule> compiled;
   for (const auto& r : rules) {
     std::vector<lark::Alternative> alts;
-    CFGMASK_RETURN_IF_ERROR(lark::SimplifyRule(r.tree, &alts));
+    CFGMASK_RETURN_IF_ERROR(lark::SimplifyRule(r.tree, max_rule_alternatives_, &alts));
     for (size_t i = 0; i < alts.size(); ++i) {
       if (alts[i].has_alias && r.name[0] == '_') {
         return ErrorAt(ErrorCode::kGrammarSemantics, r.pos,
@@ -1052,7 +1058,7 @@ Status ReadLarkString(const std::string& text, const std::string& name,
   CFGMASK_RETURN_IF_ERROR(builder.Validate());
   std::vector<std::string> start = options.start;
   if (start.empty()) start.push_back("start");
-  Compiler compiler(&builder, start, file);
+  Compiler compiler(&builder, start, file, std::max<int64_t>(1, options.max_rule_alternatives));
   return compiler.Run(out);
 }
 

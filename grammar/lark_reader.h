@@ -20,6 +20,11 @@ struct LarkReaderOptions {
   std::vector<std::string> import_paths;
   // Start rules; empty means {"start"}.
   std::vector<std::string> start;
+  // Alternatives one rule may expand to: `x?` and `[x]` each double them, so
+  // 26 optional parts in one rule would be 67 million.  More is refused with
+  // a kResourceLimit error at the rule (python.lark's largest rule has 26,
+  // sql.lark's 150).
+  int64_t max_rule_alternatives = 200000;
 };
 
 // Reads `path` (and what it imports).  Errors are "FILE:LINE:COL: message".

@@ -61,9 +61,12 @@ struct RegexWidth {
 // Compiles `pattern` (Python re syntax; the text Lark's to_regexp() yields,
 // inline flags included) with the given global flags ("i", "s", "x", "m",
 // "u"; usually empty because Lark inlines them).  Errors name `what` (the
-// terminal) and the 0-based offset in the pattern.
+// terminal) and the 0-based offset in the pattern.  A pattern needing more
+// than `max_insts` NFA instructions (large repeat counts) is a kResourceLimit
+// error.
+inline constexpr size_t kRegexMaxInsts = size_t{1} << 20;
 Status CompileRegex(std::string_view pattern, std::string_view flags, std::string_view what,
-                    Nfa* nfa, RegexWidth* width);
+                    Nfa* nfa, RegexWidth* width, size_t max_insts = kRegexMaxInsts);
 
 // Python's re.match(pattern, text) run by a slow backtracking-order Pike VM
 // over `nfa`: the length of the match, or -1.  `prev_byte` is the byte before

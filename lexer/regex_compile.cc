@@ -45,7 +45,6 @@ namespace {
 
 using U128 = unsigned __int128;
 constexpr U128 kMaxWidth = U128{1} << 64;
-constexpr size_t kMaxInsts = size_t{1} << 20;
 constexpr uint32_t kBmpEnd = 0x10000;
 
 U128 Cap(U128 v) { return v < kMaxWidth ? v : kMaxWidth; }
@@ -295,7 +294,8 @@ void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>* out) {
 
 class NfaBuilder {
  public:
-  NfaBuilder(const RegexAst& ast, Nfa* nfa) : ast_(ast), nfa_(nfa) {
+  NfaBuilder(const RegexAst& ast, Nfa* nfa, size_t max_insts)
+      : ast_(ast), nfa_(nfa), max_insts_(max_insts) {
     nullable_.assign(ast.nodes.size(), -1);
   }
 
@@ -318,7 +318,7 @@ class NfaBuilder {
 
  private:
   int32_t Emit(const NfaInst& inst) {
-    if (nfa_->insts.size() >= kMaxInsts) {
+    if (nfa_->insts.size() >= max_insts_) {
       overflow_ = true;
       return -1;
     }
@@ -401,7 +401,7 @@ class NfaBuilder {
       case RegexOp::kNegLookahead: {
         if (ke < 0) return -1;
         Nfa sub;
-        NfaBuilder builder(ast_, &sub);
+        NfaBuilder builder(ast_, &sub, max_insts_);
         if (!builder.Build(n.children[0])) overflow_ = true;
         nfa_->subs.push_back(std::move(sub));
         NfaInst la;
@@ -511,6 +511,7 @@ class NfaBuilder {
 
   const RegexAst& ast_;
   Nfa* nfa_;
+  size_t max_insts_;
   std::vector<int8_t> nullable_;
   std::map<std::tuple<uint8_t, uint8_t, int32_t>, int32_t> suffix_cache_;
   std::map<std::pair<int32_t, int32_t>, int32_t> class_cache_;
@@ -520,7 +521,7 @@ class NfaBuilder {
 }  // namespace
 
 Status CompileRegex(std::string_view pattern, std::string_view flags, std::string_view what,
-                    Nfa* nfa, RegexWidth* width) {
+                    Nfa* nfa, RegexWidth* width, size_t max_insts) {
   uint32_t bits = 0;
   for (char f : flags) {
     switch (f) {
@@ -541,12 +542,12 @@ Status CompileRegex(std::string_view pattern, std::string_view flags, std::strin
     if (n.op == RegexOp::kCharClass) n.chars = ResolveCharClass(n.spec);
   }
   *nfa = Nfa();
-  NfaBuilder builder(ast, nfa);
+  NfaBuilder builder(ast, nfa, max_insts);
   if (!builder.Build(ast.root)) {
     *nfa = Nfa();
     return Status(ErrorCode::kResourceLimit,
                   "terminal " + std::string(what) + ": pattern needs more than " +
-                      std::to_string(kMaxInsts) + " NFA instructions (repeat counts too large)");
+                      std::to_string(max_insts) + " NFA instructions (repeat counts too large)");
   }
   *width = RegexNodeWidth(ast, ast.root);
   return Status::Ok();

@@ -285,6 +285,11 @@ const ErrorCase kErrorCases[] = {
     {"bad_repeat_range", "start: a~3..1\na: \"a\"\n", 1, 10, "bad range"},
     // Found by lark_reader_fuzz: a count past int64 ended the process.
     {"huge_repeat", "start: a~106666666666666666666666666660\na: \"a\"\n", 1, 10, "too large"},
+    // Found by lark_reader_fuzz: 26 optional parts multiply out to 2^26
+    // alternatives (the reader ran out of time and memory).
+    {"too_many_alternatives",
+     "start: a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a?\n"
+     "a: \"a\"\n", 1, 7, "max_rule_alternatives"},
     {"huge_repeat_range", "start: a~0..99999999999\na: \"a\"\n", 1, 13, "too large"},
     {"duplicate_expansion", "start: a [b] | a\na: \"a\"\nb: \"b\"\n", 1, 1, "rules defined twice"},
     {"ignore_undefined", "start: a\na: \"a\"\n%ignore WS\n", 3, 9, "was not defined"},
@@ -299,6 +304,19 @@ INSTANTIATE_TEST_SUITE_P(Malformed, LarkErrorTest, ::testing::ValuesIn(kErrorCas
                          [](const ::testing::TestParamInfo<ErrorCase>& info) {
                            return std::string(info.param.label);
                          });
+
+TEST(LarkReaderTest, RuleAlternativesLimitIsConfigurable) {
+  const std::string text = "start: a? a? a? a? a?\na: \"a\"\n";  // 32 alternatives
+  LarkReaderOptions options;
+  Grammar g;
+  ASSERT_TRUE(ReadLarkString(text, "five.lark", options, &g).ok());
+  options.max_rule_alternatives = 31;
+  Status st = ReadLarkString(text, "five.lark", options, &g);
+  EXPECT_EQ(st.code(), ErrorCode::kResourceLimit);
+  EXPECT_EQ(st.message().rfind("five.lark:1:7: ", 0), 0u) << st.message();
+  options.max_rule_alternatives = 32;
+  EXPECT_TRUE(ReadLarkString(text, "five.lark", options, &g).ok());
+}
 
 TEST(LarkReaderTest, MissingFileIsIoError) {
   Grammar g;

@@ -274,6 +274,10 @@ def peer_grammar(engine, workload, out: Path):
         return rewritten if rewritten.exists() else GRAMMARS[workload]["lark"]
     if engine == "xgrammar":
         return HERE / "grammars" / f"{workload}.gbnf"
+    if engine == "syncode":  # its own built-in grammar (README.md), JSON only here
+        from importlib.util import find_spec
+        builtin = Path(find_spec("syncode").origin).parent / "parsers" / "grammars"
+        return builtin / f"{workload}.lark" if workload == "json" else HERE / f"no-{workload}.lark"
     raise KeyError(engine)
 
 
@@ -424,7 +428,8 @@ def main(argv=None):
     ap.add_argument("--size", choices=sorted(SIZES), default="modest")
     ap.add_argument("--out", default=str(ROOT / "out" / "peers"))
     ap.add_argument("--corpus", default=str(ROOT / ".cache" / "corpus"))
-    ap.add_argument("--engines", nargs="+", default=["cfgmask", "llguidance", "xgrammar"])
+    ap.add_argument("--engines", nargs="+", default=["cfgmask", "llguidance", "xgrammar"],
+                    help="also: syncode (JSON only)")
     ap.add_argument("--workloads", nargs="+", default=["json", "sql", "python"],
                     choices=["json", "sql", "python"])
     ap.add_argument("--cfgmask", default=str(ROOT / "build-peers" / "cfgmask"))
