@@ -3,13 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 #include "grammar/check.h"
 #include "lexer/terminal_automaton.h"
 #include "parser/lalr.h"
 #include "runtime/or_reduce.h"
+#include "runtime/row_memo.h"
 
 namespace cfgmask {
 
@@ -216,100 +215,12 @@ int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
 
 }  // namespace
 
-// The row memo (SessionLimits::memo_bytes).  An entry holds the rows one
-// hypothesis accepted and everything their checks read: the checks are a
-// deterministic function of the hypothesis' lexer state, column, bracket
-// depth, indenter stack, slot scanners and the entries of its parser stack
-// at or above the deepest one any check popped to (Sim::low), so a
-// hypothesis equal on all of those (its stack ending with the same suffix)
-// accepts the same rows.  Exact by construction; compared with the memo off
-// in session_test.cc.  Locked, since forks share it and may run on other
-// threads.
-class RowMemo {
- public:
-  explicit RowMemo(int64_t cap_bytes) : cap_(cap_bytes) {}
-
-  static uint64_t Hash(const LiveState& l) {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    auto mix = [&h](uint64_t v) {
-      h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-      h *= 0xBF58476D1CE4E5B9ull;
-    };
-    mix(static_cast<uint32_t>(l.q));
-    mix(static_cast<uint32_t>(l.col));
-    mix(static_cast<uint32_t>(l.paren));
-    mix(static_cast<uint32_t>(l.stack->back()));
-    for (int32_t v : l.indent) mix(static_cast<uint32_t>(v));
-    for (uint64_t v : l.slot_bits) mix(v);
-    return h;
+Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_ptr<RowMemo> memo)
+    : store_(store), limits_(limits), memo_(std::move(memo)) {
+  CFGMASK_CHECK(!memo_ || memo_->store() == store_);  // a memo serves one store
+  if (!memo_ && limits_.memo_bytes > 0) {
+    memo_ = std::make_shared<RowMemo>(store_, limits_.memo_bytes);
   }
-
-  // Appends the rows memoised for `l` and returns true, or returns false.
-  bool Find(const LiveState& l, uint64_t h, std::vector<int32_t>* rows) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto [b, e] = map_.equal_range(h);
-    for (auto it = b; it != e; ++it) {
-      const Entry& x = it->second;
-      const std::vector<int32_t>& st = *l.stack;
-      if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.suffix.size() > st.size() ||
-          x.indent != l.indent || x.slots != l.slot_bits ||
-          !std::equal(x.suffix.begin(), x.suffix.end(), st.end() - x.suffix.size())) {
-        continue;
-      }
-      rows->insert(rows->end(), x.rows.begin(), x.rows.end());
-      ++hits_;
-      return true;
-    }
-    ++misses_;
-    return false;
-  }
-
-  // Records rows[0..n) for `l`, whose checks read l.stack from index `low` up.
-  void Put(const LiveState& l, uint64_t h, size_t low, const int32_t* rows, size_t n) {
-    const std::vector<int32_t>& st = *l.stack;
-    low = std::min(low, st.size() - 1);  // the top is always part of the key
-    Entry x{l.q, l.col, l.paren, l.indent, l.slot_bits,
-            std::vector<int32_t>(st.begin() + static_cast<std::ptrdiff_t>(low), st.end()),
-            std::vector<int32_t>(rows, rows + n)};
-    const int64_t bytes = static_cast<int64_t>(
-        sizeof(Entry) + 64 + 4 * (x.indent.size() + x.suffix.size() + x.rows.size()) +
-        8 * x.slots.size());
-    if (bytes > cap_) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes_ + bytes > cap_) {
-      map_.clear();
-      bytes_ = 0;
-    }
-    bytes_ += bytes;
-    map_.emplace(h, std::move(x));
-  }
-
-  int64_t hits() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return hits_;
-  }
-  int64_t misses() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return misses_;
-  }
-
- private:
-  struct Entry {
-    int32_t q, col, paren;
-    std::vector<int32_t> indent;
-    std::vector<uint64_t> slots;
-    std::vector<int32_t> suffix;  // the top of the parser stack the checks read
-    std::vector<int32_t> rows;
-  };
-  std::mutex mu_;
-  std::unordered_multimap<uint64_t, Entry> map_;
-  int64_t bytes_ = 0, cap_;
-  int64_t hits_ = 0, misses_ = 0;
-};
-
-Session::Session(const CompiledStore* store, SessionLimits limits)
-    : store_(store), limits_(limits) {
-  if (limits_.memo_bytes > 0) memo_ = std::make_shared<RowMemo>(limits_.memo_bytes);
   Reset();
 }
 

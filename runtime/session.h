@@ -48,11 +48,11 @@ void OrRows(const CompiledStore& store, const int32_t* rows, size_t n, uint32_t*
 
 struct SessionLimits {
   int32_t max_live_states = 64;  // per step; more is an error (kResourceLimit)
-  // Bytes of the row memo: the rows a hypothesis accepts, keyed by exactly
-  // what checking them reads (lexer state, column, brackets, indenter stack,
-  // slot scanners and the top of the parser stack down to the deepest entry
-  // any check popped to), so a context met again costs one look-up.  Shared
-  // by a session's forks; emptied when full.  0 turns it off.
+  // Bytes of the session's own row memo (runtime/row_memo.h): the rows a
+  // hypothesis accepts, keyed by exactly what checking them reads, so a
+  // context met again costs one look-up.  Shared by the session's forks and
+  // kept by Reset.  0 turns it off.  Ignored when the session is given a
+  // memo to share.
   int64_t memo_bytes = int64_t{16} << 20;
 };
 
@@ -60,7 +60,11 @@ class RowMemo;
 
 class Session {
  public:
-  explicit Session(const CompiledStore* store, SessionLimits limits = {});
+  // With `memo`, the session uses that row memo (made for the same store),
+  // shared with every other session given it: a server that opens a
+  // session per request keeps one memo per store.
+  explicit Session(const CompiledStore* store, SessionLimits limits = {},
+                   std::shared_ptr<RowMemo> memo = nullptr);
 
   // Fills `mask` (ceil(V/32) words; bit t set = token t allowed).
   void FillMask(uint32_t* mask);
@@ -108,7 +112,9 @@ class Session {
   bool AllowsSlow(int32_t token);
   size_t num_live() const { return live_.size(); }
   const CompiledStore* store() const { return store_; }
-  // Row-memo look-ups answered and missed so far (see SessionLimits).
+  // Look-ups its row memo answered and missed so far (all the sessions that
+  // share it counted); null when the memo is off.
+  const std::shared_ptr<RowMemo>& memo() const { return memo_; }
   int64_t memo_hits() const;
   int64_t memo_misses() const;
   const std::vector<LiveState>& live() const { return live_; }

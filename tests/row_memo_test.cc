@@ -13,8 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "runtime/cli.h"
+#include "runtime/row_memo.h"
 #include "tests/exactness_harness.h"
 #include "tests/serving_corpus.h"
 
@@ -163,6 +165,58 @@ TEST(RowMemo, ByteLevelSqlWalksIdentical) {
   EXPECT_GT(CompareWalks(sql, SessionLimits{}.memo_bytes, TestQuick() ? 10 : 100, 40, 31, &hits),
             200);
   EXPECT_GT(hits, 0);
+}
+
+// Sessions sharing one memo, on two threads at once, each teacher-forcing
+// its own texts: every mask equals a memo-less session's, and the second
+// pass over the texts is answered from entries the other sessions made.
+TEST(RowMemo, SharedAcrossSessionsAndThreads) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 6 : 30, 300, 8000);
+  ASSERT_GE(texts.size(), 2u);
+  auto memo = std::make_shared<RowMemo>(store, SessionLimits{}.memo_bytes);
+  std::vector<int64_t> steps(2, 0);
+  std::vector<int> failures(2, 0);
+  auto worker = [&](int w) {
+    Segmenter seg(*store);
+    for (size_t i = w; i < texts.size(); i += 2) {
+      Session shared(store, SessionLimits{}, memo), plain(store, NoMemo());
+      for (const Segment& s : seg.Cut(texts[i], SegmentMode::kGreedy, nullptr)) {
+        if (shared.Mask() != plain.Mask()) ++failures[w];
+        ++steps[w];
+        if (!shared.Advance(s.token).ok() || !plain.Advance(s.token).ok()) break;
+      }
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  EXPECT_EQ(failures[0] + failures[1], 0);
+  EXPECT_GT(steps[0] + steps[1], 500);
+  const int64_t hits_before = memo->hits();
+  int64_t second = 0;
+  {
+    Segmenter seg(*store);
+    Session again(store, SessionLimits{}, memo), plain(store, NoMemo());
+    for (const Segment& s : seg.Cut(texts[0], SegmentMode::kGreedy, nullptr)) {
+      ASSERT_EQ(again.Mask(), plain.Mask());
+      ++second;
+      if (!again.Advance(s.token).ok() || !plain.Advance(s.token).ok()) break;
+    }
+  }
+  // Every step of a text seen before is a hit (each step looks up one hypothesis).
+  EXPECT_GE(memo->hits() - hits_before, second - 1);
+  EXPECT_GT(memo->bytes(), 0);
+}
+
+TEST(RowMemoDeathTest, AMemoServesOneStore) {
+  CompiledStore one, other;
+  auto memo = std::make_shared<RowMemo>(&other, 1 << 20);
+  EXPECT_DEATH(Session(&one, SessionLimits{}, memo), "");
 }
 
 TEST(RowMemo, OffMeansNoLookups) {

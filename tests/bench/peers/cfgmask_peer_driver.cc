@@ -3,7 +3,7 @@
 // fill the step's bitmask, check the forced token's bit, then advance.  After
 // the last token one more mask is filled and its EOS bits are read.
 //
-//   cfgmask_peer_driver STORE.cfgm STREAMS.txt OUT.json
+//   cfgmask_peer_driver STORE.cfgm STREAMS.txt OUT.json [--fresh-session | --shared-memo | --no-memo]
 //
 // STREAMS.txt: one stream per line, "name<TAB>id id id ..." (ids in the
 // store's vocabulary).  OUT.json: store load time, peak RSS, and per stream
@@ -11,7 +11,11 @@
 // none), whether EOS was allowed at the end, and the per-step fill and advance
 // times in microseconds.  A refused token ends its stream (the session stays
 // where it was).  Single thread.  Used by tests/bench/peers/run_peers.py; not
-// part of the test suite.
+// part of the test suite.  By default one session is reset between streams,
+// so its row memo (SessionLimits::memo_bytes) carries over, as the peers'
+// caches do; --fresh-session starts every stream with a new session and a
+// new memo (cold), --shared-memo with a new session sharing one memo (a
+// server's session per request), --no-memo turns the memo off.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -70,8 +74,12 @@ void WriteTimes(std::FILE* f, const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: cfgmask_peer_driver STORE.cfgm STREAMS.txt OUT.json\n");
+  const std::string mode = argc == 5 ? argv[4] : "";
+  if ((argc != 4 && argc != 5) || (argc == 5 && mode != "--fresh-session" &&
+                                   mode != "--shared-memo" && mode != "--no-memo")) {
+    std::fprintf(stderr,
+                 "usage: cfgmask_peer_driver STORE.cfgm STREAMS.txt OUT.json "
+                 "[--fresh-session | --shared-memo | --no-memo]\n");
     return 2;
   }
   using Clock = std::chrono::steady_clock;
@@ -93,12 +101,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cfgmask_peer_driver: %s: cannot write\n", argv[3]);
     return 2;
   }
-  cfgmask::Session session(&store);
+  cfgmask::SessionLimits limits;
+  if (mode == "--no-memo") limits.memo_bytes = 0;
+  cfgmask::Session session(&store, limits);
   std::vector<uint32_t> mask(store.mask_words());
   std::fprintf(out, "{\"store_load_s\": %.6f, \"vocab_size\": %d, \"streams\": [\n", load_s,
                store.vocab_size);
   for (size_t k = 0; k < streams.size(); ++k) {
     const Stream& s = streams[k];
+    if (mode == "--fresh-session") session = cfgmask::Session(&store, limits);
+    if (mode == "--shared-memo") session = cfgmask::Session(&store, limits, session.memo());
     session.Reset();
     std::vector<double> fill_us, advance_us;
     int64_t first_reject = -1;
@@ -142,7 +154,10 @@ int main(int argc, char** argv) {
     WriteTimes(out, advance_us);
     std::fputs(k + 1 < streams.size() ? "},\n" : "}\n", out);
   }
-  std::fprintf(out, "], \"peak_rss_bytes\": %" PRId64 "}\n", PeakRssBytes());
+  std::fprintf(out, "], \"mode\": \"%s\", \"memo_hits\": %" PRId64 ", \"memo_misses\": %" PRId64
+               ", \"peak_rss_bytes\": %" PRId64 "}\n",
+               mode.empty() ? "reset" : mode.c_str() + 2, session.memo_hits(), session.memo_misses(),
+               PeakRssBytes());
   std::fclose(out);
   return 0;
 }

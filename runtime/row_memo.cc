@@ -1,0 +1,84 @@
+// Row memo: see row_memo.h.
+#include "runtime/row_memo.h"
+
+#include <algorithm>
+
+#include "runtime/session.h"
+
+namespace cfgmask {
+
+RowMemo::RowMemo(const CompiledStore* store, int64_t cap_bytes)
+    : store_(store),
+      shard_cap_(std::max<int64_t>(cap_bytes / static_cast<int64_t>(kShards), 1)),
+      shards_(new Shard[kShards]) {}
+
+uint64_t RowMemo::Hash(const LiveState& l) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ull;
+  };
+  mix(static_cast<uint32_t>(l.q));
+  mix(static_cast<uint32_t>(l.col));
+  mix(static_cast<uint32_t>(l.paren));
+  mix(static_cast<uint32_t>(l.stack->back()));
+  for (int32_t v : l.indent) mix(static_cast<uint32_t>(v));
+  for (uint64_t v : l.slot_bits) mix(v);
+  return h ^ (h >> 31);
+}
+
+bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows) {
+  Shard& sh = ShardOf(hash);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  auto [b, e] = sh.map.equal_range(hash);
+  const std::vector<int32_t>& st = *l.stack;
+  for (auto it = b; it != e; ++it) {
+    const Entry& x = it->second;
+    if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.suffix.size() > st.size() ||
+        x.indent != l.indent || x.slots != l.slot_bits ||
+        !std::equal(x.suffix.begin(), x.suffix.end(), st.end() - x.suffix.size())) {
+      continue;
+    }
+    rows->insert(rows->end(), x.rows.begin(), x.rows.end());
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void RowMemo::Put(const LiveState& l, uint64_t hash, size_t low, const int32_t* rows, size_t n) {
+  const std::vector<int32_t>& st = *l.stack;
+  low = std::min(low, st.size() - 1);  // the top is always part of the key
+  Entry x{l.q,
+          l.col,
+          l.paren,
+          l.indent,
+          l.slot_bits,
+          std::vector<int32_t>(st.begin() + static_cast<std::ptrdiff_t>(low), st.end()),
+          std::vector<int32_t>(rows, rows + n)};
+  const int64_t bytes =
+      static_cast<int64_t>(sizeof(Entry) + 64 +
+                           4 * (x.indent.size() + x.suffix.size() + x.rows.size()) +
+                           8 * x.slots.size());
+  if (bytes > shard_cap_) return;
+  Shard& sh = ShardOf(hash);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  if (sh.bytes + bytes > shard_cap_) {
+    sh.map.clear();
+    sh.bytes = 0;
+  }
+  sh.bytes += bytes;
+  sh.map.emplace(hash, std::move(x));
+}
+
+int64_t RowMemo::bytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    total += shards_[i].bytes;
+  }
+  return total;
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,75 @@
+// The row memo: the store rows a decoding hypothesis accepts, keyed by
+// exactly what checking them reads, so that a context met again costs one
+// look-up instead of a walk of its lexer state's rows against the parser.
+//
+// The checks of a hypothesis' rows (runtime/session.cc) are a deterministic
+// function of its lexer state, carried column, bracket depth, indenter stack,
+// slot scanners and the entries of its LR stack at or above the deepest one
+// any check popped to.  An entry keeps all of these, the stack as that
+// suffix, so a hypothesis equal on them (its stack ending with the same
+// suffix) accepts the same rows: exact by construction, and compared with
+// the memo off in tests/row_memo_test.cc.
+//
+// One memo belongs to one store.  Sessions of that store may share it (a
+// server that opens a session per request keeps its hits); it is sharded and
+// locked, so sessions on different threads may use it at once.  Its size is
+// bounded: a shard that would exceed its share of the budget is emptied.
+#ifndef CFGMASK_RUNTIME_ROW_MEMO_H_
+#define CFGMASK_RUNTIME_ROW_MEMO_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+struct LiveState;
+
+class RowMemo {
+ public:
+  // A memo of at most about `cap_bytes` for sessions of `store`.
+  RowMemo(const CompiledStore* store, int64_t cap_bytes);
+  RowMemo(const RowMemo&) = delete;
+  RowMemo& operator=(const RowMemo&) = delete;
+
+  const CompiledStore* store() const { return store_; }
+  static uint64_t Hash(const LiveState& l);
+  // Appends the rows memoised for `l` and returns true, or returns false.
+  bool Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows);
+  // Records rows[0..n) for `l`, whose checks read l.stack from index `low` up.
+  void Put(const LiveState& l, uint64_t hash, size_t low, const int32_t* rows, size_t n);
+
+  int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  int64_t bytes() const;
+
+ private:
+  struct Entry {
+    int32_t q, col, paren;
+    std::vector<int32_t> indent;
+    std::vector<uint64_t> slots;
+    std::vector<int32_t> suffix;  // the top of the parser stack the checks read
+    std::vector<int32_t> rows;
+  };
+  struct Shard {
+    std::mutex mu;
+    std::unordered_multimap<uint64_t, Entry> map;
+    int64_t bytes = 0;
+  };
+  static constexpr size_t kShards = 16;
+  Shard& ShardOf(uint64_t hash) { return shards_[(hash >> 59) % kShards]; }
+
+  const CompiledStore* store_;
+  int64_t shard_cap_;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<int64_t> hits_{0}, misses_{0};
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_ROW_MEMO_H_
