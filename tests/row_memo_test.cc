@@ -111,7 +111,7 @@ TEST(RowMemo, PythonTeacherForcedIdentical) {
   Status st;
   const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
-  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 8 : 60, 300, 20000);
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 5 : 60, 300, 20000);
   ASSERT_FALSE(texts.empty());
   Session memo(store);
   const int64_t steps = CompareTexts(store, &memo, texts, 3);
@@ -129,7 +129,7 @@ TEST(RowMemo, SqlTeacherForcedIdentical) {
   Status st;
   const CompiledStore* store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
-  const std::vector<std::string> texts = SqlTexts(TestQuick() ? 80 : 100000);
+  const std::vector<std::string> texts = SqlTexts(TestQuick() ? 50 : 100000);
   ASSERT_GT(texts.size(), 20u);
   Session memo(store);
   const int64_t steps = CompareTexts(store, &memo, texts, 4);

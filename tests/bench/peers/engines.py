@@ -164,8 +164,9 @@ class SynCode:
     - SynCode's own generation loop (``syncode.language_model``) asks
       ``is_valid(prefix, token)`` before masking and masks only when that
       fails.  On every mask refusal the driver asks ``is_valid`` of a second
-      processor (the cold-built one, its own parser state, untimed) and
-      records that verdict too (``opportunistic_*``).
+      processor (the cold-built one with its own parser state, sharing the
+      timed processor's mask store; untimed) and records that verdict too
+      (``opportunistic_*``).
     """
     name = "syncode"
     force_through = True
@@ -222,6 +223,10 @@ class SynCode:
         self.view = self.scores[0]
         self.refusals, self.opp_first_reject, self.opp_eos = [], -1, None
         if self.checker is not None:
+            # is_valid only reads the mask store: share the second one, so that the
+            # first (and its 1.7 million cached build tuples) does not stay in
+            # memory and in the garbage collector's way
+            self.checker.grammar_engine.dfa_mask_store = self.processor.grammar_engine.dfa_mask_store
             # parse_output_only: the first call's prefix length (0) marks where
             # the output starts; is_valid would take it from its own first call
             self.checker.reset()
