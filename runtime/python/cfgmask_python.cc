@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "runtime/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
+#include "runtime/row_memo.h"
 #include "runtime/session.h"
 
 namespace py = pybind11;
@@ -41,11 +44,32 @@ void ThrowIfError(const Status& st) {
 
 using StorePtr = std::shared_ptr<CompiledStore>;
 
+// The row memo shared by every session of one store (runtime/row_memo.h):
+// matchers opened per request or per batch row keep each other's hits.  It
+// is kept while its store is alive (its entry is dropped at the next call
+// after the store is gone, and a new store at a freed address never gets a
+// dead store's memo).
+std::shared_ptr<RowMemo> MemoFor(const StorePtr& store) {
+  static std::mutex mu;
+  static std::map<const CompiledStore*, std::pair<std::weak_ptr<CompiledStore>, std::shared_ptr<RowMemo>>>
+      memos;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = memos.begin(); it != memos.end();) {  // the memos of dead stores
+    it = it->second.first.expired() ? memos.erase(it) : std::next(it);
+  }
+  auto& slot = memos[store.get()];
+  if (!slot.second || slot.first.lock() != store) {
+    slot = {store, std::make_shared<RowMemo>(store.get(), SessionLimits{}.memo_bytes)};
+  }
+  return slot.second;
+}
+
 // A session and the store it reads, kept alive together.
 struct PySession {
   StorePtr store;
   Session session;
-  PySession(StorePtr s, SessionLimits limits) : store(std::move(s)), session(store.get(), limits) {}
+  PySession(StorePtr s, SessionLimits limits)
+      : store(std::move(s)), session(store.get(), limits, MemoFor(store)) {}
   PySession(StorePtr s, const Session& other) : store(std::move(s)), session(other) {}
 };
 
@@ -415,6 +439,12 @@ PYBIND11_MODULE(_core, m) {
              return s.session.CanEnd();
            })
       .def("is_terminated", [](const PySession& s) { return s.session.IsTerminated(); })
+      .def("memo_stats",
+           [](const PySession& s) {
+             return py::make_tuple(s.session.memo_hits(), s.session.memo_misses());
+           },
+           "(hits, misses) of the row memo this session shares with the store's other "
+           "sessions")
       .def("reset", [](PySession& s) { s.session.Reset(); })
       .def_property_readonly("history_length",
                              [](const PySession& s) { return s.session.HistoryLength(); })

@@ -64,6 +64,32 @@ def test_store_stats_and_round_trip(store, tmp_path):
         assert a.accept_string(piece) and b.accept_string(piece)
 
 
+def test_matchers_of_one_store_share_the_row_memo(store, tmp_path):
+    """Matchers of one store share its row memo (a server's matcher per
+    request): a second matcher over the same text is answered from the
+    first one's entries, with the same masks as a matcher of another store
+    object (its own memo)."""
+    pieces = ['{"a"', ': [', '1', ', 2.5', ', {"b": null}', ']', '}']
+    path = tmp_path / "copy.cfgm"
+    store.save(str(path))
+    other = cfgmask.Store.load(str(path))
+    a = cfgmask.GrammarMatcher(store)
+    masks = []
+    for piece in pieces:
+        masks.append(mask_of(a))
+        assert a.accept_string(piece)
+    hits_before, _ = a._session.memo_stats()
+    b, c = cfgmask.GrammarMatcher(store), cfgmask.GrammarMatcher(other)
+    for piece, m in zip(pieces, masks):
+        assert np.array_equal(mask_of(b), m)
+        assert np.array_equal(mask_of(c), m)
+        assert b.accept_string(piece) and c.accept_string(piece)
+    hits_after, _ = b._session.memo_stats()
+    assert a._session.memo_stats()[0] == hits_after  # one memo, one count
+    assert hits_after - hits_before >= len(pieces)
+    assert c._session.memo_stats()[0] < hits_after
+
+
 def test_compile_from_path_equals_text(store, tmp_path):
     path = tmp_path / "g.lark"
     path.write_text(JSON_GRAMMAR)
