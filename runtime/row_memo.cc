@@ -3,12 +3,14 @@
 
 #include <algorithm>
 
+#include "runtime/or_reduce.h"
 #include "runtime/session.h"
 
 namespace cfgmask {
 
 RowMemo::RowMemo(const CompiledStore* store, int64_t cap_bytes)
     : store_(store),
+      text_mask_(store->vocab_size > 0 ? TextTokenMask(*store) : std::vector<uint32_t>()),
       shard_cap_(std::max<int64_t>(cap_bytes / static_cast<int64_t>(kShards), 1)),
       shards_(new Shard[kShards]) {}
 

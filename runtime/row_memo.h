@@ -38,6 +38,8 @@ class RowMemo {
   RowMemo& operator=(const RowMemo&) = delete;
 
   const CompiledStore* store() const { return store_; }
+  // The store's text-token mask (TextTokenMask), made once for its sessions.
+  const std::vector<uint32_t>& text_mask() const { return text_mask_; }
   static uint64_t Hash(const LiveState& l);
   // Appends the rows memoised for `l` and returns true, or returns false.
   bool Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows);
@@ -65,6 +67,7 @@ class RowMemo {
   Shard& ShardOf(uint64_t hash) { return shards_[(hash >> 59) % kShards]; }
 
   const CompiledStore* store_;
+  std::vector<uint32_t> text_mask_;
   int64_t shard_cap_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> hits_{0}, misses_{0};

@@ -511,8 +511,12 @@ void Session::FillMask(uint32_t* mask) {
   std::memset(mask, 0, sizeof(uint32_t) * s->mask_words());
   bool eos = false;
   AcceptedRows(&scratch_rows_, &eos);
-  if (text_mask_.empty()) text_mask_ = TextTokenMask(*s);
-  OrRowsSimd(*s, text_mask_.data(), scratch_rows_.data(), scratch_rows_.size(), mask);
+  const uint32_t* text_mask = memo_ ? memo_->text_mask().data() : nullptr;
+  if (!text_mask) {
+    if (text_mask_.empty()) text_mask_ = TextTokenMask(*s);
+    text_mask = text_mask_.data();
+  }
+  OrRowsSimd(*s, text_mask, scratch_rows_.data(), scratch_rows_.size(), mask);
   if (eos) {
     for (int32_t e : s->eos_ids) mask[e >> 5] |= 1u << (e & 31);
   }
