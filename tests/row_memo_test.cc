@@ -107,6 +107,21 @@ int64_t CompareWalks(const CompiledStore* store, int64_t memo_bytes, int walks, 
   return steps;
 }
 
+// CompareTexts through one memo session on `store`; the memo must answer at
+// least `min_hit_share` of the steps.
+void ExpectTextsIdentical(const char* what, const CompiledStore* store,
+                          const std::vector<std::string>& texts, uint64_t seed,
+                          double min_hit_share) {
+  Session memo(store);
+  const int64_t steps = CompareTexts(store, &memo, texts, seed);
+  std::printf("%s: %zu texts, %lld steps, memo %lld hits / %lld misses\n", what, texts.size(),
+              static_cast<long long>(steps), static_cast<long long>(memo.memo_hits()),
+              static_cast<long long>(memo.memo_misses()));
+  EXPECT_GT(steps, 1000);
+  EXPECT_GT(memo.memo_hits(), static_cast<int64_t>(min_hit_share * steps));
+  EXPECT_GT(memo.memo_misses(), 0);
+}
+
 TEST(RowMemo, PythonTeacherForcedIdentical) {
   CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
@@ -115,14 +130,7 @@ TEST(RowMemo, PythonTeacherForcedIdentical) {
   ASSERT_NE(store, nullptr) << st.message();
   const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 5 : 60, 300, 20000);
   ASSERT_FALSE(texts.empty());
-  Session memo(store);
-  const int64_t steps = CompareTexts(store, &memo, texts, 3);
-  std::printf("python: %zu files, %lld steps, memo %lld hits / %lld misses\n", texts.size(),
-              static_cast<long long>(steps), static_cast<long long>(memo.memo_hits()),
-              static_cast<long long>(memo.memo_misses()));
-  EXPECT_GT(steps, 1000);
-  EXPECT_GT(memo.memo_hits(), steps / 4);  // the memo answered a real share of the steps
-  EXPECT_GT(memo.memo_misses(), 0);
+  ExpectTextsIdentical("python", store, texts, 3, 0.25);
 }
 
 TEST(RowMemo, SqlTeacherForcedIdentical) {
@@ -133,13 +141,7 @@ TEST(RowMemo, SqlTeacherForcedIdentical) {
   ASSERT_NE(store, nullptr) << st.message();
   const std::vector<std::string> texts = SqlTexts(TestQuick() ? 50 : 100000);
   ASSERT_GT(texts.size(), 20u);
-  Session memo(store);
-  const int64_t steps = CompareTexts(store, &memo, texts, 4);
-  std::printf("sql: %zu statements, %lld steps, memo %lld hits / %lld misses\n", texts.size(),
-              static_cast<long long>(steps), static_cast<long long>(memo.memo_hits()),
-              static_cast<long long>(memo.memo_misses()));
-  EXPECT_GT(steps, 1000);
-  EXPECT_GT(memo.memo_hits(), 0);
+  ExpectTextsIdentical("sql", store, texts, 4, 0.25);
 }
 
 TEST(RowMemo, RandomWalksWithRollbackAndForkIdentical) {
