@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!dir.empty()) o.import_paths.push_back(dir);
     // Small enough that a rule of many optional parts is refused within the
     // per-input time limit of the sanitized build.
-    o.max_rule_alternatives = 5000;
+    o.max_rule_alternatives = 1000;
     return o;
   }();
   const std::string text(reinterpret_cast<const char*>(data), size);
