@@ -398,10 +398,34 @@ Status Builder::DoImport(const std::vector<std::string>& dotted_path, bool relat
                  "cannot find grammar '" + grammar_path + "' to import (searched: " + searched + ")");
 }
 
+// Rule and terminal bodies nested deeper than this (parentheses, brackets,
+// operators) are refused: the EBNF transformations recurse per level.
+constexpr int kMaxBodyNesting = 200;
+
+// Checks the nesting depth of `root` without recursing.
+Status CheckNesting(const NodePtr& root) {
+  std::vector<std::pair<const Node*, int>> todo;
+  if (root) todo.push_back({root.get(), 1});
+  while (!todo.empty()) {
+    auto [n, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxBodyNesting) {
+      return ErrorAt(ErrorCode::kResourceLimit, n->pos,
+                     "the definition nests more than " + std::to_string(kMaxBodyNesting) +
+                         " levels deep");
+    }
+    for (const NodePtr& c : n->children) {
+      if (c) todo.push_back({c.get(), depth + 1});
+    }
+  }
+  return Status::Ok();
+}
+
 Status Builder::LoadGrammar(const std::string& text, const std::string* file,
                             const Mangle* mangle) {
   std::vector<Statement> statements;
   CFGMASK_RETURN_IF_ERROR(lark::ParseLarkText(text, *file, &statements));
+  for (const Statement& st : statements) CFGMASK_RETURN_IF_ERROR(CheckNesting(st.expansions));
 
   // Imports are grouped by dotted path (first occurrence order) and done first.
   struct ImportGroup {

@@ -15,6 +15,11 @@
 namespace cfgmask::lark {
 namespace {
 
+// Deeper group nesting is not read (the widths are then marked unparsed);
+// the regex parser refuses it with an error (kRegexMaxGroupNesting,
+// lexer/regex_ast.h, the same number).
+constexpr int kMaxGroupNesting = 100;
+
 using Wide = unsigned __int128;
 constexpr Wide kMaxWide = static_cast<Wide>(1) << 64;  // Python's MAXWIDTH
 constexpr uint64_t kMaxRepeat = 4294967295ULL;         // _sre.MAXREPEAT
@@ -306,6 +311,15 @@ class WidthReader {
 
   Width Group(bool* repeatable) {
     ++pos_;  // '('
+    if (++depth_ > kMaxGroupNesting) {
+      ok_ = false;
+      pos_ = s_.size();
+      return {};
+    }
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&depth_};
     if (Peek() != '?') return Capture(verbose_, "");
     ++pos_;  // '?'
     char c = Peek();
@@ -408,6 +422,7 @@ class WidthReader {
   const std::string& s_;
   size_t pos_ = 0;
   bool ok_ = true;
+  int depth_ = 0;  // groups open
   bool verbose_ = false;
   std::vector<Width> group_widths_{Width{}};  // group 0 is the whole pattern
   std::vector<bool> closed_{false};

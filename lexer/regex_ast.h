@@ -24,6 +24,9 @@ namespace cfgmask {
 
 // Python's MAXREPEAT: {m,n} bounds must be below it; it stands for "no bound".
 inline constexpr uint64_t kRegexMaxRepeat = 0xFFFFFFFFull;
+// Groups nested deeper than this are refused (the parsers recurse per
+// level; a pattern of thousands of "(" would exhaust the stack).
+inline constexpr int kRegexMaxGroupNesting = 100;
 
 // sre flag bits (the values of re.I, re.S, ...; only these are accepted).
 enum RegexFlag : uint32_t {

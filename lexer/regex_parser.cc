@@ -913,6 +913,11 @@ class RegexParser {
   // sre_parse._parse_sub: alternatives separated by '|'.
   Status ParseSub(bool verbose, int nested, uint32_t flags, int32_t* out) {
     size_t start = pos_;
+    if (nested > 2 * kRegexMaxGroupNesting) {  // two levels per group: ParseSub, ParseSeq
+      return Status(ErrorCode::kResourceLimit,
+                    Prefix(start) + "groups nested more than " +
+                        std::to_string(kRegexMaxGroupNesting) + " deep");
+    }
     std::vector<int32_t> alts;
     while (true) {
       int32_t seq = -1;

@@ -318,6 +318,25 @@ TEST(LarkReaderTest, RuleAlternativesLimitIsConfigurable) {
   EXPECT_TRUE(ReadLarkString(text, "five.lark", options, &g).ok());
 }
 
+// Found by lark_reader_fuzz: thousands of nested parentheses in a rule or a
+// terminal's pattern overflowed the stack of the recursive transformations.
+TEST(LarkReaderTest, DeepNestingIsRefusedWithPosition) {
+  const auto nest = [](int n) { return std::string(n, '(') + "a" + std::string(n, ')'); };
+  LarkReaderOptions options;
+  Grammar g;
+  ASSERT_TRUE(ReadLarkString("start: " + nest(20) + "\na: \"a\"\n", "ok.lark", options, &g).ok());
+  for (int n : {300, 3000}) {
+    Status st = ReadLarkString("start: " + nest(n) + "\na: \"a\"\n", "deep.lark", options, &g);
+    EXPECT_EQ(st.code(), ErrorCode::kResourceLimit) << st.message();
+    EXPECT_EQ(st.message().rfind("deep.lark:1:", 0), 0u) << st.message();
+    EXPECT_NE(st.message().find("levels deep"), std::string::npos) << st.message();
+  }
+  // A pattern's width is read without recursing past 100 groups (the regex
+  // compiler then refuses it, RegexTest.GroupNestingIsBounded).
+  EXPECT_TRUE(ReadLarkString("start: A\nA: /" + nest(3000) + "/\n", "deepre.lark", options, &g).ok());
+  EXPECT_TRUE(ReadLarkString("start: A\nA: /" + nest(100) + "/\n", "re.lark", options, &g).ok());
+}
+
 TEST(LarkReaderTest, MissingFileIsIoError) {
   Grammar g;
   Status st = ReadLarkFile("/nonexistent/grammar.lark", LarkReaderOptions(), &g);

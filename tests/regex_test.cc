@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "lexer/regex.h"
+#include "lexer/regex_ast.h"
 #include "tests/oracle_text.h"
 
 namespace cfgmask {
@@ -214,6 +215,18 @@ TEST(RegexTest, NonAsciiBytesInCountsAndGroupNames) {
   // Python 3 takes any identifier as a group name.
   EXPECT_EQ(Match("(?P<\xCE\x91>x)y", "xy"), 2);
   EXPECT_EQ(Match("(?P<a\xCE\x91>x)", "x"), 1);
+}
+
+TEST(RegexTest, GroupNestingIsBounded) {
+  const auto nest = [](int n) { return std::string(n, '(') + "a" + std::string(n, ')'); };
+  EXPECT_EQ(Match(nest(kRegexMaxGroupNesting), "a"), 1);
+  Nfa nfa;
+  RegexWidth w;
+  Status st = CompileRegex(nest(kRegexMaxGroupNesting + 1), "", "T", &nfa, &w);
+  EXPECT_EQ(st.code(), ErrorCode::kResourceLimit) << st.message();
+  EXPECT_NE(st.message().find("nested more than"), std::string::npos) << st.message();
+  st = CompileRegex(nest(20000), "", "T", &nfa, &w);  // no stack overflow
+  EXPECT_FALSE(st.ok());
 }
 
 TEST(RegexTest, Lookarounds) {
