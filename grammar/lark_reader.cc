@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -167,7 +168,15 @@ std::vector<std::string> LibraryPaths(const LarkReaderOptions& options) {
 
 // Names of files read so far; node positions point into it.
 struct Context {
-  std::vector<std::string> library_paths;
+  // The folders searched by non-relative %imports, found on the first such
+  // import (finding Lark's own folder starts a Python interpreter: a grammar
+  // that imports nothing must not pay for it).
+  const LarkReaderOptions* options = nullptr;
+  std::optional<std::vector<std::string>> library_paths;
+  const std::vector<std::string>& LibraryFolders() {
+    if (!library_paths) library_paths = LibraryPaths(*options);
+    return *library_paths;
+  }
   std::deque<std::string> files;
   const std::string* AddFile(const std::string& name) {
     files.push_back(name);
@@ -370,7 +379,7 @@ Status Builder::DoImport(const std::vector<std::string>& dotted_path, bool relat
   if (relative) {
     candidates.push_back(JoinPath(base_dir, grammar_path));
   } else {
-    for (const auto& dir : ctx_->library_paths) candidates.push_back(JoinPath(dir, grammar_path));
+    for (const auto& dir : ctx_->LibraryFolders()) candidates.push_back(JoinPath(dir, grammar_path));
   }
   for (const auto& path : candidates) {
     std::string text;
@@ -1075,7 +1084,7 @@ Status Compiler::Run(Grammar* out) {
 Status ReadLarkString(const std::string& text, const std::string& name,
                       const LarkReaderOptions& options, Grammar* out) {
   Context ctx;
-  ctx.library_paths = LibraryPaths(options);
+  ctx.options = &options;
   const std::string* file = ctx.AddFile(name);
   Builder builder(&ctx);
   CFGMASK_RETURN_IF_ERROR(builder.LoadGrammar(text, file, nullptr));

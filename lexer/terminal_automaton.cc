@@ -506,6 +506,15 @@ int32_t TerminalAutomaton::StepIfComputed(int32_t q, uint8_t byte,
   return st.step_to[byte];
 }
 
+void TerminalAutomaton::ComputedSelfLoops(int32_t q, uint64_t out[2]) const {
+  out[0] = out[1] = 0;
+  const LexState& st = states_[q];
+  if (st.step_to.empty()) return;
+  for (int b = 1; b < 128; ++b) {
+    if (st.step_to[b] == q && st.step_hits[b] <= 0) out[b / 64] |= uint64_t{1} << (b % 64);
+  }
+}
+
 const std::vector<int32_t>* TerminalAutomaton::BoundaryCandidatesIfComputed(int32_t q) const {
   const LexState& st = states_[q];
   return st.candidates_done ? &st.candidates : nullptr;
@@ -525,9 +534,7 @@ const std::vector<int32_t>& TerminalAutomaton::BoundaryCandidates(int32_t q) {
 }
 
 int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, LexItem* emit) {
-  std::string mkey;
-  AppendInt(&mkey, q);
-  AppendInt(&mkey, t);
+  const uint64_t mkey = (static_cast<uint64_t>(static_cast<uint32_t>(q)) << 32) | static_cast<uint32_t>(t);
   auto memo = boundary_memo_.find(mkey);
   if (memo != boundary_memo_.end()) {
     if (memo->second < 0) return -1;
@@ -541,9 +548,7 @@ int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, LexItem* emit) {
 }
 
 int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, LexItem* emit) const {
-  std::string mkey;
-  AppendInt(&mkey, q);
-  AppendInt(&mkey, t);
+  const uint64_t mkey = (static_cast<uint64_t>(static_cast<uint32_t>(q)) << 32) | static_cast<uint32_t>(t);
   auto memo = boundary_memo_.find(mkey);
   if (memo == boundary_memo_.end()) return -2;
   if (memo->second < 0) return -1;

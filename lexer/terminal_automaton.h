@@ -117,6 +117,20 @@ class TerminalAutomaton {
   // *IfComputed accessors only read, so any number of threads may call them
   // while no thread calls a computing one.
   int32_t StepIfComputed(int32_t q, uint8_t byte, std::vector<LexItem>* items) const;
+  // The step of q on `byte` when it was computed and produces no items:
+  // true and *to = the state (-1: rejected).  Else false.
+  bool StepIfComputedWithoutItems(int32_t q, uint8_t byte, int32_t* to) const {
+    const LexState& st = states_[q];
+    if (st.step_to.empty()) return false;
+    const int32_t r = st.step_to[byte];
+    if (r == -2 || st.step_hits[byte] > 0) return false;  // -2: not computed
+    *to = r;
+    return true;
+  }
+  // The ASCII bytes 1..127 that q steps on to q itself with no items, among
+  // the steps computed so far (bit b of out[b / 64]).  Read-only like
+  // StepIfComputed.
+  void ComputedSelfLoops(int32_t q, uint64_t out[2]) const;
 
   // The terminals that may end at the current position of q (non-empty text
   // and a match marker created here), in global lexer order.
@@ -227,7 +241,7 @@ class TerminalAutomaton {
   std::vector<std::vector<int32_t>> sets_;
   std::unordered_map<std::string, int32_t> set_ids_;
   std::vector<std::vector<LexItem>> hit_lists_;
-  std::unordered_map<std::string, int32_t> boundary_memo_;
+  std::unordered_map<uint64_t, int32_t> boundary_memo_;  // (q << 32 | t) -> emit id, -1: none
   std::vector<std::pair<LexItem, int32_t>> boundary_emits_;
   int32_t BoundaryUncached(int32_t q, int32_t t, LexItem* emit);
   int32_t initial_ = -1;

@@ -15,7 +15,8 @@
 
 namespace cfgmask {
 
-VocabTrie::VocabTrie() : byte_{0}, parent_{-1}, depth_{0}, subtree_end_{1}, token_begin_{0, 0} {}
+VocabTrie::VocabTrie()
+    : byte_{0}, parent_{-1}, depth_{0}, subtree_end_{1}, token_begin_{0, 0}, below_bytes_{0, 0} {}
 
 VocabTrie VocabTrie::Build(const Vocabulary& vocab) {
   std::vector<int32_t> ids(vocab.size());
@@ -77,7 +78,26 @@ VocabTrie VocabTrie::Build(const Vocabulary& vocab, std::span<const int32_t> ids
   trie.token_ids_.resize(order.size());
   std::vector<int32_t> fill(trie.token_begin_.begin(), trie.token_begin_.end() - 1);
   for (size_t k = 0; k < order.size(); ++k) trie.token_ids_[fill[end_node[k]]++] = order[k];
+  trie.FillBelowBytes();
   return trie;
+}
+
+void VocabTrie::FillBelowBytes() {
+  below_bytes_.assign(2 * static_cast<size_t>(num_nodes()), 0);
+  // Children follow their parents: one backward pass folds each node's
+  // byte and summary into its parent's.
+  for (int32_t n = num_nodes() - 1; n > 0; --n) {
+    uint64_t* p = below_bytes_.data() + 2 * static_cast<size_t>(parent_[n]);
+    const uint64_t* m = below_bytes_.data() + 2 * static_cast<size_t>(n);
+    const uint8_t b = byte_[n];
+    p[0] |= m[0];
+    p[1] |= m[1];
+    if (b == 0 || b >= 0x80) {
+      p[0] |= 1;
+    } else {
+      p[b / 64] |= uint64_t{1} << (b % 64);
+    }
+  }
 }
 
 int32_t VocabTrie::Child(int32_t n, uint8_t b) const {

@@ -59,6 +59,26 @@ class VocabTrie {
                                      token_ids_.data() + token_begin_[n + 1]);
   }
 
+  // The tokens of n's descendants (not n's own), in DFS order: those whose
+  // bytes extend n's by at least one byte.
+  std::span<const int32_t> tokens_below(int32_t n) const {
+    return std::span<const int32_t>(token_ids_.data() + token_begin_[n + 1],
+                                     token_ids_.data() + token_begin_[subtree_end_[n]]);
+  }
+  // The tokens of n and of its descendants, in DFS order.
+  std::span<const int32_t> tokens_in_subtree(int32_t n) const {
+    return std::span<const int32_t>(token_ids_.data() + token_begin_[n],
+                                     token_ids_.data() + token_begin_[subtree_end_[n]]);
+  }
+  // Is every byte on the edges below n (the bytes of its descendants) in
+  // `bytes`, a set of ASCII bytes 1..127 (bit b of bytes[b / 64])?  A
+  // subtree holding byte 0 or a byte >= 0x80 is never within: its summary
+  // keeps bit 0 for "some byte outside 1..127".
+  bool BelowWithin(int32_t n, const uint64_t bytes[2]) const {
+    const uint64_t* m = below_bytes_.data() + 2 * static_cast<size_t>(n);
+    return (m[0] & ~(bytes[0] & ~uint64_t{1})) == 0 && (m[1] & ~bytes[1]) == 0;
+  }
+
   // The child of n labelled `b`, or -1 (binary search over the children).
   int32_t Child(int32_t n, uint8_t b) const;
   // The node spelling `bytes` from the root, or -1.
@@ -71,12 +91,14 @@ class VocabTrie {
   std::string DebugString(int32_t max_nodes = 64) const;
 
  private:
+  void FillBelowBytes();
   std::vector<uint8_t> byte_;
   std::vector<int32_t> parent_;
   std::vector<int32_t> depth_;
   std::vector<int32_t> subtree_end_;
   std::vector<int32_t> token_begin_;  // num_nodes + 1 offsets into token_ids_
   std::vector<int32_t> token_ids_;
+  std::vector<uint64_t> below_bytes_;  // 2 per node: bytes below it (bit 0: outside 1..127)
   int32_t max_depth_ = 0;
 };
 

@@ -53,17 +53,69 @@ struct WalkState {
   }
 };
 
+// A map from 64-bit keys to non-negative ids (open addressing, linear
+// probing; keys are never erased).
+class FlatIdMap {
+ public:
+  // The id stored under key, or -1.
+  int32_t Find(uint64_t key) const {
+    if (keys_.empty()) return -1;
+    const size_t mask = keys_.size() - 1;
+    for (size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
+      if (ids_[i] < 0) return -1;
+      if (keys_[i] == key) return ids_[i];
+    }
+  }
+  void Insert(uint64_t key, int32_t id) {
+    if ((size_ + 1) * 2 > keys_.size()) Grow();
+    const size_t mask = keys_.size() - 1;
+    size_t i = Hash(key) & mask;
+    while (ids_[i] >= 0 && keys_[i] != key) i = (i + 1) & mask;
+    if (ids_[i] < 0) ++size_;
+    keys_[i] = key;
+    ids_[i] = id;
+  }
+
+ private:
+  static uint64_t Hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return k;
+  }
+  void Grow() {
+    std::vector<uint64_t> keys(std::max<size_t>(16, keys_.size() * 2));
+    std::vector<int32_t> ids(keys.size(), -1);
+    keys.swap(keys_);
+    ids.swap(ids_);
+    size_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (ids[i] >= 0) Insert(keys[i], ids[i]);
+    }
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<int32_t> ids_;
+  size_t size_ = 0;
+};
+
+// Interns lexer items and item sequences as dense ids.  The tables hold
+// ids only (open addressing, linear probing) and compare against
+// item_list / seq_list, so a look-up allocates nothing.
 class Interner {
  public:
   int32_t Item(const LexItem& it) {
-    std::string key(reinterpret_cast<const char*>(&it.kind), 1);
-    for (int32_t v : {it.terminal, it.blockers, it.full_match, static_cast<int32_t>(it.col_absolute),
-                      it.col, it.slot}) {
-      key.append(reinterpret_cast<const char*>(&v), 4);
+    const uint64_t h = HashItem(it);
+    if ((item_list.size() + 1) * 2 > item_table_.size()) GrowItems();
+    const size_t mask = item_table_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const int32_t id = item_table_[i];
+      if (id < 0) {
+        item_table_[i] = static_cast<int32_t>(item_list.size());
+        item_list.push_back(it);
+        return item_table_[i];
+      }
+      if (item_list[id] == it) return id;
     }
-    auto [pos, inserted] = items_.emplace(key, static_cast<int32_t>(item_list.size()));
-    if (inserted) item_list.push_back(it);
-    return pos->second;
   }
   int32_t Seq(const std::vector<LexItem>& items) {
     std::vector<int32_t> ids;
@@ -74,34 +126,78 @@ class Interner {
   // The sequence `seq` followed by item `item`, memoised.
   int32_t Append(int32_t seq, int32_t item) {
     const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
-    auto it = appended_.find(key);
-    if (it != appended_.end()) return it->second;
-    std::vector<int32_t> ids = seq_list[seq];
-    ids.push_back(item);
-    const int32_t id = SeqIds(ids);
-    appended_.emplace(key, id);
+    const int32_t found = appended_.Find(key);
+    if (found >= 0) return found;
+    append_scratch_ = seq_list[seq];
+    append_scratch_.push_back(item);
+    const int32_t id = SeqIds(append_scratch_);
+    appended_.Insert(key, id);
     return id;
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
-    std::string key(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
-    auto [pos, inserted] = seqs_.emplace(key, static_cast<int32_t>(seq_list.size()));
-    if (inserted) seq_list.push_back(ids);
-    return pos->second;
+    const uint64_t h = HashIds(ids);
+    if ((seq_list.size() + 1) * 2 > seq_table_.size()) GrowSeqs();
+    const size_t mask = seq_table_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const int32_t id = seq_table_[i];
+      if (id < 0) {
+        seq_table_[i] = static_cast<int32_t>(seq_list.size());
+        seq_list.push_back(ids);
+        return seq_table_[i];
+      }
+      if (seq_list[id] == ids) return id;
+    }
   }
   // Frees everything but item_list (a finished root's interner, before
   // the serial merge that reads only its items).
   void ReleaseSequences() {
     std::vector<std::vector<int32_t>>().swap(seq_list);
-    std::unordered_map<std::string, int32_t>().swap(items_);
-    std::unordered_map<std::string, int32_t>().swap(seqs_);
-    std::unordered_map<uint64_t, int32_t>().swap(appended_);
+    std::vector<int32_t>().swap(item_table_);
+    std::vector<int32_t>().swap(seq_table_);
+    appended_ = FlatIdMap();
   }
   std::vector<LexItem> item_list;
   std::vector<std::vector<int32_t>> seq_list;
 
  private:
-  std::unordered_map<std::string, int32_t> items_, seqs_;
-  std::unordered_map<uint64_t, int32_t> appended_;
+  static uint64_t Mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdULL;
+  }
+  static uint64_t HashItem(const LexItem& it) {
+    uint64_t h = it.kind;
+    for (int64_t v : {int64_t{it.terminal}, int64_t{it.blockers}, int64_t{it.full_match},
+                      int64_t{it.col_absolute}, int64_t{it.col}, int64_t{it.slot}}) {
+      h = Mix(h, static_cast<uint64_t>(v));
+    }
+    return h ^ (h >> 29);
+  }
+  static uint64_t HashIds(const std::vector<int32_t>& ids) {
+    uint64_t h = ids.size();
+    for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
+    return h ^ (h >> 29);
+  }
+  void GrowItems() {
+    item_table_.assign(std::max<size_t>(16, item_table_.size() * 2), -1);
+    const size_t mask = item_table_.size() - 1;
+    for (size_t id = 0; id < item_list.size(); ++id) {
+      size_t i = HashItem(item_list[id]) & mask;
+      while (item_table_[i] >= 0) i = (i + 1) & mask;
+      item_table_[i] = static_cast<int32_t>(id);
+    }
+  }
+  void GrowSeqs() {
+    seq_table_.assign(std::max<size_t>(16, seq_table_.size() * 2), -1);
+    const size_t mask = seq_table_.size() - 1;
+    for (size_t id = 0; id < seq_list.size(); ++id) {
+      size_t i = HashIds(seq_list[id]) & mask;
+      while (seq_table_[i] >= 0) i = (i + 1) & mask;
+      seq_table_[i] = static_cast<int32_t>(id);
+    }
+  }
+  std::vector<int32_t> item_table_, seq_table_;  // ids; -1: empty
+  FlatIdMap appended_;
+  std::vector<int32_t> append_scratch_;
 };
 
 // Which terminal can immediately follow which in some sentential form (the
@@ -382,11 +478,12 @@ struct RootWalk {
   int32_t index = 0;  // root index
   int32_t q = 0;      // its lexer state
   Interner in;        // local: item and sequence ids of this root only
-  std::unordered_map<int32_t, std::vector<int32_t>> rows;  // local seq -> tokens
+  std::vector<std::vector<int32_t>> rows;  // local seq -> tokens (empty: no row)
+  std::vector<int32_t> tail_item;          // lexer state -> local id of its Tail (-1: not yet)
   std::vector<WalkTask> tasks;
   std::vector<Request> requests;
   std::vector<int32_t> discovered;  // lexer states after compaction, first-seen order
-  std::unordered_set<int32_t> discovered_set;
+  std::vector<uint8_t> discovered_flag;  // by lexer state: in `discovered`
   int64_t entries = 0;
   bool over_entries = false;
   bool over_time = false;
@@ -428,14 +525,39 @@ struct WalkShared {
   int32_t max_hypotheses;
 };
 
+// The computed self-loop bytes of recently asked lexer states
+// (TerminalAutomaton::ComputedSelfLoops), direct-mapped.
+class SelfLoopCache {
+ public:
+  const uint64_t* Get(const TerminalAutomaton& a, int32_t q) {
+    Entry& e = entries_[static_cast<uint32_t>(q) % kSize];
+    if (e.q != q) {
+      a.ComputedSelfLoops(q, e.bytes);
+      e.q = q;
+    }
+    return e.bytes;
+  }
+
+ private:
+  static constexpr uint32_t kSize = 64;
+  struct Entry {
+    int32_t q = -1;
+    uint64_t bytes[2] = {0, 0};
+  };
+  Entry entries_[kSize];
+};
+
 // Runs the pending tasks of one root as far as the automaton allows; misses
 // become requests and new tasks.
 void RunRoot(const WalkShared& sh, RootWalk* r) {
   const VocabTrie& trie = *sh.trie;
+  const TerminalAutomaton& a = *sh.ctx->a;
   std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
   std::vector<WalkTask> tasks;
   tasks.swap(r->tasks);
   int64_t visited = 0;
+  int32_t last_seq = -1, last_q = -1, last_row_seq = -1;
+  SelfLoopCache loops;
   for (WalkTask& task : tasks) {
     if (r->over_entries || r->over_time) break;
     level[trie.depth(task.first) - 1] = std::move(task.base);
@@ -446,7 +568,27 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
         return;
       }
       const int32_t d = trie.depth(n);
-      if (!AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
+      // One walk state where no terminal can end and the byte's step is
+      // known and itemless (most nodes: inside a terminal): step it here.
+      bool stepped = false;
+      if (level[d - 1].size() == 1) {
+        const WalkState& ws = level[d - 1][0];
+        const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(ws.q);
+        int32_t to;
+        if (cands != nullptr && cands->empty() &&
+            a.StepIfComputedWithoutItems(ws.q, trie.byte(n), &to)) {
+          std::vector<WalkState>& out = level[d];
+          out.clear();
+          if (to >= 0) {
+            out.push_back(ws);
+            out.back().q = to;
+            out.back().col.Feed(trie.byte(n));
+          }
+          stepped = true;
+        }
+      }
+      if (!stepped &&
+          !AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
         r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
         n = trie.subtree_end(n);
         continue;
@@ -462,7 +604,19 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
         n = trie.subtree_end(n);
         continue;
       }
-      auto toks = trie.tokens_at(n);
+      // A subtree the one walk state loops over byte by byte (no terminal
+      // can end in it, every byte below n steps it to itself with no item):
+      // all its tokens end in that state, taken at once.  Inside a string or
+      // comment this skips most of the trie.
+      bool whole_subtree = false;
+      if (level[d].size() == 1 && trie.subtree_end(n) > n + 1) {
+        const int32_t q = level[d][0].q;
+        const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
+        if (cands != nullptr && cands->empty() && sh.ends->Ready(q)) {
+          whole_subtree = trie.BelowWithin(n, loops.Get(a, q));
+        }
+      }
+      auto toks = whole_subtree ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
       if (!toks.empty()) {
         bool ready = true;
         for (const WalkState& ws : level[d]) {
@@ -479,10 +633,25 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
         for (const WalkState& ws : level[d]) {
           if (sh.ends->dead[ws.q]) continue;  // no text goes on from here
           const int32_t to = sh.ends->compact_to[ws.q];
-          if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
+          if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
+          if (!r->discovered_flag[to]) {
+            r->discovered_flag[to] = 1;
+            r->discovered.push_back(to);
+          }
           // The row's sequence: the walk state's items, then the Tail of
-          // its lexer state.
-          const int32_t seq = r->in.Append(ws.seq, r->in.Item(sh.ends->tail[ws.q]));
+          // its lexer state (the last one looked up is kept: consecutive
+          // tokens usually end in the same walk state).
+          int32_t seq = last_row_seq;
+          if (ws.seq != last_seq || ws.q != last_q) {
+            if (ws.q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(ws.q + 1, -1);
+            int32_t& tail = r->tail_item[ws.q];
+            if (tail < 0) tail = r->in.Item(sh.ends->tail[ws.q]);
+            seq = r->in.Append(ws.seq, tail);
+            last_seq = ws.seq;
+            last_q = ws.q;
+            last_row_seq = seq;
+          }
+          if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
           auto& row = r->rows[seq];
           row.insert(row.end(), toks.begin(), toks.end());
           r->entries += static_cast<int64_t>(toks.size());
@@ -497,7 +666,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
           return;
         }
       }
-      ++n;
+      n = whole_subtree ? trie.subtree_end(n) : n + 1;
     }
   }
 }
@@ -507,40 +676,65 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
 void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
   const int32_t V = s.vocab_size;
   const int32_t words = s.mask_words();
-  r->encoded.reserve(r->rows.size());
-  for (auto& [seq, toks] : r->rows) {
+  std::vector<uint32_t> bits;
+  for (size_t seq = 0; seq < r->rows.size(); ++seq) {
+    std::vector<int32_t>& toks = r->rows[seq];
+    if (toks.empty()) continue;
     EncodedRow row;
     row.items = r->in.seq_list[seq];
-    std::sort(toks.begin(), toks.end());
-    toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-    const int64_t n = static_cast<int64_t>(toks.size());
+    int64_t n;
+    const bool via_bits = static_cast<int64_t>(toks.size()) > words / 4;
+    if (via_bits) {
+      // A long list (in trie order, perhaps with repeats): its bitset
+      // dedups and sorts it in one pass.
+      bits.assign(words, 0);
+      for (int32_t t : toks) bits[t / 32] |= 1u << (t % 32);
+      n = 0;
+      for (uint32_t w : bits) n += __builtin_popcount(w);
+    } else {
+      std::sort(toks.begin(), toks.end());
+      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+      n = static_cast<int64_t>(toks.size());
+    }
     const int64_t comp = text_tokens - n;
+    auto has = [&](int32_t t) { return (bits[t / 32] >> (t % 32)) & 1u; };
     // Long lists are ORed faster as bitsets (word-wise, SIMD) than scattered.
     if (n <= comp && n <= words / 4) {
       row.kind = RowKind::kList;
       row.length = static_cast<int32_t>(n);
-      row.ids = std::move(toks);
+      if (via_bits) {
+        row.ids.clear();
+        for (int32_t w = 0; w < words; ++w) {
+          for (uint32_t x = bits[w]; x != 0; x &= x - 1) row.ids.push_back(w * 32 + __builtin_ctz(x));
+        }
+      } else {
+        row.ids = std::move(toks);
+      }
     } else if (comp <= words / 4) {
       row.kind = RowKind::kComplement;
-      size_t i = 0;
+      if (!via_bits) {
+        bits.assign(words, 0);
+        for (int32_t t : toks) bits[t / 32] |= 1u << (t % 32);
+      }
       for (int32_t t = 0; t < V; ++t) {
-        if (s.token_special[t]) continue;
-        if (i < toks.size() && toks[i] == t) {
-          ++i;
-          continue;
-        }
-        row.ids.push_back(t);
+        if (!s.token_special[t] && !has(t)) row.ids.push_back(t);
       }
       row.length = static_cast<int32_t>(row.ids.size());
     } else {
       row.kind = RowKind::kBitset;
       row.length = words;
-      row.bits.assign(words, 0);
-      for (int32_t t : toks) row.bits[t / 32] |= 1u << (t % 32);
+      if (via_bits) {
+        row.bits = bits;
+      } else {
+        row.bits.assign(words, 0);
+        for (int32_t t : toks) row.bits[t / 32] |= 1u << (t % 32);
+      }
     }
+    std::vector<int32_t>().swap(toks);
     r->encoded.push_back(std::move(row));
   }
-  std::unordered_map<int32_t, std::vector<int32_t>>().swap(r->rows);
+  std::vector<std::vector<int32_t>>().swap(r->rows);
+  std::vector<int32_t>().swap(r->tail_item);
   r->in.ReleaseSequences();
 }
 
@@ -865,7 +1059,13 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                 CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
                 if (ends.dead[ws.q]) continue;
                 const int32_t to = ends.compact_to[ws.q];
-                if (r->discovered_set.insert(to).second) r->discovered.push_back(to);
+                if (to >= static_cast<int32_t>(r->discovered_flag.size())) {
+                  r->discovered_flag.resize(to + 1, 0);
+                }
+                if (!r->discovered_flag[to]) {
+                  r->discovered_flag[to] = 1;
+                  r->discovered.push_back(to);
+                }
                 any = true;
               }
               if (any) r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());

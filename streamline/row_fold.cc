@@ -411,7 +411,10 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   s.row_tokens.clear();
   s.row_bits.clear();
   const int32_t text_tokens = TextTokenCount(s);
-  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;  // sorted: the trie order
+  // Per root: the old rows of each folded sequence, sorted by the
+  // sequence (the trie order).
+  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
+  std::vector<int32_t> toks;
   for (int32_t root = 0; root < s.num_roots; ++root) {
     merged.clear();
     for (int32_t r = old_root_offsets[root]; r < old_root_offsets[root + 1]; ++r) {
@@ -422,17 +425,37 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
         continue;
       }
       const int32_t* items = s.seq_data.data() + s.seq_offsets[seq];
-      std::vector<int32_t>& toks = merged[std::vector<int32_t>(items, items + len)];
-      DecodeRow(old_rows, r, &toks);
+      merged[std::vector<int32_t>(items, items + len)].push_back(r);
     }
-    for (auto& [items, toks] : merged) {
-      std::sort(toks.begin(), toks.end());
-      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+    for (auto& [items, rows] : merged) {
       auto [it, inserted] = seq_id.emplace(items, static_cast<int32_t>(s.seq_offsets.size()) - 1);
       if (inserted) {
         s.seq_data.insert(s.seq_data.end(), items.begin(), items.end());
         s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
       }
+      if (rows.size() == 1) {
+        // Nothing merged: the row keeps its encoding (AppendRow would choose
+        // the same one for the same tokens).
+        const int32_t r = rows[0];
+        const int32_t off = old_rows.row_offset[r], len = old_rows.row_length[r];
+        s.row_seq.push_back(it->second);
+        s.row_kind.push_back(old_rows.row_kind[r]);
+        s.row_length.push_back(len);
+        if (static_cast<RowKind>(old_rows.row_kind[r]) == RowKind::kBitset) {
+          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+          s.row_bits.insert(s.row_bits.end(), old_rows.row_bits.begin() + off,
+                            old_rows.row_bits.begin() + off + len);
+        } else {
+          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+          s.row_tokens.insert(s.row_tokens.end(), old_rows.row_tokens.begin() + off,
+                              old_rows.row_tokens.begin() + off + len);
+        }
+        continue;
+      }
+      toks.clear();
+      for (int32_t r : rows) DecodeRow(old_rows, r, &toks);
+      std::sort(toks.begin(), toks.end());
+      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
       AppendRow(it->second, toks, text_tokens, &s);
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
