@@ -33,33 +33,6 @@ std::vector<std::pair<int64_t, int64_t>> SmallFactors(int64_t n, int64_t max_fac
   return {{n, 0}};  // unreachable for max_factor > 2
 }
 
-// The count of `x ~ n` or `x ~ n..m`: decimal digits, at most kMaxRepeatCount
-// (Lark's counts are Python integers of any size; helper rules grow with
-// their logarithm, so the bound only keeps the arithmetic in range).
-constexpr int64_t kMaxRepeatCount = (int64_t{1} << 31) - 1;
-
-Status RepeatCount(const NodePtr& node, int64_t* out) {
-  int64_t v = 0;
-  for (char ch : node->text) {
-    if (ch < '0' || ch > '9') {
-      return ErrorAt(ErrorCode::kGrammarSyntax, node->pos,
-                     "repetition count '" + node->text + "' is not a number");
-    }
-    v = v * 10 + (ch - '0');
-    if (v > kMaxRepeatCount) {
-      return ErrorAt(ErrorCode::kGrammarSemantics, node->pos,
-                     "repetition count " + node->text.substr(0, 40) +
-                         (node->text.size() > 40 ? "..." : "") + " is too large (at most " +
-                         std::to_string(kMaxRepeatCount) + ")");
-    }
-  }
-  if (node->text.empty()) {
-    return ErrorAt(ErrorCode::kGrammarSyntax, node->pos, "missing repetition count");
-  }
-  *out = v;
-  return Status::Ok();
-}
-
 std::vector<NodePtr> Repeat(const NodePtr& node, int64_t n) {
   return std::vector<NodePtr>(static_cast<size_t>(std::max<int64_t>(n, 0)), node);
 }
@@ -173,6 +146,29 @@ Status Expand(const NodePtr& node, int64_t max_alts, std::vector<Seq>* out) {
 }
 
 }  // namespace
+
+Status RepeatCount(const NodePtr& node, int64_t* out) {
+  int64_t v = 0;
+  for (char ch : node->text) {
+    if (ch < '0' || ch > '9') {
+      return ErrorAt(ErrorCode::kGrammarSyntax, node->pos,
+                     "repetition count '" + node->text + "' is not a number");
+    }
+    v = v * 10 + (ch - '0');
+    if (v > kMaxRepeatCount) {
+      return ErrorAt(ErrorCode::kGrammarSemantics, node->pos,
+                     "repetition count " + node->text.substr(0, 40) +
+                         (node->text.size() > 40 ? "..." : "") + " is too large (at most " +
+                         std::to_string(kMaxRepeatCount) + ")");
+    }
+  }
+  if (node->text.empty()) {
+    return ErrorAt(ErrorCode::kGrammarSyntax, node->pos, "missing repetition count");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
 
 Status TransformInPlace(const NodePtr& root, const TreeFn& fn, NodePtr* out) {
   // Tree.iter_subtrees(): breadth-first with children reversed, first

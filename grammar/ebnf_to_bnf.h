@@ -28,6 +28,14 @@ namespace cfgmask::lark {
 using TreeFn = std::function<Status(const NodePtr& tree, NodePtr* out)>;
 Status TransformInPlace(const NodePtr& root, const TreeFn& fn, NodePtr* out);
 
+// The count of `x ~ n` or `x ~ n..m` (rules and terminals alike): decimal
+// digits, at most kMaxRepeatCount, else a positioned error.  Lark's counts
+// are Python integers of any size; helper rules grow with their logarithm and
+// regex repetitions are bounded further by the regex compiler, so the bound
+// only keeps the arithmetic in range.
+constexpr int64_t kMaxRepeatCount = (int64_t{1} << 31) - 1;
+Status RepeatCount(const NodePtr& node, int64_t* out);
+
 struct HelperRule {
   std::string name;
   NodePtr tree;                  // an `expansions` tree

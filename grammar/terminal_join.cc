@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "grammar/ebnf_to_bnf.h"
 #include "grammar/regex_width.h"
 #include "grammar/utf8.h"
 
@@ -127,8 +128,12 @@ Status ExprToPattern(const NodePtr& inner_node, const std::string& op_in,
   CFGMASK_RETURN_IF_ERROR(Transform(inner_node, &inner));
   std::string op = op_in;
   if (op == "~") {
-    std::vector<long long> n;
-    for (const auto& t : numbers) n.push_back(std::stoll(t->text));
+    std::vector<int64_t> n;
+    for (const auto& t : numbers) {
+      int64_t v;
+      CFGMASK_RETURN_IF_ERROR(RepeatCount(t, &v));
+      n.push_back(v);
+    }
     if (n.size() == 1) {
       op = "{" + std::to_string(n[0]) + "}";
     } else {

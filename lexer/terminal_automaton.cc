@@ -515,11 +515,6 @@ void TerminalAutomaton::ComputedSelfLoops(int32_t q, uint64_t out[2]) const {
   }
 }
 
-const std::vector<int32_t>* TerminalAutomaton::BoundaryCandidatesIfComputed(int32_t q) const {
-  const LexState& st = states_[q];
-  return st.candidates_done ? &st.candidates : nullptr;
-}
-
 const std::vector<int32_t>& TerminalAutomaton::BoundaryCandidates(int32_t q) {
   LexState& st = states_[q];
   if (!st.candidates_done) {

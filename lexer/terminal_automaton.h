@@ -136,7 +136,10 @@ class TerminalAutomaton {
   // and a match marker created here), in global lexer order.
   const std::vector<int32_t>& BoundaryCandidates(int32_t q);
   // BoundaryCandidates() if it was computed before, else nullptr.
-  const std::vector<int32_t>* BoundaryCandidatesIfComputed(int32_t q) const;
+  const std::vector<int32_t>* BoundaryCandidatesIfComputed(int32_t q) const {
+    const LexState& st = states_[q];
+    return st.candidates_done ? &st.candidates : nullptr;
+  }
 
   // Ends terminal t here: returns the new state (at the start of the next
   // terminal) and fills `emit` (its column left zero: the caller knows it).

@@ -16,7 +16,7 @@
 namespace cfgmask {
 
 VocabTrie::VocabTrie()
-    : byte_{0}, parent_{-1}, depth_{0}, subtree_end_{1}, token_begin_{0, 0}, below_bytes_{0, 0} {}
+    : byte_{0}, parent_{-1}, depth_{0}, subtree_end_{1}, token_begin_{0, 0}, below_bytes_{0, 0}, below_outside_{0} {}
 
 VocabTrie VocabTrie::Build(const Vocabulary& vocab) {
   std::vector<int32_t> ids(vocab.size());
@@ -98,6 +98,8 @@ void VocabTrie::FillBelowBytes() {
       p[b / 64] |= uint64_t{1} << (b % 64);
     }
   }
+  below_outside_.resize(num_nodes());
+  for (int32_t n = 0; n < num_nodes(); ++n) below_outside_[n] = below_bytes_[2 * static_cast<size_t>(n)] & 1;
 }
 
 int32_t VocabTrie::Child(int32_t n, uint8_t b) const {

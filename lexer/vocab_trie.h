@@ -75,6 +75,7 @@ class VocabTrie {
   // subtree holding byte 0 or a byte >= 0x80 is never within: its summary
   // keeps bit 0 for "some byte outside 1..127".
   bool BelowWithin(int32_t n, const uint64_t bytes[2]) const {
+    if (below_outside_[n]) return false;  // one byte per node, read first
     const uint64_t* m = below_bytes_.data() + 2 * static_cast<size_t>(n);
     return (m[0] & ~(bytes[0] & ~uint64_t{1})) == 0 && (m[1] & ~bytes[1]) == 0;
   }
@@ -99,6 +100,7 @@ class VocabTrie {
   std::vector<int32_t> token_begin_;  // num_nodes + 1 offsets into token_ids_
   std::vector<int32_t> token_ids_;
   std::vector<uint64_t> below_bytes_;  // 2 per node: bytes below it (bit 0: outside 1..127)
+  std::vector<uint8_t> below_outside_;  // per node: bit 0 of its below_bytes_
   int32_t max_depth_ = 0;
 };
 

@@ -552,43 +552,140 @@ class SelfLoopCache {
 void RunRoot(const WalkShared& sh, RootWalk* r) {
   const VocabTrie& trie = *sh.trie;
   const TerminalAutomaton& a = *sh.ctx->a;
+  const TokenEndData& ends = *sh.ends;
   std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
   std::vector<WalkTask> tasks;
   tasks.swap(r->tasks);
   int64_t visited = 0;
+  auto out_of_time = [&]() {
+    if (sh.has_deadline && (++visited & 4095) == 0 &&
+        std::chrono::steady_clock::now() > sh.deadline) {
+      r->over_time = true;
+    }
+    return r->over_time;
+  };
+
+  // Adds tokens `toks`, read from the root to walk state (ws_seq, q), to
+  // their row: the walk state's items, then the Tail of q.  q is Ready.
   int32_t last_seq = -1, last_q = -1, last_row_seq = -1;
+  auto add_tokens = [&](int32_t ws_seq, int32_t q, std::span<const int32_t> toks) {
+    if (ends.dead[q]) return;  // no text goes on from here
+    const int32_t to = ends.compact_to[q];
+    if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
+    if (!r->discovered_flag[to]) {
+      r->discovered_flag[to] = 1;
+      r->discovered.push_back(to);
+    }
+    // The last row looked up is kept: consecutive tokens usually end in the
+    // same walk state.
+    int32_t seq = last_row_seq;
+    if (ws_seq != last_seq || q != last_q) {
+      if (q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(q + 1, -1);
+      int32_t& tail = r->tail_item[q];
+      if (tail < 0) tail = r->in.Item(ends.tail[q]);
+      seq = r->in.Append(ws_seq, tail);
+      last_seq = ws_seq;
+      last_q = q;
+      last_row_seq = seq;
+    }
+    if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
+    auto& row = r->rows[seq];
+    row.insert(row.end(), toks.begin(), toks.end());
+    r->entries += static_cast<int64_t>(toks.size());
+    if (sh.recording) {
+      std::vector<LexItem> items;
+      for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
+      for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
+    }
+  };
+
+  // A plain step: no terminal may end at q, and q's step on b is known and
+  // produces no item (*to = -1: rejected).  Most steps inside a terminal.
+  auto plain_step = [&](int32_t q, uint8_t b, int32_t* to) {
+    const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
+    return cands != nullptr && cands->empty() && a.StepIfComputedWithoutItems(q, b, to);
+  };
+  // Does the one walk state q at node n loop over n's whole subtree (no
+  // terminal can end at q, every byte below n steps q to itself with no
+  // item)?  Then all its tokens end in q, taken at once: inside a string or
+  // a comment this skips most of the trie.
   SelfLoopCache loops;
+  auto loops_over_subtree = [&](int32_t n, int32_t q) {
+    if (trie.subtree_end(n) <= n + 1) return false;
+    const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
+    return cands != nullptr && cands->empty() && ends.Ready(q) &&
+           trie.BelowWithin(n, loops.Get(a, q));
+  };
+
+  // Walks nodes [n, limit) from the single walk state at level[depth(n) - 1]
+  // (every node there descends from it) while every step is plain: the
+  // walk state only changes its lexer state and column, so it is kept per
+  // depth on a plain path.  Returns the first node left to the general walk
+  // below (limit when none), with level[] set along its path.
+  std::vector<int32_t> path_q(trie.max_depth() + 2);
+  std::vector<ColumnDelta> path_col(trie.max_depth() + 2);
+  auto run_single = [&](int32_t n, int32_t limit) {
+    const int32_t d0 = trie.depth(n);
+    const WalkState base = level[d0 - 1][0];
+    path_q[d0 - 1] = base.q;
+    path_col[d0 - 1] = base.col;
+    while (n < limit) {
+      if (out_of_time()) return limit;
+      const int32_t d = trie.depth(n);
+      const uint8_t b = trie.byte(n);
+      int32_t to;
+      if (!plain_step(path_q[d - 1], b, &to)) break;
+      if (to < 0) {
+        n = trie.subtree_end(n);
+        continue;
+      }
+      const bool whole = loops_over_subtree(n, to);
+      const auto toks = whole ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
+      if (!toks.empty()) {
+        if (!ends.Ready(to)) break;  // the general walk requests it
+        add_tokens(base.seq, to, toks);
+        if (r->entries > sh.max_entries) {
+          r->over_entries = true;
+          return limit;
+        }
+      }
+      if (whole) {
+        n = trie.subtree_end(n);
+        continue;
+      }
+      path_q[d] = to;
+      path_col[d] = path_col[d - 1];
+      path_col[d].Feed(b);
+      ++n;
+    }
+    if (n < limit) {
+      for (int32_t j = d0; j < trie.depth(n); ++j) {
+        WalkState ws = base;
+        ws.q = path_q[j];
+        ws.col = path_col[j];
+        level[j].assign(1, ws);
+      }
+    }
+    return n;
+  };
+
   for (WalkTask& task : tasks) {
     if (r->over_entries || r->over_time) break;
     level[trie.depth(task.first) - 1] = std::move(task.base);
     for (int32_t n = task.first; n < task.end;) {
-      if (sh.has_deadline && (++visited & 4095) == 0 &&
-          std::chrono::steady_clock::now() > sh.deadline) {
-        r->over_time = true;
-        return;
-      }
       const int32_t d = trie.depth(n);
-      // One walk state where no terminal can end and the byte's step is
-      // known and itemless (most nodes: inside a terminal): step it here.
-      bool stepped = false;
       if (level[d - 1].size() == 1) {
-        const WalkState& ws = level[d - 1][0];
-        const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(ws.q);
-        int32_t to;
-        if (cands != nullptr && cands->empty() &&
-            a.StepIfComputedWithoutItems(ws.q, trie.byte(n), &to)) {
-          std::vector<WalkState>& out = level[d];
-          out.clear();
-          if (to >= 0) {
-            out.push_back(ws);
-            out.back().q = to;
-            out.back().col.Feed(trie.byte(n));
-          }
-          stepped = true;
+        const int32_t limit = std::min(task.end, trie.subtree_end(trie.parent(n)));
+        const int32_t m = run_single(n, limit);
+        if (r->over_entries || r->over_time) return;
+        if (m != n) {
+          n = m;
+          continue;
         }
+        // Node n's step is not plain: the general walk below takes it.
       }
-      if (!stepped &&
-          !AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
+      if (out_of_time()) return;
+      if (!AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
         r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
         n = trie.subtree_end(n);
         continue;
@@ -604,23 +701,12 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
         n = trie.subtree_end(n);
         continue;
       }
-      // A subtree the one walk state loops over byte by byte (no terminal
-      // can end in it, every byte below n steps it to itself with no item):
-      // all its tokens end in that state, taken at once.  Inside a string or
-      // comment this skips most of the trie.
-      bool whole_subtree = false;
-      if (level[d].size() == 1 && trie.subtree_end(n) > n + 1) {
-        const int32_t q = level[d][0].q;
-        const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
-        if (cands != nullptr && cands->empty() && sh.ends->Ready(q)) {
-          whole_subtree = trie.BelowWithin(n, loops.Get(a, q));
-        }
-      }
-      auto toks = whole_subtree ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
+      const bool whole = level[d].size() == 1 && loops_over_subtree(n, level[d][0].q);
+      const auto toks = whole ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
       if (!toks.empty()) {
         bool ready = true;
         for (const WalkState& ws : level[d]) {
-          if (!sh.ends->Ready(ws.q)) {
+          if (!ends.Ready(ws.q)) {
             r->requests.push_back({ws.q, -1, false, LexItem()});
             ready = false;
           }
@@ -630,43 +716,13 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
           n = trie.subtree_end(n);
           continue;
         }
-        for (const WalkState& ws : level[d]) {
-          if (sh.ends->dead[ws.q]) continue;  // no text goes on from here
-          const int32_t to = sh.ends->compact_to[ws.q];
-          if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
-          if (!r->discovered_flag[to]) {
-            r->discovered_flag[to] = 1;
-            r->discovered.push_back(to);
-          }
-          // The row's sequence: the walk state's items, then the Tail of
-          // its lexer state (the last one looked up is kept: consecutive
-          // tokens usually end in the same walk state).
-          int32_t seq = last_row_seq;
-          if (ws.seq != last_seq || ws.q != last_q) {
-            if (ws.q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(ws.q + 1, -1);
-            int32_t& tail = r->tail_item[ws.q];
-            if (tail < 0) tail = r->in.Item(sh.ends->tail[ws.q]);
-            seq = r->in.Append(ws.seq, tail);
-            last_seq = ws.seq;
-            last_q = ws.q;
-            last_row_seq = seq;
-          }
-          if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
-          auto& row = r->rows[seq];
-          row.insert(row.end(), toks.begin(), toks.end());
-          r->entries += static_cast<int64_t>(toks.size());
-          if (sh.recording) {
-            std::vector<LexItem> items;
-            for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
-            for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
-          }
-        }
+        for (const WalkState& ws : level[d]) add_tokens(ws.seq, ws.q, toks);
         if (r->entries > sh.max_entries) {
           r->over_entries = true;
           return;
         }
       }
-      n = whole_subtree ? trie.subtree_end(n) : n + 1;
+      n = whole ? trie.subtree_end(n) : n + 1;
     }
   }
 }
@@ -738,6 +794,16 @@ void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
   r->in.ReleaseSequences();
 }
 
+void CopyVocabulary(const CompiledStore& from, CompiledStore* s) {
+  s->tokenizer_name = from.tokenizer_name;
+  s->tokenizer_identity = from.tokenizer_identity;
+  s->vocab_size = from.vocab_size;
+  s->token_offsets = from.token_offsets;
+  s->token_bytes = from.token_bytes;
+  s->token_special = from.token_special;
+  s->eos_ids = from.eos_ids;
+}
+
 void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
   s->tokenizer_name = vocab.name;
   s->tokenizer_identity = vocab.identity;
@@ -754,8 +820,13 @@ void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
 
 }  // namespace
 
-Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
-                    const CompileOptions& options, CompiledStore* out) {
+// The tokenizer is asked for once the grammar's tables are built (a bad
+// grammar is reported before the tokenizer file is read).
+using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
+
+static Status CompileStoreWith(const std::string& grammar_path,
+                               const TokenizerSource& get_tokenizer,
+                               const CompileOptions& options, CompiledStore* out) {
   auto progress = [&](const std::string& phase, double share) {
     if (options.progress) options.progress(phase, share);
   };
@@ -800,12 +871,13 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   std::shared_ptr<TerminalAutomaton> a(std::move(built));
 
   const auto tok0 = std::chrono::steady_clock::now();
-  Vocabulary vocab;
-  CFGMASK_RETURN_IF_ERROR(LoadVocabulary(tokenizer_path, &vocab));
-  FillVocabulary(vocab, &s);
-  VocabTrie trie = options.vocab_subset.empty() ? VocabTrie::Build(vocab)
-                                                 : VocabTrie::Build(vocab, options.vocab_subset);
+  const PreparedTokenizer* tok = nullptr;
+  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
   s.stats.seconds_tokenizer = Since(tok0);
+  CopyVocabulary(tok->tokens, &s);
+  VocabTrie subset_trie;
+  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
+  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
 
   // Terminals.
   const int32_t T = g.num_terminals();
@@ -1266,6 +1338,52 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
   }
   *out = std::move(s);
   return Status::Ok();
+}
+
+namespace {
+
+// Without the trie when the compile walks a subset of the vocabulary.
+Status Prepare(const std::string& tokenizer_path, bool with_trie, PreparedTokenizer* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PreparedTokenizer p;
+  CFGMASK_RETURN_IF_ERROR(LoadVocabulary(tokenizer_path, &p.vocab));
+  FillVocabulary(p.vocab, &p.tokens);
+  if (with_trie) p.trie = VocabTrie::Build(p.vocab);
+  p.seconds = Since(t0);
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PrepareTokenizer(const std::string& tokenizer_path, PreparedTokenizer* out) {
+  return Prepare(tokenizer_path, true, out);
+}
+
+Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
+                    const CompileOptions& options, CompiledStore* out) {
+  PreparedTokenizer prepared;
+  return CompileStoreWith(
+      grammar_path,
+      [&](const PreparedTokenizer** tok) {
+        CFGMASK_RETURN_IF_ERROR(Prepare(tokenizer_path, options.vocab_subset.empty(), &prepared));
+        *tok = &prepared;
+        return Status::Ok();
+      },
+      options, out);
+}
+
+Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
+                    const CompileOptions& options, CompiledStore* out) {
+  const Status st = CompileStoreWith(
+      grammar_path,
+      [&](const PreparedTokenizer** tok) {
+        *tok = &tokenizer;
+        return Status::Ok();
+      },
+      options, out);
+  if (st.ok()) out->stats.seconds_tokenizer = 0;
+  return st;
 }
 
 }  // namespace cfgmask

@@ -27,6 +27,8 @@
 
 #include "grammar/status.h"
 #include "lexer/terminal_automaton.h"
+#include "lexer/tokenizer.h"
+#include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"
 
 namespace cfgmask {
@@ -80,7 +82,25 @@ struct WalkRecord {
   std::vector<NfaTransitionEntry> entries;       // out: in root order, then walk order
 };
 
+// A tokenizer read once and made ready for any number of compiles (the
+// peers' "tokenizer info"): its vocabulary, its byte trie and the store's
+// token tables.  Read-only once prepared: compiles on several threads may
+// share one.
+struct PreparedTokenizer {
+  Vocabulary vocab;
+  VocabTrie trie;
+  CompiledStore tokens;  // only the vocabulary fields (FillVocabulary)
+  double seconds = 0;    // reading and preparing
+};
+
+// Reads a tokenizer file (HF tokenizer.json, GGUF, tiktoken) and prepares it.
+Status PrepareTokenizer(const std::string& tokenizer_path, PreparedTokenizer* out);
+
 Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
+                    const CompileOptions& options, CompiledStore* out);
+// The same with a prepared tokenizer: the store's seconds_tokenizer is 0
+// (no tokenizer work in this compile).
+Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                     const CompileOptions& options, CompiledStore* out);
 
 }  // namespace cfgmask

@@ -6,10 +6,11 @@
 
 namespace cfgmask {
 
-Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
-                      const CompileOptions& options, bool streamline, CompiledStore* out) {
-  Status st = CompileStore(grammar_path, tokenizer_path, options, out);
-  if (!st.ok()) return st;
+namespace {
+
+// Streamlining (unless turned off) and the statistics, after the store build.
+Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out) {
+  Status st;
   auto& stats = out->stats;
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
   stats.row_bytes_before = RowPayloadBytes(*out);
@@ -28,6 +29,20 @@ Status CompileGrammar(const std::string& grammar_path, const std::string& tokeni
   stats.seconds_streamline = sl.seconds;
   if (options.progress) options.progress("streamline", 1);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
+                      const CompileOptions& options, bool streamline, CompiledStore* out) {
+  CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer_path, options, out));
+  return Finish(options, streamline, out);
+}
+
+Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
+                      const CompileOptions& options, bool streamline, CompiledStore* out) {
+  CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, options, out));
+  return Finish(options, streamline, out);
 }
 
 }  // namespace cfgmask

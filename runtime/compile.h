@@ -15,6 +15,9 @@ namespace cfgmask {
 
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out);
+// The same with a tokenizer prepared once (PrepareTokenizer) for many grammars.
+Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
+                      const CompileOptions& options, bool streamline, CompiledStore* out);
 
 }  // namespace cfgmask
 

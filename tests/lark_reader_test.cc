@@ -291,6 +291,9 @@ const ErrorCase kErrorCases[] = {
      "start: a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a? a?\n"
      "a: \"a\"\n", 1, 7, "max_rule_alternatives"},
     {"huge_repeat_range", "start: a~0..99999999999\na: \"a\"\n", 1, 13, "too large"},
+    // Found by lark_reader_fuzz: the same count in a terminal's pattern.
+    {"huge_terminal_repeat", "start: T\nT: \"q3\"~66666666666666666666662..5\n", 2, 9, "too large"},
+    {"huge_terminal_repeat_range", "start: T\nT: \"q\"~2..99999999999\n", 2, 11, "too large"},
     {"duplicate_expansion", "start: a [b] | a\na: \"a\"\nb: \"b\"\n", 1, 1, "rules defined twice"},
     {"ignore_undefined", "start: a\na: \"a\"\n%ignore WS\n", 3, 9, "was not defined"},
     {"underscore_alias", "start: _a\n_a: \"a\" -> x\n", 2, 1, "isn't allowed to have aliases"},

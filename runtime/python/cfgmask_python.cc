@@ -197,6 +197,38 @@ StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& to
   return store;
 }
 
+using TokenizerPtr = std::shared_ptr<PreparedTokenizer>;  // read-only once made
+
+TokenizerPtr PrepareTokenizerFile(const std::string& path) {
+  auto tok = std::make_shared<PreparedTokenizer>();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = PrepareTokenizer(path, tok.get());
+  }
+  ThrowIfError(st);
+  return tok;
+}
+
+StorePtr CompileStorePrepared(const std::string& grammar_path, const TokenizerPtr& tokenizer,
+                              const std::string& start, const std::string& indenter,
+                              int32_t max_lexer_states,
+                              const std::vector<std::string>& import_paths, bool streamline) {
+  CompileOptions options;
+  options.start = start;
+  options.indenter = indenter;
+  options.max_lexer_states = max_lexer_states;
+  options.import_paths = import_paths;
+  auto store = std::make_shared<CompiledStore>();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = CompileGrammar(grammar_path, *tokenizer, options, streamline, store.get());
+  }
+  ThrowIfError(st);
+  return store;
+}
+
 StorePtr LoadStoreFile(const std::string& path) {
   auto store = std::make_shared<CompiledStore>();
   Status st;
@@ -307,7 +339,20 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
 
+  py::class_<PreparedTokenizer, TokenizerPtr>(m, "Tokenizer")
+      .def(py::init(&PrepareTokenizerFile), py::arg("path"))
+      .def_property_readonly("vocab_size",
+                             [](const PreparedTokenizer& t) { return t.tokens.vocab_size; })
+      .def_property_readonly("name", [](const PreparedTokenizer& t) { return t.tokens.tokenizer_name; })
+      .def_property_readonly("eos_ids", [](const PreparedTokenizer& t) { return t.tokens.eos_ids; })
+      .def_property_readonly("seconds", [](const PreparedTokenizer& t) { return t.seconds; });
+
   py::class_<CompiledStore, StorePtr>(m, "Store")
+      .def_static("compile", &CompileStorePrepared, py::arg("grammar_path"), py::arg("tokenizer"),
+                  py::arg("start") = "", py::arg("indenter") = "auto",
+                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("import_paths") = std::vector<std::string>{},
+                  py::arg("streamline") = true)
       .def_static("compile", &CompileStoreFile, py::arg("grammar_path"), py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,

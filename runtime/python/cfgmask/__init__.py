@@ -21,11 +21,12 @@ from typing import Iterable, Sequence, Union
 import numpy as np
 
 from . import _core
-from ._core import Error, Store
+from ._core import Error, Store, Tokenizer
 
 __all__ = [
     "Error",
     "Store",
+    "Tokenizer",
     "GrammarMatcher",
     "BatchGrammarMatcher",
     "compile_grammar",
@@ -35,11 +36,16 @@ __all__ = [
 ]
 
 
-def compile_grammar(grammar: Union[str, os.PathLike], tokenizer_path: Union[str, os.PathLike],
+def compile_grammar(grammar: Union[str, os.PathLike],
+                    tokenizer: Union[str, os.PathLike, Tokenizer],
                     start: str = "", indenter: str = "auto",
                     max_lexer_states: int = 2_000_000,
                     import_paths: Sequence[str] = (), streamline: bool = True) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
+
+    `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
+    (``Tokenizer(path)``) for any number of grammars: each compile then skips
+    reading the file and building the vocabulary trie.
 
     `grammar` is a path to a .lark file, or the grammar text itself (anything
     that is not an existing file and contains a newline or a colon); errors in
@@ -51,16 +57,17 @@ def compile_grammar(grammar: Union[str, os.PathLike], tokenizer_path: Union[str,
     either way; the streamlined store has fewer rows).
     """
     grammar = os.fspath(grammar)
-    tokenizer_path = os.fspath(tokenizer_path)
+    if not isinstance(tokenizer, Tokenizer):
+        tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
-        return Store.compile(grammar, tokenizer_path, start, indenter, max_lexer_states,
+        return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
                              list(import_paths), streamline)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(grammar)
         try:
-            return Store.compile(path, tokenizer_path, start, indenter, max_lexer_states,
+            return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
                                  list(import_paths), streamline)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
