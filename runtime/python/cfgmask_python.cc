@@ -181,8 +181,9 @@ py::dict StoreStats(const CompiledStore& s) {
 StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& tokenizer_path,
                           const std::string& start, const std::string& indenter,
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
-                          bool streamline) {
+                          bool streamline, int32_t num_threads) {
   CompileOptions options;
+  options.num_threads = num_threads;
   options.start = start;
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
@@ -213,8 +214,10 @@ TokenizerPtr PrepareTokenizerFile(const std::string& path) {
 StorePtr CompileStorePrepared(const std::string& grammar_path, const TokenizerPtr& tokenizer,
                               const std::string& start, const std::string& indenter,
                               int32_t max_lexer_states,
-                              const std::vector<std::string>& import_paths, bool streamline) {
+                              const std::vector<std::string>& import_paths, bool streamline,
+                              int32_t num_threads) {
   CompileOptions options;
+  options.num_threads = num_threads;
   options.start = start;
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
@@ -352,12 +355,12 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true)
+                  py::arg("streamline") = true, py::arg("num_threads") = 0)
       .def_static("compile", &CompileStoreFile, py::arg("grammar_path"), py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true)
+                  py::arg("streamline") = true, py::arg("num_threads") = 0)
       .def_static("load", &LoadStoreFile, py::arg("path"))
       .def(
           "save",

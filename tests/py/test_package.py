@@ -99,6 +99,36 @@ def test_compile_from_path_equals_text(store, tmp_path):
                           mask_of(cfgmask.GrammarMatcher(store)))
 
 
+def test_prepared_tokenizer_compiles_the_same_store(store, tmp_path):
+    """A Tokenizer read once serves several grammars and threads counts; each
+    store equals the one compiled from the tokenizer file."""
+    tok = cfgmask.Tokenizer(TOK)
+    assert tok.vocab_size == store.vocab_size and tok.eos_ids == store.eos_ids
+    assert tok.name == store.stats()["tokenizer"] and tok.seconds > 0
+    text = b'{"a": [1, -2.5, true, null], "b": {"c": "d"}}'
+    for threads in (1, 2):
+        other = cfgmask.compile_grammar(JSON_GRAMMAR, tok, num_threads=threads)
+        a, b = other.stats(), store.stats()
+        assert {k: v for k, v in a.items() if k not in ("seconds", "streamlining", "grammar")} == \
+            {k: v for k, v in b.items() if k not in ("seconds", "streamlining", "grammar")}
+        assert a["seconds"]["tokenizer"] == 0.0 and b["seconds"]["tokenizer"] > 0
+        x, y = cfgmask.GrammarMatcher(other), cfgmask.GrammarMatcher(store)
+        for i in range(len(text)):
+            assert np.array_equal(mask_of(x), mask_of(y)), i
+            assert x.accept_string(text[i:i + 1]) and y.accept_string(text[i:i + 1])
+    # A second grammar from the same Tokenizer.
+    other = cfgmask.compile_grammar('start: "a" | "b"\n', tok)
+    m = cfgmask.GrammarMatcher(other)
+    assert set(cfgmask.allowed_token_ids(mask_of(m)[0], m.vocab_size)) == {
+        t for t in range(m.vocab_size) if not other.is_special(t)
+        and other.token_bytes(t) in (b"a", b"b")}
+    with pytest.raises(cfgmask.Error, match="missing.gguf"):
+        cfgmask.Tokenizer(str(tmp_path / "missing.gguf"))
+    with pytest.raises(cfgmask.Error) as e:
+        cfgmask.compile_grammar("start: foo\n", tok)
+    assert str(e.value).startswith("<string>:1:8:")
+
+
 def test_errors_are_value_errors_with_the_engine_message(tmp_path):
     with pytest.raises(cfgmask.Error) as e:
         cfgmask.compile_grammar("start: foo\n", TOK)

@@ -40,7 +40,8 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     tokenizer: Union[str, os.PathLike, Tokenizer],
                     start: str = "", indenter: str = "auto",
                     max_lexer_states: int = 2_000_000,
-                    import_paths: Sequence[str] = (), streamline: bool = True) -> Store:
+                    import_paths: Sequence[str] = (), streamline: bool = True,
+                    num_threads: int = 0) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -54,21 +55,23 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     grammars folder.  `start` is the start
     rule ("" = ``start``); `indenter` is "auto", "python" or "none";
     `streamline=False` keeps the store unstreamlined (masks are identical
-    either way; the streamlined store has fewer rows).
+    either way; the streamlined store has fewer rows).  `num_threads` runs the
+    vocabulary walk on that many threads (0: all cores); the store is the
+    same for any count.
     """
     grammar = os.fspath(grammar)
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
-                             list(import_paths), streamline)
+                             list(import_paths), streamline, num_threads)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(grammar)
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
-                                 list(import_paths), streamline)
+                                 list(import_paths), streamline, num_threads)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:

@@ -16,6 +16,13 @@ fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$CFGMASK_PYTHON" >/dev/null
 fi
-nice cmake --build "$BUILD" -j2 --target cfgmask cfgmask_peer_driver >/dev/null
+nice cmake --build "$BUILD" -j2 --target cfgmask cfgmask_peer_driver _core >/dev/null
+# The cfgmask package of this checkout, for the in-process compile timing
+# (cfgmask_compile.py runs under $CFGMASK_PYTHON with it first on the path).
+PKG="$BUILD/pypkg"
+rm -rf "$PKG" && mkdir -p "$PKG"
+cp -r "$ROOT/runtime/python/cfgmask" "$PKG/"
+cp "$BUILD"/_core*.so "$PKG/cfgmask/"
+export CFGMASK_PEERS_PYTHONPATH="$PKG"
 exec "$VENV/bin/python" "$ROOT/tests/bench/peers/run_peers.py" \
   --cfgmask "$BUILD/cfgmask" --driver "$BUILD/tests/cfgmask_peer_driver" "$@"
