@@ -32,7 +32,25 @@ void AppendSized(std::string* out, const std::string& s) {
 Status ErrorAt(ErrorCode code, const SourcePos& pos, const std::string& message) {
   std::string where = pos.file ? *pos.file : std::string("<grammar>");
   if (pos.line > 0) where += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
-  return Status(code, where + ": " + message);
+  // One line: grammar text quoted in a message (a pattern may span lines)
+  // has its control characters escaped.
+  std::string text = where + ": ";
+  for (char c : message) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      text += "\\n";
+    } else if (c == '\r') {
+      text += "\\r";
+    } else if (u < 0x20 && c != '\t') {
+      static const char kHex[] = "0123456789abcdef";
+      text += "\\x";
+      text += kHex[u >> 4];
+      text += kHex[u & 15];
+    } else {
+      text += c;
+    }
+  }
+  return Status(code, text);
 }
 
 std::string Pattern::ToRegexp() const {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -460,7 +461,17 @@ bool AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState
 struct WalkTask {
   int32_t first;
   int32_t end;
-  std::vector<WalkState> base;
+  bool single;                  // one walk state, kept inline (most tasks)
+  WalkState one;
+  std::vector<WalkState> many;  // else
+  static WalkTask Of(int32_t first, int32_t end, const std::vector<WalkState>& states) {
+    WalkTask t{first, end, states.size() == 1, states.empty() ? WalkState{} : states[0], {}};
+    if (!t.single) t.many = states;
+    return t;
+  }
+  std::span<const WalkState> base() const {
+    return single ? std::span<const WalkState>(&one, 1) : std::span<const WalkState>(many);
+  }
 };
 
 // One mask-store row of a root, its token set already stored adaptively;
@@ -553,7 +564,9 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
   const VocabTrie& trie = *sh.trie;
   const TerminalAutomaton& a = *sh.ctx->a;
   const TokenEndData& ends = *sh.ends;
-  std::vector<std::vector<WalkState>> level(trie.max_depth() + 2);
+  // Per-thread scratch, kept across calls (a root is run once per pass).
+  thread_local std::vector<std::vector<WalkState>> level;
+  if (level.size() < static_cast<size_t>(trie.max_depth()) + 2) level.resize(trie.max_depth() + 2);
   std::vector<WalkTask> tasks;
   tasks.swap(r->tasks);
   int64_t visited = 0;
@@ -622,8 +635,10 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
   // walk state only changes its lexer state and column, so it is kept per
   // depth on a plain path.  Returns the first node left to the general walk
   // below (limit when none), with level[] set along its path.
-  std::vector<int32_t> path_q(trie.max_depth() + 2);
-  std::vector<ColumnDelta> path_col(trie.max_depth() + 2);
+  thread_local std::vector<int32_t> path_q;
+  thread_local std::vector<ColumnDelta> path_col;
+  path_q.resize(std::max(path_q.size(), level.size()));
+  path_col.resize(std::max(path_col.size(), level.size()));
   auto run_single = [&](int32_t n, int32_t limit) {
     const int32_t d0 = trie.depth(n);
     const WalkState base = level[d0 - 1][0];
@@ -671,7 +686,8 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
 
   for (WalkTask& task : tasks) {
     if (r->over_entries || r->over_time) break;
-    level[trie.depth(task.first) - 1] = std::move(task.base);
+    const auto base = task.base();
+    level[trie.depth(task.first) - 1].assign(base.begin(), base.end());
     for (int32_t n = task.first; n < task.end;) {
       const int32_t d = trie.depth(n);
       if (level[d - 1].size() == 1) {
@@ -686,7 +702,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
       }
       if (out_of_time()) return;
       if (!AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
-        r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
+        r->tasks.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
         n = trie.subtree_end(n);
         continue;
       }
@@ -697,7 +713,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
       if (static_cast<int32_t>(level[d].size()) > sh.max_hypotheses) {
         // Too many lexings: every token below n is simulated at run time
         // (the serial phase walks the subtree collapsed, for the automaton).
-        r->deferred.push_back({n, trie.subtree_end(n), level[d - 1]});
+        r->deferred.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
         n = trie.subtree_end(n);
         continue;
       }
@@ -712,7 +728,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
           }
         }
         if (!ready) {
-          r->tasks.push_back({n, trie.subtree_end(n), level[d - 1]});
+          r->tasks.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
           n = trie.subtree_end(n);
           continue;
         }
@@ -1057,7 +1073,8 @@ static Status CompileStoreWith(const std::string& grammar_path,
       r->index = static_cast<int32_t>(i);
       r->q = roots[i];
       r->in.SeqIds({});
-      r->tasks.push_back({1, trie.num_nodes(), {WalkState{r->q, 0, -1, ColumnDelta{false, 0}}}});
+      r->tasks.push_back(
+          WalkTask::Of(1, trie.num_nodes(), {WalkState{r->q, 0, -1, ColumnDelta{false, 0}}}));
       batch.push_back(std::move(r));
     }
     for (;;) {
@@ -1094,7 +1111,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
           const int32_t d0 = trie.depth(task.first);
           auto& lv0 = dlevel[d0 - 1];
           lv0.clear();
-          for (const WalkState& ws : task.base) {
+          for (const WalkState& ws : task.base()) {
             lv0.push_back({ws.q, 0, ws.last_emit >= 0 ? scratch.Item(r->in.item_list[ws.last_emit]) : -1,
                            ws.col});
           }

@@ -321,6 +321,22 @@ TEST(LarkReaderTest, RuleAlternativesLimitIsConfigurable) {
   EXPECT_TRUE(ReadLarkString(text, "five.lark", options, &g).ok());
 }
 
+// Found by lark_reader_fuzz: a pattern running over a line end (its
+// backslash escapes a NUL), quoted in the message, made the message two lines.
+TEST(LarkReaderTest, QuotedTextInMessagesStaysOnOneLine) {
+  const std::string text = "// TODO: LETT\nHTR: /\"(?ETT\nHTR:00-\\x1F]|\\" +
+                           std::string(18, '\0') + "\\[\"\\\\\\\\\\l]/+\n";
+  LarkReaderOptions options;
+  options.start = {"HTR"};
+  Grammar g;
+  Status st = ReadLarkString(text, "nul.lark", options, &g);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("nul.lark:2:6: ", 0), 0u) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("(?ETT\\nHTR"), std::string::npos) << st.message();
+  for (char c : st.message()) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\t');
+}
+
 // Found by lark_reader_fuzz: thousands of nested parentheses in a rule or a
 // terminal's pattern overflowed the stack of the recursive transformations.
 TEST(LarkReaderTest, DeepNestingIsRefusedWithPosition) {

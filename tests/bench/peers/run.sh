@@ -13,9 +13,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
 fi
 "$VENV/bin/pip" install -q -r "$ROOT/tests/bench/peers/requirements.txt"
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$CFGMASK_PYTHON" >/dev/null
-fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFGMASK_PYTHON_MODULE=ON \
+  -DPython3_EXECUTABLE="$CFGMASK_PYTHON" >/dev/null
 nice cmake --build "$BUILD" -j2 --target cfgmask cfgmask_peer_driver _core >/dev/null
 # The cfgmask package of this checkout, for the in-process compile timing
 # (cfgmask_compile.py runs under $CFGMASK_PYTHON with it first on the path).
