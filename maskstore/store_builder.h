@@ -13,10 +13,17 @@
 // transition not computed yet records the request and suspends that subtree.
 // Between parallel passes the requests are computed serially, in root order,
 // so automaton state ids, and hence the store bytes, do not depend on the
-// thread count.  Each root interns its item sequences locally; finished roots
+// thread count.  Most steps inside a terminal are plain (one hypothesis,
+// no terminal can end, the byte's transition known and itemless): a tight
+// loop takes them, and a subtree all of whose bytes the state loops on (the
+// inside of a string or comment) is taken whole, its tokens being one
+// contiguous range of the trie (VocabTrie::BelowWithin).  Each root interns its item sequences locally; finished roots
 // are merged into the store in root order.  Tested by vocab_walk_test.cc
 // (against a brute-force byte-by-byte simulation of every token, thread-count
 // determinism and resource limits).
+//
+// The tokenizer may be prepared once (PrepareTokenizer: its file read, its
+// trie built) and shared by any number of compiles.
 #ifndef CFGMASK_MASKSTORE_STORE_BUILDER_H_
 #define CFGMASK_MASKSTORE_STORE_BUILDER_H_
 
