@@ -442,7 +442,9 @@ int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* i
       return st.step_to[byte];
     }
   }
-  const LexState st = states_[q];  // copy: Intern may reallocate
+  // A reference: Intern, which may reallocate states_, comes after the last
+  // use of st (copying the state would copy its 256-entry step tables).
+  const LexState& st = states_[q];
   LexState next;
   next.at_start = false;
   next.num_slots = st.num_slots;
@@ -552,7 +554,7 @@ int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, LexItem* emi
 }
 
 int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit) {
-  const LexState st = states_[q];
+  const LexState& st = states_[q];  // not used after Intern (see Step)
   int32_t t_state = -1;
   for (auto& [u, s] : st.cur) {
     if (u == t) t_state = s;

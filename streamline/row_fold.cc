@@ -17,6 +17,57 @@ namespace {
 
 constexpr int32_t kEmitItem = 0, kHitItem = 1, kTailItem = 2;
 
+// The prover's memo: int32 keys (copied into one arena) to small values,
+// open addressing over stable entry ids; allocation-free look-ups.
+class KeyMemo {
+ public:
+  static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
+  // The entry of `key`, made (value `init`, *inserted) when absent or
+  // unanswered.
+  int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ key.size();
+    for (int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
+    if ((values_.size() + 1) * 2 > table_.size()) Grow();
+    const size_t mask = table_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const int32_t id = table_[i];
+      if (id < 0) {
+        table_[i] = static_cast<int32_t>(values_.size());
+        hash_.push_back(h);
+        offset_.push_back(arena_.size());
+        length_.push_back(static_cast<uint32_t>(key.size()));
+        arena_.insert(arena_.end(), key.begin(), key.end());
+        values_.push_back(init);
+        *inserted = true;
+        return table_[i];
+      }
+      if (hash_[id] == h && length_[id] == key.size() &&
+          std::equal(key.begin(), key.end(), arena_.begin() + offset_[id])) {
+        *inserted = values_[id] == kUnanswered;
+        if (*inserted) values_[id] = init;
+        return id;
+      }
+    }
+  }
+  int8_t& value(int32_t id) { return values_[id]; }
+
+ private:
+  void Grow() {
+    table_.assign(std::max<size_t>(64, table_.size() * 2), -1);
+    const size_t mask = table_.size() - 1;
+    for (size_t id = 0; id < values_.size(); ++id) {
+      size_t i = hash_[id] & mask;
+      while (table_[i] >= 0) i = (i + 1) & mask;
+      table_[i] = static_cast<int32_t>(id);
+    }
+  }
+  std::vector<int32_t> table_;  // entry ids, -1: empty
+  std::vector<uint64_t> hash_;
+  std::vector<size_t> offset_;
+  std::vector<uint32_t> length_;
+  std::vector<int32_t> arena_;
+  std::vector<int8_t> values_;
+};
 
 // Unlimited credit exploration over the LALR(1) tables, item by item.
 class Prover {
@@ -182,39 +233,38 @@ class Prover {
 
   bool FeedMemo(const int32_t* r, int32_t n, int32_t next, const std::vector<int32_t>& K,
                 int32_t t, int32_t base_slot) {
-    std::string key = Key(r, n, next < 0 ? n : next, K, base_slot);
-    const int32_t tag[2] = {-2, t};
-    key.append(reinterpret_cast<const char*>(tag), sizeof tag);
-    return Memoised(std::move(key), [&] { return Feed(r, n, next, K, t, base_slot); });
+    Key(r, n, next < 0 ? n : next, K, base_slot);
+    key_.push_back(-2);
+    key_.push_back(t);
+    return Memoised([&] { return Feed(r, n, next, K, t, base_slot); });
   }
 
   // A node met again while it is being proved (a cycle of borrowing
   // reductions) counts as not proved: conservative, and a "true" never rests
   // on it, so both answers may be cached.
+  // The key is in key_ (Key()); the memo copies it before compute() runs.
+  // A query cut short (exceeded_) leaves its key unanswered.
   template <class F>
-  bool Memoised(std::string key, const F& compute) {
-    auto& memo = memo_[possible_];
-    auto [it, inserted] = memo.emplace(key, kInProgress);
-    if (!inserted) return it->second == kInProgress ? possible_ : it->second == 1;
-    const bool result = compute();
-    if (exceeded_) {
-      memo.erase(key);
-    } else {
-      memo[key] = result ? 1 : 0;
+  bool Memoised(const F& compute) {
+    KeyMemo& memo = memo_[possible_];
+    bool inserted;
+    const int32_t id = memo.Entry(key_, kInProgress, &inserted);
+    if (!inserted) {
+      const int8_t v = memo.value(id);
+      return v == kInProgress ? possible_ : v == 1;
     }
+    const bool result = compute();
+    memo.value(id) = exceeded_ ? KeyMemo::kUnanswered : (result ? 1 : 0);
     return result;
   }
 
-  static std::string Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
-                         int32_t base_slot) {
-    std::string key;
-    key.reserve(static_cast<size_t>(n - pos + K.size() + 4) * 4);
-    auto put = [&key](int32_t v) { key.append(reinterpret_cast<const char*>(&v), 4); };
-    put(base_slot);
-    put(static_cast<int32_t>(K.size()));
-    for (int32_t k : K) put(k);
-    for (int32_t i = pos; i < n; ++i) put(r[i]);
-    return key;
+  void Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
+           int32_t base_slot) {
+    key_.clear();
+    key_.push_back(base_slot);
+    key_.push_back(static_cast<int32_t>(K.size()));
+    key_.insert(key_.end(), K.begin(), K.end());
+    key_.insert(key_.end(), r + pos, r + n);
   }
 
   bool AcceptsAll(const std::vector<int32_t>& K, int32_t t) {
@@ -253,8 +303,8 @@ class Prover {
   bool Proved(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
               int32_t base_slot) {
     if (pos == n) return true;
-    std::string key = Key(r, n, pos, K, base_slot);
-    return Memoised(std::move(key), [&] { return ProvedUncached(r, n, pos, K, base_slot); });
+    Key(r, n, pos, K, base_slot);
+    return Memoised([&] { return ProvedUncached(r, n, pos, K, base_slot); });
   }
 
   bool ProvedUncached(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
@@ -300,7 +350,8 @@ class Prover {
   const StreamlineOptions& o_;
   std::vector<std::vector<int32_t>> pred_, after_;
   static constexpr int8_t kInProgress = 2;
-  std::unordered_map<std::string, int8_t> memo_[2];  // [possible_]
+  KeyMemo memo_[2];  // [possible_]
+  std::vector<int32_t> key_;
   int64_t steps_ = 0;
   bool exceeded_ = false;
   bool possible_ = false;  // which question: every configuration (false) or some (true)
