@@ -74,6 +74,8 @@ class VocabTrie {
   // `bytes`, a set of ASCII bytes 1..127 (bit b of bytes[b / 64])?  A
   // subtree holding byte 0 or a byte >= 0x80 is never within: its summary
   // keeps bit 0 for "some byte outside 1..127".
+  // Are all bytes below n in 1..127 (a cheap first test for BelowWithin)?
+  bool BelowAscii(int32_t n) const { return !below_outside_[n]; }
   bool BelowWithin(int32_t n, const uint64_t bytes[2]) const {
     if (below_outside_[n]) return false;  // one byte per node, read first
     const uint64_t* m = below_bytes_.data() + 2 * static_cast<size_t>(n);

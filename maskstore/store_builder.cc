@@ -624,7 +624,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
   // a comment this skips most of the trie.
   SelfLoopCache loops;
   auto loops_over_subtree = [&](int32_t n, int32_t q) {
-    if (trie.subtree_end(n) <= n + 1) return false;
+    if (trie.subtree_end(n) <= n + 1 || !trie.BelowAscii(n)) return false;
     const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
     return cands != nullptr && cands->empty() && ends.Ready(q) &&
            trie.BelowWithin(n, loops.Get(a, q));

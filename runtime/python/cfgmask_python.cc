@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "grammar/status.h"
@@ -178,7 +179,30 @@ py::dict StoreStats(const CompiledStore& s) {
   return d;
 }
 
-StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& tokenizer_path,
+using TokenizerPtr = std::shared_ptr<PreparedTokenizer>;  // read-only once made
+
+// A new T filled by `fill` (an engine call returning a Status) without the
+// GIL; an error becomes cfgmask.Error.
+template <class T, class F>
+std::shared_ptr<T> MakeWithoutGil(const F& fill) {
+  auto out = std::make_shared<T>();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = fill(out.get());
+  }
+  ThrowIfError(st);
+  return out;
+}
+
+TokenizerPtr PrepareTokenizerFile(const std::string& path) {
+  return MakeWithoutGil<PreparedTokenizer>(
+      [&](PreparedTokenizer* tok) { return PrepareTokenizer(path, tok); });
+}
+
+// Store.compile: `Tokenizer` is a file path or a prepared tokenizer.
+template <class Tokenizer>
+StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& tokenizer,
                           const std::string& start, const std::string& indenter,
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
                           bool streamline, int32_t num_threads) {
@@ -188,59 +212,18 @@ StorePtr CompileStoreFile(const std::string& grammar_path, const std::string& to
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
   options.import_paths = import_paths;
-  auto store = std::make_shared<CompiledStore>();
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = CompileGrammar(grammar_path, tokenizer_path, options, streamline, store.get());
-  }
-  ThrowIfError(st);
-  return store;
-}
-
-using TokenizerPtr = std::shared_ptr<PreparedTokenizer>;  // read-only once made
-
-TokenizerPtr PrepareTokenizerFile(const std::string& path) {
-  auto tok = std::make_shared<PreparedTokenizer>();
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = PrepareTokenizer(path, tok.get());
-  }
-  ThrowIfError(st);
-  return tok;
-}
-
-StorePtr CompileStorePrepared(const std::string& grammar_path, const TokenizerPtr& tokenizer,
-                              const std::string& start, const std::string& indenter,
-                              int32_t max_lexer_states,
-                              const std::vector<std::string>& import_paths, bool streamline,
-                              int32_t num_threads) {
-  CompileOptions options;
-  options.num_threads = num_threads;
-  options.start = start;
-  options.indenter = indenter;
-  options.max_lexer_states = max_lexer_states;
-  options.import_paths = import_paths;
-  auto store = std::make_shared<CompiledStore>();
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = CompileGrammar(grammar_path, *tokenizer, options, streamline, store.get());
-  }
-  ThrowIfError(st);
-  return store;
+  return MakeWithoutGil<CompiledStore>([&](CompiledStore* store) {
+    if constexpr (std::is_same_v<Tokenizer, TokenizerPtr>) {
+      return CompileGrammar(grammar_path, *tokenizer, options, streamline, store);
+    } else {
+      return CompileGrammar(grammar_path, tokenizer, options, streamline, store);
+    }
+  });
 }
 
 StorePtr LoadStoreFile(const std::string& path) {
-  auto store = std::make_shared<CompiledStore>();
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = ReadStoreFile(path, store.get());
-  }
-  ThrowIfError(st);
-  return store;
+  return MakeWithoutGil<CompiledStore>(
+      [&](CompiledStore* store) { return ReadStoreFile(path, store); });
 }
 
 void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
@@ -351,12 +334,14 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("seconds", [](const PreparedTokenizer& t) { return t.seconds; });
 
   py::class_<CompiledStore, StorePtr>(m, "Store")
-      .def_static("compile", &CompileStorePrepared, py::arg("grammar_path"), py::arg("tokenizer"),
+      .def_static("compile", &CompileStoreWith<TokenizerPtr>, py::arg("grammar_path"),
+                  py::arg("tokenizer"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
                   py::arg("streamline") = true, py::arg("num_threads") = 0)
-      .def_static("compile", &CompileStoreFile, py::arg("grammar_path"), py::arg("tokenizer_path"),
+      .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
+                  py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
