@@ -979,7 +979,8 @@ static Status CompileStoreWith(const std::string& grammar_path,
   progress("store", 0);
   constexpr size_t kRootsPerBatch = 64;
   FollowRelation follow(g);
-  const bool keep_pairs = options.record != nullptr && options.record->keep_impossible_pairs;
+  const bool keep_pairs = !options.prune_pairs ||
+                          (options.record != nullptr && options.record->keep_impossible_pairs);
   const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored,
                          keep_pairs ? nullptr : &follow};
   TokenEndData ends;

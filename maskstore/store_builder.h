@@ -57,6 +57,13 @@ struct CompileOptions {
   // simulation (CompiledStore::sim_token).  Exact either way; this bounds the
   // walk on tokens with exponentially many splits.
   int32_t max_walk_hypotheses = 128;
+  // The walk drops a lexing as soon as two adjacent terminals of it can never
+  // touch (FOLLOW).  Off, the store holds every lexing of the terminal
+  // automaton, as the design's nfa_transition does, and the never-legal
+  // streamlining step deletes them instead: same masks, more work; for
+  // measuring reductions against the design's (cfgmask compile
+  // --no-pair-pruning).
+  bool prune_pairs = true;
   // Threads of the vocabulary walk: 0 = all cores, 1 = serial.  The store is
   // byte-identical for every value.
   int32_t num_threads = 0;

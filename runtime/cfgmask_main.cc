@@ -47,7 +47,7 @@ constexpr int kExitUsage = 2;   // error on user input
 
 const char kUsage[] =
     "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-    "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--threads N] [--quiet] "
+    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--threads N] [--quiet] "
     "-o OUT.cfgm\n"
     "       cfgmask stats   STORE.cfgm [--json]\n"
     "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
@@ -72,10 +72,10 @@ struct CommandSpec {
 const CommandSpec kCommands[] = {
     {"compile",
      "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--max-lexer-states N] [--threads N] [--quiet] "
+     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--threads N] [--quiet] "
      "-o OUT.cfgm",
      {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--threads", "-o"},
-     {"--no-streamline", "--quiet"},
+     {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
     {"stats", "usage: cfgmask stats STORE.cfgm [--json]", {}, {"--json"}, 1, 1},
@@ -346,6 +346,35 @@ RowCounts CountRows(const CompiledStore& s) {
   return c;
 }
 
+// The rows the store would have if a row were keyed, as in the design, by its
+// lexer state and the terminals of S alone: Emit items give their terminal, a
+// Tail item its set of candidate terminals, Hit items, columns and blocker
+// sets are dropped.  Rows that differ only in what is dropped (the contextual
+// lexing conditions the runtime checks) count once.  A figure for comparing
+// stores with the design's, not used by the runtime.
+int64_t TerminalSequenceKeys(const CompiledStore& s) {
+  std::set<std::vector<int32_t>> keys;
+  int64_t total = 0;
+  for (int32_t root = 0; root < s.num_roots; ++root) {
+    keys.clear();
+    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+      const int32_t seq = s.row_seq[r];
+      std::vector<int32_t> key;
+      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
+        const int32_t item = s.seq_data[i];
+        switch (s.item_kind[item]) {
+          case 0: key.push_back(s.item_terminal[item]); break;          // kEmit
+          case 2: key.push_back(-2 - s.item_blockers[item]); break;     // kTail: its set
+          default: break;                                               // kHit
+        }
+      }
+      keys.insert(std::move(key));
+    }
+    total += static_cast<int64_t>(keys.size());
+  }
+  return total;
+}
+
 std::string EosList(const CompiledStore& s) {
   std::string out;
   for (int32_t e : s.eos_ids) out += (out.empty() ? "" : ", ") + std::to_string(e);
@@ -381,8 +410,8 @@ void PrintSummary(const CompiledStore& s, const std::string& path) {
   std::printf("  lexer states     %d (%d at token boundaries)\n", s.num_lex_states, s.num_roots);
   std::printf("  nfa_transition   %" PRId64 " entries\n", st.nfa_transition_entries);
   std::printf("  store rows       %zu (list %" PRId64 ", complement %" PRId64 ", bitset %" PRId64
-              ")\n",
-              s.row_seq.size(), rc.list, rc.complement, rc.bitset);
+              "); %" PRId64 " keyed by terminals alone\n",
+              s.row_seq.size(), rc.list, rc.complement, rc.bitset, TerminalSequenceKeys(s));
   std::printf("  simulated tokens %zu (root, token) pairs checked at run time\n", s.sim_token.size());
   std::printf("  streamlining     %s\n", StreamlineLine(s).c_str());
   std::printf("  size             %s on disk, %s in memory\n", Bytes(FileSize(path)).c_str(),
@@ -414,6 +443,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   options.num_threads = static_cast<int32_t>(threads);
   const bool quiet = args.Has("--quiet");
   const bool streamline = !args.Has("--no-streamline");
+  options.prune_pairs = !args.Has("--no-pair-pruning");
 
   const std::string grammar = args.positional[0], out = args.Get("-o");
   Progress progress(!quiet && isatty(STDERR_FILENO));
@@ -468,6 +498,7 @@ int Stats(const CommandSpec& spec, const Args& args) {
   std::printf("  \"nfa_transition_entries\": %" PRId64 ",\n", t.nfa_transition_entries);
   std::printf("  \"rows\": %zu,\n", s.row_seq.size());
   std::printf("  \"rows_before_streamlining\": %" PRId64 ",\n", t.rows_before_streamlining);
+  std::printf("  \"terminal_sequence_keys\": %" PRId64 ",\n", TerminalSequenceKeys(s));
   std::printf("  \"simulated_pairs\": %zu,\n", s.sim_token.size());
   std::printf("  \"streamlining\": {\"applied\": %s, \"steps\": [\n"
               "    {\"step\": \"nfa_transition\", \"rows\": %" PRId64 ", \"row_bytes\": %" PRId64 "}",

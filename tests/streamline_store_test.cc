@@ -168,6 +168,50 @@ TEST(StreamlineStore, SqlMasksIdentical) {
   EXPECT_GT(steps, 1000);
 }
 
+// The walk drops lexings whose adjacent terminals can never touch (FOLLOW);
+// without that (CompileOptions::prune_pairs = false, `cfgmask compile
+// --no-pair-pruning`) the store holds every lexing of the terminal automaton,
+// as the design's does, and the never-legal step must delete them instead:
+// more rows before the pass, the same masks after it as the pruned store's.
+TEST(StreamlineStore, WithoutPairPruningTheNeverLegalStepDeletesTheSameLexings) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  StorePair* pruned = PythonPair();
+  ASSERT_NE(pruned, nullptr);
+  CompileOptions options;
+  options.start = "file_input";
+  options.prune_pairs = false;
+  CompiledStore unpruned;
+  Status st = CompileStore(TestEnv("CFGMASK_LARK_GRAMMARS") + "/python.lark",
+                           TestEnv("CFGMASK_TOK_LLAMA_SPM"), options, &unpruned);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const size_t rows_unpruned = unpruned.row_seq.size();
+  // Lexings such as NAME NAME or RPAR NAME are in the store now.
+  EXPECT_GT(rows_unpruned, pruned->plain->row_seq.size() * 5 / 4);
+  StorePair p;
+  p.plain = pruned->plain;
+  p.streamlined = std::make_unique<CompiledStore>(std::move(unpruned));
+  ASSERT_TRUE(StreamlineStore(p.streamlined.get(), StreamlineOptions{}, &p.stats).ok());
+  std::printf("python.lark + LLaMA SPM without pair pruning: rows %zu -> %lld after never legal "
+              "-> %lld (pruned walk: %zu -> %lld)\n",
+              rows_unpruned, static_cast<long long>(p.stats.rows_before - p.stats.rows_deleted),
+              static_cast<long long>(p.stats.rows_after), pruned->plain->row_seq.size(),
+              static_cast<long long>(pruned->stats.rows_after));
+  // Every lexing the walk would have dropped is refuted by the pass.  (A few
+  // tokens that branch past the walk's hypothesis limit without the pruning
+  // are simulated instead of stored, so the counts need not be equal.)
+  EXPECT_LE(p.stats.rows_before - p.stats.rows_deleted,
+            static_cast<int64_t>(pruned->plain->row_seq.size()) - pruned->stats.rows_deleted);
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 30, 300, 20000);
+  ASSERT_FALSE(texts.empty());
+  int64_t steps = 0;
+  for (size_t i = 0; i < texts.size() && !HasFailure(); ++i)
+    steps += CompareTeacherForced(p, texts[i], i % 2 ? SegmentMode::kRandom : SegmentMode::kGreedy,
+                                  i);
+  if (!HasFailure()) steps += CompareRandomWalks(p, TestQuick() ? 10 : 100, 60, 23);
+  EXPECT_GT(steps, 500);
+}
+
 TEST(StreamlineStore, RoundTripThroughStoreFile) {
   CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");

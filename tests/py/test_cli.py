@@ -295,6 +295,30 @@ def test_stats_streamlining_steps(store, tmp_path):
     assert p["rows"] == rows[0]
 
 
+def test_no_pair_pruning_streamlines_to_the_same_masks(store, tmp_path):
+    """--no-pair-pruning keeps every lexing (more rows before streamlining);
+    the never-legal step deletes them, and masks stay the same."""
+    s = json.loads(run("stats", store, "--json").stdout)
+    grammar = tmp_path / "json.lark"
+    grammar.write_text(JSON_GRAMMAR)
+    out = tmp_path / "np.cfgm"
+    r = run("compile", grammar, "--tokenizer", TOK, "--no-pair-pruning", "--quiet", "-o", out)
+    assert r.returncode == 0, r.stderr
+    n = json.loads(run("stats", out, "--json").stdout)
+    assert n["rows_before_streamlining"] > s["rows_before_streamlining"]
+    steps = {st["step"]: st for st in n["streamlining"]["steps"]}
+    assert steps["delete_never_legal"]["rows_deleted"] > (
+        s["rows_before_streamlining"] - s["streamlining"]["steps"][1]["rows"])
+    # Keyed by terminals alone a store has at most as many rows as it has.
+    for x in (s, n):
+        assert 0 < x["terminal_sequence_keys"] <= x["rows"]
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": [1, 2.5e3, true, null, "x\\"y"], "b": {}}')
+    for path in (store, out):
+        r = run("check", path, doc, "--verify-masks", "1000")
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_compile_threads_same_store(store, tmp_path):
     """The walk's thread count does not change the store."""
     grammar = tmp_path / "json.lark"
