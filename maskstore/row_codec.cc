@@ -1,6 +1,8 @@
 // Adaptive row storage: see row_codec.h.
 #include "maskstore/row_codec.h"
 
+#include <set>
+
 namespace cfgmask {
 
 int32_t TextTokenCount(const CompiledStore& s) {
@@ -97,6 +99,27 @@ void CompactSequences(CompiledStore* s) {
   for (int32_t& v : s->row_seq) v = new_id[v];
   for (int32_t& v : s->eof_seq) v = new_id[v];
   for (int32_t& v : s->step_hits) v = new_id[v];
+}
+
+int64_t TerminalSequenceKeys(const CompiledStore& s) {
+  std::set<std::vector<int32_t>> keys;
+  int64_t total = 0;
+  for (int32_t root = 0; root < s.num_roots; ++root) {
+    keys.clear();
+    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+      const int32_t seq = s.row_seq[r];
+      std::vector<int32_t> key;
+      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
+        const int32_t item = s.seq_data[i];
+        // Item kinds as LexItem::Kind: 0 Emit, 1 Hit, 2 Tail.
+        if (s.item_kind[item] == 0) key.push_back(s.item_terminal[item]);
+        if (s.item_kind[item] == 2) key.push_back(-2 - s.item_blockers[item]);
+      }
+      keys.insert(std::move(key));
+    }
+    total += static_cast<int64_t>(keys.size());
+  }
+  return total;
 }
 
 }  // namespace cfgmask

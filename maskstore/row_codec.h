@@ -21,6 +21,14 @@ int32_t TextTokenCount(const CompiledStore& s);
 // Bytes of the row arrays: ids, bitset words and 16 bytes of header a row.
 int64_t RowPayloadBytes(const CompiledStore& s);
 
+// The rows the store would have if a row were keyed, as in the design, by
+// its lexer state and the terminals of S alone: an Emit gives its terminal, a
+// Tail its set of candidate terminals; Hit items, newline columns and blocker
+// sets are dropped, so rows that differ only in the contextual lexing
+// conditions the runtime checks count once.  A statistic (cfgmask stats),
+// not used by the runtime.
+int64_t TerminalSequenceKeys(const CompiledStore& s);
+
 // Appends row `seq` -> `tokens` (sorted, unique) to the store's row arrays.
 void AppendRow(int32_t seq, const std::vector<int32_t>& tokens, int32_t text_tokens,
                CompiledStore* s);

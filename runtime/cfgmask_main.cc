@@ -33,6 +33,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
+#include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/cli.h"
 #include "runtime/compile.h"
@@ -344,35 +345,6 @@ RowCounts CountRows(const CompiledStore& s) {
     }
   }
   return c;
-}
-
-// The rows the store would have if a row were keyed, as in the design, by its
-// lexer state and the terminals of S alone: Emit items give their terminal, a
-// Tail item its set of candidate terminals, Hit items, columns and blocker
-// sets are dropped.  Rows that differ only in what is dropped (the contextual
-// lexing conditions the runtime checks) count once.  A figure for comparing
-// stores with the design's, not used by the runtime.
-int64_t TerminalSequenceKeys(const CompiledStore& s) {
-  std::set<std::vector<int32_t>> keys;
-  int64_t total = 0;
-  for (int32_t root = 0; root < s.num_roots; ++root) {
-    keys.clear();
-    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
-      const int32_t seq = s.row_seq[r];
-      std::vector<int32_t> key;
-      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
-        const int32_t item = s.seq_data[i];
-        switch (s.item_kind[item]) {
-          case 0: key.push_back(s.item_terminal[item]); break;          // kEmit
-          case 2: key.push_back(-2 - s.item_blockers[item]); break;     // kTail: its set
-          default: break;                                               // kHit
-        }
-      }
-      keys.insert(std::move(key));
-    }
-    total += static_cast<int64_t>(keys.size());
-  }
-  return total;
 }
 
 std::string EosList(const CompiledStore& s) {

@@ -20,6 +20,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
+#include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "runtime/cli.h"
@@ -134,6 +135,7 @@ py::dict StoreStats(const CompiledStore& s) {
   d["nfa_transition_entries"] = s.stats.nfa_transition_entries;
   d["rows"] = s.row_seq.size();
   d["rows_before_streamlining"] = s.stats.rows_before_streamlining;
+  d["terminal_sequence_keys"] = TerminalSequenceKeys(s);
   d["simulated_pairs"] = s.sim_token.size();
   int64_t kinds[3] = {0, 0, 0};
   for (int32_t k : s.row_kind) {
@@ -205,9 +207,10 @@ template <class Tokenizer>
 StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& tokenizer,
                           const std::string& start, const std::string& indenter,
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
-                          bool streamline, int32_t num_threads) {
+                          bool streamline, int32_t num_threads, bool prune_pairs) {
   CompileOptions options;
   options.num_threads = num_threads;
+  options.prune_pairs = prune_pairs;
   options.start = start;
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
@@ -339,13 +342,15 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0)
+                  py::arg("streamline") = true, py::arg("num_threads") = 0,
+                  py::arg("prune_pairs") = true)
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0)
+                  py::arg("streamline") = true, py::arg("num_threads") = 0,
+                  py::arg("prune_pairs") = true)
       .def_static("load", &LoadStoreFile, py::arg("path"))
       .def(
           "save",

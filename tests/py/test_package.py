@@ -129,6 +129,20 @@ def test_prepared_tokenizer_compiles_the_same_store(store, tmp_path):
     assert str(e.value).startswith("<string>:1:8:")
 
 
+def test_without_pair_pruning_more_rows_before_same_masks(store):
+    """prune_pairs=False starts from every lexing (more rows before
+    streamlining); the streamlined store's masks are the same."""
+    other = cfgmask.compile_grammar(JSON_GRAMMAR, TOK, prune_pairs=False)
+    a, b = other.stats(), store.stats()
+    assert a["rows_before_streamlining"] > b["rows_before_streamlining"]
+    assert 0 < a["terminal_sequence_keys"] <= a["rows"]
+    text = b'{"k": [0, -2.5, false, null], "m": {"n": "x y"}}'
+    x, y = cfgmask.GrammarMatcher(other), cfgmask.GrammarMatcher(store)
+    for i in range(len(text)):
+        assert np.array_equal(mask_of(x), mask_of(y)), i
+        assert x.accept_string(text[i:i + 1]) and y.accept_string(text[i:i + 1])
+
+
 def test_errors_are_value_errors_with_the_engine_message(tmp_path):
     with pytest.raises(cfgmask.Error) as e:
         cfgmask.compile_grammar("start: foo\n", TOK)

@@ -41,7 +41,7 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     start: str = "", indenter: str = "auto",
                     max_lexer_states: int = 2_000_000,
                     import_paths: Sequence[str] = (), streamline: bool = True,
-                    num_threads: int = 0) -> Store:
+                    num_threads: int = 0, prune_pairs: bool = True) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -57,21 +57,24 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     `streamline=False` keeps the store unstreamlined (masks are identical
     either way; the streamlined store has fewer rows).  `num_threads` runs the
     vocabulary walk on that many threads (0: all cores); the store is the
-    same for any count.
+    same for any count.  `prune_pairs=False` keeps every lexing of the
+    terminal automaton in the store before streamlining, as the design's
+    store does (``cfgmask compile --no-pair-pruning``): for measuring
+    reductions from that starting point; the masks are the same.
     """
     grammar = os.fspath(grammar)
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
-                             list(import_paths), streamline, num_threads)
+                             list(import_paths), streamline, num_threads, prune_pairs)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(grammar)
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
-                                 list(import_paths), streamline, num_threads)
+                                 list(import_paths), streamline, num_threads, prune_pairs)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:
