@@ -22,6 +22,7 @@
 #include "lexer/terminal_automaton.h"
 #include "lexer/tokenizer.h"
 #include "lexer/vocab_trie.h"
+#include "maskstore/id_index.h"
 #include "parser/lalr.h"
 
 namespace cfgmask {
@@ -99,24 +100,15 @@ class FlatIdMap {
   size_t size_ = 0;
 };
 
-// Interns lexer items and item sequences as dense ids.  The tables hold
-// ids only (open addressing, linear probing) and compare against
-// item_list / seq_list, so a look-up allocates nothing.
+// Interns lexer items and item sequences as dense ids.  The indexes hold
+// ids only (IdIndex) and compare against item_list / seq_list, so a look-up
+// allocates nothing.
 class Interner {
  public:
   int32_t Item(const LexItem& it) {
-    const uint64_t h = HashItem(it);
-    if ((item_list.size() + 1) * 2 > item_table_.size()) GrowItems();
-    const size_t mask = item_table_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      const int32_t id = item_table_[i];
-      if (id < 0) {
-        item_table_[i] = static_cast<int32_t>(item_list.size());
-        item_list.push_back(it);
-        return item_table_[i];
-      }
-      if (item_list[id] == it) return id;
-    }
+    return item_index_.FindOrAdd(
+        HashItem(it), item_list.size(), [&](int32_t id) { return item_list[id] == it; },
+        [&] { item_list.push_back(it); }, [&](int32_t id) { return HashItem(item_list[id]); });
   }
   int32_t Seq(const std::vector<LexItem>& items) {
     std::vector<int32_t> ids;
@@ -136,25 +128,16 @@ class Interner {
     return id;
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
-    const uint64_t h = HashIds(ids);
-    if ((seq_list.size() + 1) * 2 > seq_table_.size()) GrowSeqs();
-    const size_t mask = seq_table_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      const int32_t id = seq_table_[i];
-      if (id < 0) {
-        seq_table_[i] = static_cast<int32_t>(seq_list.size());
-        seq_list.push_back(ids);
-        return seq_table_[i];
-      }
-      if (seq_list[id] == ids) return id;
-    }
+    return seq_index_.FindOrAdd(
+        HashIds(ids), seq_list.size(), [&](int32_t id) { return seq_list[id] == ids; },
+        [&] { seq_list.push_back(ids); }, [&](int32_t id) { return HashIds(seq_list[id]); });
   }
   // Frees everything but item_list (a finished root's interner, before
   // the serial merge that reads only its items).
   void ReleaseSequences() {
     std::vector<std::vector<int32_t>>().swap(seq_list);
-    std::vector<int32_t>().swap(item_table_);
-    std::vector<int32_t>().swap(seq_table_);
+    item_index_.Clear();
+    seq_index_.Clear();
     appended_ = FlatIdMap();
   }
   std::vector<LexItem> item_list;
@@ -178,25 +161,7 @@ class Interner {
     for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
     return h ^ (h >> 29);
   }
-  void GrowItems() {
-    item_table_.assign(std::max<size_t>(16, item_table_.size() * 2), -1);
-    const size_t mask = item_table_.size() - 1;
-    for (size_t id = 0; id < item_list.size(); ++id) {
-      size_t i = HashItem(item_list[id]) & mask;
-      while (item_table_[i] >= 0) i = (i + 1) & mask;
-      item_table_[i] = static_cast<int32_t>(id);
-    }
-  }
-  void GrowSeqs() {
-    seq_table_.assign(std::max<size_t>(16, seq_table_.size() * 2), -1);
-    const size_t mask = seq_table_.size() - 1;
-    for (size_t id = 0; id < seq_list.size(); ++id) {
-      size_t i = HashIds(seq_list[id]) & mask;
-      while (seq_table_[i] >= 0) i = (i + 1) & mask;
-      seq_table_[i] = static_cast<int32_t>(id);
-    }
-  }
-  std::vector<int32_t> item_table_, seq_table_;  // ids; -1: empty
+  IdIndex item_index_, seq_index_;
   FlatIdMap appended_;
   std::vector<int32_t> append_scratch_;
 };

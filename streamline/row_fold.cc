@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "maskstore/id_index.h"
 #include "maskstore/row_codec.h"
 #include "parser/lalr.h"
 
@@ -18,7 +19,7 @@ namespace {
 constexpr int32_t kEmitItem = 0, kHitItem = 1, kTailItem = 2;
 
 // The prover's memo: int32 keys (copied into one arena) to small values,
-// open addressing over stable entry ids; allocation-free look-ups.
+// indexed by IdIndex; allocation-free look-ups.
 class KeyMemo {
  public:
   static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
@@ -27,41 +28,30 @@ class KeyMemo {
   int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted) {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ key.size();
     for (int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
-    if ((values_.size() + 1) * 2 > table_.size()) Grow();
-    const size_t mask = table_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      const int32_t id = table_[i];
-      if (id < 0) {
-        table_[i] = static_cast<int32_t>(values_.size());
-        hash_.push_back(h);
-        offset_.push_back(arena_.size());
-        length_.push_back(static_cast<uint32_t>(key.size()));
-        arena_.insert(arena_.end(), key.begin(), key.end());
-        values_.push_back(init);
-        *inserted = true;
-        return table_[i];
-      }
-      if (hash_[id] == h && length_[id] == key.size() &&
-          std::equal(key.begin(), key.end(), arena_.begin() + offset_[id])) {
-        *inserted = values_[id] == kUnanswered;
-        if (*inserted) values_[id] = init;
-        return id;
-      }
+    const int32_t id = index_.FindOrAdd(
+        h, values_.size(),
+        [&](int32_t e) {
+          return hash_[e] == h && length_[e] == key.size() &&
+                 std::equal(key.begin(), key.end(), arena_.begin() + offset_[e]);
+        },
+        [&] {
+          hash_.push_back(h);
+          offset_.push_back(arena_.size());
+          length_.push_back(static_cast<uint32_t>(key.size()));
+          arena_.insert(arena_.end(), key.begin(), key.end());
+          values_.push_back(init);
+        },
+        [&](int32_t e) { return hash_[e]; }, inserted);
+    if (!*inserted && values_[id] == kUnanswered) {
+      values_[id] = init;
+      *inserted = true;
     }
+    return id;
   }
   int8_t& value(int32_t id) { return values_[id]; }
 
  private:
-  void Grow() {
-    table_.assign(std::max<size_t>(64, table_.size() * 2), -1);
-    const size_t mask = table_.size() - 1;
-    for (size_t id = 0; id < values_.size(); ++id) {
-      size_t i = hash_[id] & mask;
-      while (table_[i] >= 0) i = (i + 1) & mask;
-      table_[i] = static_cast<int32_t>(id);
-    }
-  }
-  std::vector<int32_t> table_;  // entry ids, -1: empty
+  IdIndex index_;
   std::vector<uint64_t> hash_;
   std::vector<size_t> offset_;
   std::vector<uint32_t> length_;
