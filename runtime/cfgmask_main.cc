@@ -689,18 +689,22 @@ bool WriteFileAtomically(const std::string& path, const std::string& data, std::
 }
 
 // Ends the walk of `session` with a shortest completion, cut into tokens
-// each checked against its mask, then EOS.  When the search gives up (its
-// node budget), the walk is rolled back by 8, 16, 32... tokens and the search
-// retried from there: from the empty text it always has a chance, and a
-// complete program is the result either way.  Sets *why to what was done.
+// each checked against its mask, then EOS.  When the search runs out of its
+// node budget, the walk is rolled back by 8, 16, 32... tokens and the search
+// retried from there.  When no completion is found at all (the search proves
+// there is none, or every retry runs out of budget), the session is put back
+// where the walk stopped and *why says which.  Sets *why to what was done.
 bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer* completer,
               Session* session, int64_t* tokens, std::string* why) {
-  constexpr int64_t kExpansions = 20000;
+  constexpr int64_t kNodes = 20000;
+  const Session walked = session->Fork();
+  const int64_t walked_tokens = *tokens;
   int64_t back = 0;
   for (int64_t step = 8;; step *= 2) {
     std::string text;
-    int64_t expanded = 0;
-    if (completer->Find(session, kExpansions, &text, &expanded)) {
+    int64_t nodes = 0;
+    const CompletionResult found = completer->Search(session, kNodes, &text, &nodes);
+    if (found == CompletionResult::kFound) {
       std::mt19937_64 unused;
       std::vector<uint32_t> mask(store.mask_words());
       int64_t added = 0;
@@ -710,11 +714,15 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
           *why = "the completion \"" + Printable(text) + "\" needs " +
                  (seg.token < 0 ? std::string("a byte with no token")
                                 : TokenLabel(store, seg.token) + ", which is not in the mask");
+          *session = walked;
+          *tokens = walked_tokens;
           return false;
         }
         Status st = session->Advance(seg.token);
         if (!st.ok()) {
           *why = "the completion: " + OneLine(st.message());
+          *session = walked;
+          *tokens = walked_tokens;
           return false;
         }
         ++added;
@@ -724,6 +732,8 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
       for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
       if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
         *why = "the completion \"" + Printable(text) + "\" does not end the text";
+        *session = walked;
+        *tokens = walked_tokens;
         return false;
       }
       *tokens += added;
@@ -731,9 +741,21 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
              "completed with " + std::to_string(added) + " tokens (\"" + Printable(text) + "\")";
       return true;
     }
+    if (found == CompletionResult::kNone && back == 0) {
+      // Proved: nothing completes the text as walked.
+      *why = "no completion exists: the search went through all " + std::to_string(nodes) +
+             " configurations reachable from here";
+      *session = walked;
+      *tokens = walked_tokens;
+      return false;
+    }
     const int64_t k = std::min<int64_t>(step, session->HistoryLength());
     if (k == 0) {
-      *why = "no completion found in " + std::to_string(expanded) + " search nodes";
+      *why = "no completion found within the search budget of " + std::to_string(kNodes) +
+             " nodes, from the text as walked or after rolling back " + std::to_string(back) +
+             " tokens";
+      *session = walked;
+      *tokens = walked_tokens;
       return false;
     }
     session->Rollback(static_cast<int32_t>(k));

@@ -319,56 +319,72 @@ int32_t Completer::Estimate(const Session& session) {
   return best;
 }
 
-bool Completer::Find(Session* session, int64_t max_expansions, std::string* completion,
-                     int64_t* expanded) {
-  if (expanded) *expanded = 0;
+CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::string* completion,
+                                    int64_t* nodes_used) {
+  if (nodes_used) *nodes_used = 0;
   completion->clear();
-  if (session->CanEnd()) return true;
+  if (session->CanEnd()) return CompletionResult::kFound;
   // A* over appended bytes: f = bytes so far + estimate; ties go to the
-  // deeper node.  Nodes are byte strings replayed from the session's state.
+  // deeper node.  A node is its parent and one byte (16 bytes), replayed
+  // from the session's state when expanded, so memory is linear in the
+  // nodes made; every node made counts against the budget.
   struct Node {
+    int64_t parent;
+    int32_t g;
+    uint8_t byte;
+  };
+  struct Open {
     int32_t f, g;
     int64_t id;
-    bool operator>(const Node& o) const {
+    bool operator>(const Open& o) const {
       return std::tie(f, o.g, id) > std::tie(o.f, g, o.id);
     }
   };
-  std::vector<std::string> paths{""};
-  std::priority_queue<Node, std::vector<Node>, std::greater<Node>> open;
+  std::vector<Node> nodes{Node{-1, 0, 0}};
+  std::priority_queue<Open, std::vector<Open>, std::greater<Open>> open;
   std::unordered_map<uint64_t, int32_t> seen{{SessionKey(*session), 0}};
   const int32_t h0 = Estimate(*session);
-  if (h0 == INT32_MAX) return false;
-  open.push(Node{h0, 0, 0});
-  int64_t expansions = 0;
-  bool found = false;
-  while (!open.empty() && !found && expansions < max_expansions) {
-    const Node node = open.top();
+  if (h0 == INT32_MAX) return CompletionResult::kNone;
+  open.push(Open{h0, 0, 0});
+  std::string path;
+  auto path_of = [&](int64_t id) {
+    path.clear();
+    for (; id > 0; id = nodes[id].parent) path.push_back(static_cast<char>(nodes[id].byte));
+    std::reverse(path.begin(), path.end());
+  };
+  bool budget_hit = false;
+  while (!open.empty()) {
+    const Open node = open.top();
     open.pop();
-    ++expansions;
-    const std::string path = paths[node.id];
+    path_of(node.id);
     if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
-    for (int pass = 0; pass < 2 && !found; ++pass) {
+    for (int pass = 0; pass < 2; ++pass) {
       // Printable ASCII, tab and newline first; other bytes only where none
       // of those fits (inside a multi-byte character).
       bool any = false;
-      for (int b = 0; b < 256 && !found; ++b) {
+      for (int b = 0; b < 256; ++b) {
         const bool ascii = (b >= 0x20 && b < 0x7f) || b == '\n' || b == '\t';
         if (ascii != (pass == 0)) continue;
         const char byte = static_cast<char>(b);
         if (!session->AdvanceBytes(std::string_view(&byte, 1)).ok()) continue;
         any = true;
         if (session->CanEnd()) {
+          session->Rollback(path.empty() ? 1 : 2);
           *completion = path + byte;
-          found = true;
-        } else {
-          const uint64_t k = SessionKey(*session);
-          auto [it, fresh] = seen.emplace(k, node.g + 1);
-          if (fresh || it->second > node.g + 1) {
-            it->second = node.g + 1;
-            const int32_t h = Estimate(*session);
-            if (h != INT32_MAX) {
-              paths.push_back(path + byte);
-              open.push(Node{node.g + 1 + h, node.g + 1, static_cast<int64_t>(paths.size() - 1)});
+          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size());
+          return CompletionResult::kFound;
+        }
+        const uint64_t k = SessionKey(*session);
+        auto [it, fresh] = seen.emplace(k, node.g + 1);
+        if (fresh || it->second > node.g + 1) {
+          it->second = node.g + 1;
+          const int32_t h = Estimate(*session);
+          if (h != INT32_MAX) {
+            if (static_cast<int64_t>(nodes.size()) >= max_nodes) {
+              budget_hit = true;
+            } else {
+              nodes.push_back(Node{node.id, node.g + 1, static_cast<uint8_t>(b)});
+              open.push(Open{node.g + 1 + h, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
             }
           }
         }
@@ -377,9 +393,17 @@ bool Completer::Find(Session* session, int64_t max_expansions, std::string* comp
       if (any) break;
     }
     if (!path.empty()) session->Rollback(1);
+    if (budget_hit) break;
   }
-  if (expanded) *expanded = expansions;
-  return found;
+  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size());
+  // With the budget never hit, every configuration reachable from here was
+  // expanded: the text has no completion at all.
+  return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;
+}
+
+bool Completer::Find(Session* session, int64_t max_nodes, std::string* completion,
+                     int64_t* nodes_used) {
+  return Search(session, max_nodes, completion, nodes_used) == CompletionResult::kFound;
 }
 
 int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask, double eos_bias,

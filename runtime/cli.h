@@ -80,17 +80,25 @@ Status ReadTokenIds(const CompiledStore& store, std::string_view ids_path,
                     std::string_view ids_text, std::string_view text_path,
                     std::string_view text, std::vector<Segment>* out);
 
+enum class CompletionResult { kFound, kNone, kBudget };
+
 // Shortest completions for `sample`.
 class Completer {
  public:
   explicit Completer(const CompiledStore& store);
 
   // Searches for a shortest byte string c such that the session's text + c
-  // is a complete program (Session::CanEnd), expanding at most
-  // `max_expansions` search nodes.  On success sets *completion (possibly
-  // empty) and returns true; the session is left as it was either way.
-  bool Find(Session* session, int64_t max_expansions, std::string* completion,
-            int64_t* expanded = nullptr);
+  // is a complete program (Session::CanEnd), making at most `max_nodes`
+  // search nodes: time and memory are linear in that budget.  kFound sets
+  // *completion (possibly empty); kNone means every configuration reachable
+  // from here was searched and none can end (a dead end); kBudget, that the
+  // budget ran out first.  The session is left as it was.  `nodes_used`
+  // receives the nodes made.
+  CompletionResult Search(Session* session, int64_t max_nodes, std::string* completion,
+                          int64_t* nodes_used = nullptr);
+  // Search() == kFound.
+  bool Find(Session* session, int64_t max_nodes, std::string* completion,
+            int64_t* nodes_used = nullptr);
 
   // A lower bound on the number of terminals the parser must still shift
   // from `stack` to accept (lookaheads relaxed: any action of a state may be

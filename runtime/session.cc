@@ -112,6 +112,11 @@ struct Sim {
       extra[ne++] = g;
     }
   }
+  bool InSet(int32_t set, int32_t t) const {
+    const int32_t* b = s->set_data.data() + s->set_offsets[set];
+    const int32_t* e = s->set_data.data() + s->set_offsets[set + 1];
+    return std::binary_search(b, e, t);
+  }
   bool TailOk(int32_t item) const {
     const int32_t state = Top();
     const int32_t alive = s->item_blockers[item], matched = s->item_full[item];
@@ -130,9 +135,11 @@ struct Sim {
         continue;
       }
       if (Accepts(t)) return true;
+      // t's match may still be retyped to a keyword k it matches in full,
+      // but only if the text so far is a prefix of k (k still alive).
       for (int32_t j = s->unless_offsets[t]; j < s->unless_offsets[t + 1]; ++j) {
         const int32_t k = s->unless_data[j];
-        if (InTerms(state, k) && Accepts(k)) return true;
+        if (InTerms(state, k) && InSet(alive, k) && Accepts(k)) return true;
       }
     }
     return false;

@@ -1,0 +1,478 @@
+// No dead ends: every token a mask allows leaves a text that can still be
+// completed (the contract's "prefix of some string of the language").
+//
+// The reference is a search over appended bytes: from the session after
+// `prefix + token`, a breadth-first search over the grammar's alphabet, with
+// configurations (every live hypothesis: lexer state, slots, column, parser
+// stack, indenter) deduplicated, looks for a text the engine lets end
+// (Session::CanEnd, whose whole-text verdicts the Lark differential tests
+// check).  Pruning the search with the engine's own Advance is sound: a
+// byte the engine refuses leaves the language (no false negatives, checked
+// by the brute-force and differential tests).  A token is counted as a dead
+// end only when the search exhausts every configuration within its bound and
+// again within a four times larger one; every completion found is checked
+// by Lark itself (tests/tools/lark_accepts.py) at the end.
+//
+// Grammars: the two minimal cases the exactness contract failed on (LALR
+// lookahead merging with a keyword retyped from NAME; a partial NAME that
+// only a keyword it cannot become would have taken), and random grammars of
+// keywords that are prefixes of one another and of NAME, punctuation, NAME
+// and NUMBER, `%ignore " "`; each over a small byte-level vocabulary of its
+// alphabet's bytes, literals, literals after a space and random strings.
+// Random masked walks (fixed seeds) check every allowed token of every
+// step, on the store as compiled and as streamlined (streamlining folds
+// checks it proves always pass: a wrong proof is a dead end here).
+// CFGMASK_QUICK keeps the run to CI size; CFGMASK_FULL=1 runs more grammars
+// and longer walks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/lark_reader.h"
+#include "maskstore/store_builder.h"
+#include "parser/lalr.h"
+#include "runtime/session.h"
+#include "streamline/row_fold.h"
+#include "tests/exactness_harness.h"
+#include "tests/small_tokenizer.h"
+#include "tests/test_store_cache.h"
+
+namespace cfgmask {
+namespace {
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+// Everything the future of a session depends on.
+uint64_t ConfigKey(const Session& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (const LiveState& l : s.live()) {
+    h = Mix(h, static_cast<uint32_t>(l.q));
+    h = Mix(h, static_cast<uint32_t>(l.col));
+    for (uint64_t w : l.slot_bits) h = Mix(h, w);
+    for (int32_t x : *l.stack) h = Mix(h, static_cast<uint32_t>(x));
+    h = Mix(h, 0xabc);
+    for (int32_t x : l.indent) h = Mix(h, static_cast<uint32_t>(x));
+    h = Mix(h, static_cast<uint32_t>(l.paren));
+    h = Mix(h, 0x5eed);
+  }
+  return h;
+}
+
+// Breadth-first search for a completion from `start`.
+class CompletionOracle {
+ public:
+  CompletionOracle(std::string alphabet) : alphabet_(std::move(alphabet)) {}
+
+  enum Verdict { kViable, kDead, kUnknown };
+
+  // Searches texts of at most `bound` bytes, at most `max_nodes`
+  // configurations.  On kViable, *completion is a text found.
+  Verdict Search(const Session& start, int bound, int64_t max_nodes, std::string* completion) {
+    const uint64_t k0 = ConfigKey(start);
+    auto it = viable_.find(k0);
+    if (it != viable_.end()) {
+      *completion = it->second;
+      return kViable;
+    }
+    struct Node {
+      Session s;
+      std::string path;
+    };
+    std::deque<Node> queue;
+    std::unordered_map<uint64_t, int> seen;  // config -> depth reached at
+    queue.push_back(Node{start.Fork(), ""});
+    seen[k0] = 0;
+    bool truncated = false;
+    int64_t nodes = 0;
+    while (!queue.empty()) {
+      Node n = std::move(queue.front());
+      queue.pop_front();
+      if (n.s.CanEnd()) {
+        Remember(start, n.path);
+        *completion = n.path;
+        return kViable;
+      }
+      auto memo = viable_.find(ConfigKey(n.s));
+      if (memo != viable_.end()) {
+        Remember(start, n.path + memo->second);
+        *completion = n.path + memo->second;
+        return kViable;
+      }
+      if (static_cast<int>(n.path.size()) >= bound) {
+        truncated = true;
+        continue;
+      }
+      if (++nodes > max_nodes) return kUnknown;
+      for (char c : alphabet_) {
+        Session next = n.s.Fork();
+        if (!next.AdvanceBytes(std::string_view(&c, 1)).ok()) continue;
+        const uint64_t k = ConfigKey(next);
+        if (seen.count(k)) continue;
+        seen[k] = static_cast<int>(n.path.size()) + 1;
+        queue.push_back(Node{std::move(next), n.path + c});
+      }
+    }
+    return truncated ? kDead : kDead;  // exhausted within the bound
+  }
+
+ private:
+  // Every configuration on the way to a found completion is viable.
+  void Remember(const Session& start, const std::string& completion) {
+    Session s = start.Fork();
+    for (size_t i = 0; i <= completion.size(); ++i) {
+      viable_.emplace(ConfigKey(s), completion.substr(i));
+      if (i < completion.size() && !s.AdvanceBytes(completion.substr(i, 1)).ok()) break;
+    }
+  }
+
+  std::string alphabet_;
+  std::unordered_map<uint64_t, std::string> viable_;
+};
+
+struct Case {
+  std::string name;
+  std::string grammar;
+};
+
+const char* const kKeywords[] = {"if", "in", "int", "i", "do", "done", "ab"};
+const char* const kPunct[] = {"(", ")", "+", "=", ";", ",", "[", "]", "::", ":"};
+
+// A random grammar of the class in the header comment: nonterminals n0..n{k-1}
+// with 1-3 alternatives of 0-3 symbols, every nonterminal productive, start
+// -> n0.  The terminals in use decide the alphabet.
+std::string RandomLarkGrammar(std::mt19937& rng) {
+  std::vector<std::string> terms;
+  const int nk = 1 + rng() % 3, np = 1 + rng() % 3;
+  std::set<std::string> used;
+  while (static_cast<int>(used.size()) < nk) used.insert(kKeywords[rng() % 7]);
+  for (const auto& k : used) terms.push_back("\"" + k + "\"");
+  used.clear();
+  while (static_cast<int>(used.size()) < np) used.insert(kPunct[rng() % 10]);
+  for (const auto& p : used) terms.push_back("\"" + p + "\"");
+  if (rng() % 4 != 0) terms.push_back("NAME");
+  if (rng() % 3 == 0) terms.push_back("NUMBER");
+  const int nn = 2 + rng() % 3;
+  for (;;) {
+    std::vector<std::vector<std::vector<int>>> rules(nn);  // symbol: <0 terminal ~i, >=0 nonterminal
+    for (int n = 0; n < nn; ++n) {
+      const int alts = 1 + rng() % 3;
+      for (int a = 0; a < alts; ++a) {
+        std::vector<int> rhs;
+        const int len = rng() % 4;
+        for (int i = 0; i < len; ++i) {
+          if (rng() % 5 < 3) {
+            rhs.push_back(~static_cast<int>(rng() % terms.size()));
+          } else {
+            rhs.push_back(static_cast<int>(rng() % nn));
+          }
+        }
+        rules[n].push_back(rhs);
+      }
+    }
+    // Productive?
+    std::vector<bool> prod(nn, false);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int n = 0; n < nn; ++n) {
+        if (prod[n]) continue;
+        for (const auto& rhs : rules[n]) {
+          bool ok = true;
+          for (int s : rhs) ok &= s < 0 || prod[s];
+          if (ok) {
+            prod[n] = changed = true;
+            break;
+          }
+        }
+      }
+    }
+    if (std::find(prod.begin(), prod.end(), false) != prod.end()) continue;
+    std::vector<bool> reach(nn, false);
+    std::vector<int> todo = {0};
+    reach[0] = true;
+    while (!todo.empty()) {
+      const int n = todo.back();
+      todo.pop_back();
+      for (const auto& rhs : rules[n]) {
+        for (int s : rhs) {
+          if (s >= 0 && !reach[s]) {
+            reach[s] = true;
+            todo.push_back(s);
+          }
+        }
+      }
+    }
+    if (std::find(reach.begin(), reach.end(), false) != reach.end()) continue;
+    std::string g = "start: n0\n";
+    for (int n = 0; n < nn; ++n) {
+      g += "n" + std::to_string(n) + ":";
+      for (size_t a = 0; a < rules[n].size(); ++a) {
+        g += a ? "\n    |" : "";
+        for (int s : rules[n][a]) g += " " + (s < 0 ? terms[~s] : "n" + std::to_string(s));
+      }
+      g += "\n";
+    }
+    g += "NAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore \" \"\n";
+    // Lark resolves a shift/reduce conflict by shifting, and the parser's
+    // language can then lose sentences the resolved items still promise
+    // (a dead end the exactness work has not closed yet: see the README's
+    // exactness section); reduce/reduce conflicts are errors.  Only
+    // conflict-free grammars here.
+    Grammar parsed;
+    if (!ReadLarkString(g, "random.lark", LarkReaderOptions{}, &parsed).ok()) continue;
+    ParseTables tables;
+    LalrStats stats;
+    if (!BuildParseTables(parsed, &tables, &stats).ok() || stats.shift_reduce > 0) continue;
+    return g;
+  }
+}
+
+// The bytes the grammar's texts are made of, and the vocabulary: single
+// bytes, literals (with and without a leading space), random strings.
+void Vocabulary(const std::string& grammar, std::mt19937& rng, std::string* alphabet,
+                std::vector<std::string>* tokens) {
+  std::set<char> bytes = {' '};
+  std::vector<std::string> literals;
+  for (size_t i = 0; i < grammar.size(); ++i) {
+    if (grammar[i] != '"') continue;
+    size_t j = grammar.find('"', i + 1);
+    std::string lit = grammar.substr(i + 1, j - i - 1);
+    i = j;
+    if (lit == " ") continue;
+    literals.push_back(lit);
+    for (char c : lit) bytes.insert(c);
+  }
+  if (grammar.find(" NAME") != std::string::npos || grammar.find("|NAME") != std::string::npos) {
+    for (char c : std::string("abdfinotxz")) bytes.insert(c);
+  }
+  if (grammar.find("NUMBER") != grammar.rfind("NUMBER")) {
+    bytes.insert('0');
+    bytes.insert('7');
+  }
+  alphabet->assign(bytes.begin(), bytes.end());
+  std::set<std::string> vocab;
+  for (char c : bytes) vocab.insert(std::string(1, c));
+  for (const auto& l : literals) {
+    vocab.insert(l);
+    vocab.insert(" " + l);
+    vocab.insert(l + " ");
+  }
+  for (int i = 0; i < 60; ++i) {
+    std::string t;
+    const int len = 2 + rng() % 4;
+    for (int k = 0; k < len; ++k) t += (*alphabet)[rng() % alphabet->size()];
+    vocab.insert(t);
+  }
+  tokens->clear();
+  for (const auto& t : vocab) {
+    std::string enc;  // GPT-2 byte map for the two non-printing bytes used
+    for (char c : t) enc += c == ' ' ? std::string("\xC4\xA0") : std::string(1, c);
+    tokens->push_back(enc);
+  }
+}
+
+struct Totals {
+  int64_t steps = 0, checked = 0, dead = 0, unknown = 0;
+  std::vector<std::string> completed;  // texts for Lark
+  std::vector<std::string> failures;
+};
+
+void WalkStore(const CompiledStore* store, const std::string& label, const std::string& alphabet,
+               int walks, int steps, uint32_t seed, Totals* totals) {
+  CompletionOracle oracle(alphabet);
+  std::mt19937 rng(seed);
+  const int32_t V = store->vocab_size;
+  for (int w = 0; w < walks; ++w) {
+    Session s(store);
+    for (int k = 0; k < steps; ++k) {
+      std::vector<uint32_t> mask = s.Mask();
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < V; ++t) {
+        if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
+      }
+      ++totals->steps;
+      for (int32_t t : allowed) {
+        Session next = s.Fork();
+        if (!next.Advance(t).ok()) {
+          totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
+                                     JsonQuote(std::string(store->TokenBytes(t))) +
+                                     ": in the mask, refused by Advance");
+          continue;
+        }
+        ++totals->checked;
+        std::string completion;
+        auto v = oracle.Search(next, 12, 20000, &completion);
+        if (v == CompletionOracle::kDead) v = oracle.Search(next, 48, 200000, &completion);
+        if (v == CompletionOracle::kViable) {
+          if (totals->completed.size() < 4000 && rng() % 4 == 0) {
+            totals->completed.push_back(next.text() + completion);
+          }
+        } else if (v == CompletionOracle::kUnknown) {
+          ++totals->unknown;
+        } else {
+          ++totals->dead;
+          totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
+                                     JsonQuote(std::string(store->TokenBytes(t))) +
+                                     ": no completion (dead end)");
+        }
+      }
+      // The EOS bit is exact by construction (CanEnd); a mask with nothing
+      // but EOS ends the walk.
+      if (allowed.empty()) {
+        if (!s.CanEnd()) {
+          totals->failures.push_back(label + ": " + JsonQuote(s.text()) +
+                                     ": empty mask before the text can end");
+        }
+        break;
+      }
+      if (s.CanEnd() && rng() % 6 == 0) break;
+      ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
+    }
+  }
+}
+
+void CheckGrammar(const Case& c, std::mt19937& rng, int walks, int steps, Totals* totals,
+                  std::vector<std::pair<std::string, std::vector<std::string>>>* lark_batches) {
+  std::string alphabet;
+  std::vector<std::string> tokens;
+  Vocabulary(c.grammar, rng, &alphabet, &tokens);
+  const std::string gpath = TempPath(c.name + ".lark");
+  const std::string tpath = TempPath(c.name + ".tokenizer.json");
+  WriteTextFile(gpath, c.grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  CompiledStore raw;
+  Status st = CompileStore(gpath, tpath, CompileOptions{}, &raw);
+  if (!st.ok()) {
+    // Random grammars may have reduce/reduce conflicts, which Lark refuses
+    // too: not a case for this test.
+    ASSERT_NE(st.message().find("conflict"), std::string::npos) << c.name << ": " << st.ToString();
+    return;
+  }
+  CompiledStore streamlined = raw;
+  ASSERT_TRUE(StreamlineStore(&streamlined, StreamlineOptions{}, nullptr).ok());
+  Totals local;
+  const uint32_t seed = static_cast<uint32_t>(rng());
+  WalkStore(&raw, c.name + " (raw)", alphabet, walks, steps, seed, &local);
+  WalkStore(&streamlined, c.name + " (streamlined)", alphabet, walks, steps, seed, &local);
+  totals->steps += local.steps;
+  totals->checked += local.checked;
+  totals->dead += local.dead;
+  totals->unknown += local.unknown;
+  for (auto& f : local.failures) totals->failures.push_back("\n  " + c.grammar + "  " + f);
+  lark_batches->emplace_back(gpath, local.completed);
+}
+
+void ExpectNoDeadEnds(const std::vector<Case>& cases, int walks, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Totals totals;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lark;
+  for (const Case& c : cases) {
+    if (TestEnv("CFGMASK_TEST_VERBOSE") == "1") std::fprintf(stderr, "%s\n%s", c.name.c_str(), c.grammar.c_str());
+    CheckGrammar(c, rng, walks, steps, &totals, &lark);
+  }
+  std::string shown;
+  for (size_t i = 0; i < totals.failures.size() && i < 12; ++i) shown += totals.failures[i] + "\n";
+  EXPECT_EQ(totals.failures.size(), 0u) << shown;
+  EXPECT_GT(totals.checked, 0);
+  // A search that ran out of nodes says nothing; it must stay rare.
+  EXPECT_LE(totals.unknown * 100, totals.checked) << totals.unknown << " of " << totals.checked;
+  // Every completion found is a sentence by Lark too.
+  int64_t confirmed = 0;
+  for (const auto& [path, texts] : lark) {
+    if (texts.empty()) continue;
+    const std::vector<int> v = LarkVerdicts(path, "start", "none", texts);
+    ASSERT_EQ(v.size(), texts.size()) << "Lark oracle failed on " << path;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(v[i], 1) << path << ": " << JsonQuote(texts[i]);
+      confirmed += v[i];
+    }
+  }
+  std::printf("%zu grammars, %lld steps, %lld tokens checked, %lld dead, %lld unknown, "
+              "%lld completions confirmed by Lark\n",
+              cases.size(), static_cast<long long>(totals.steps),
+              static_cast<long long>(totals.checked), static_cast<long long>(totals.dead),
+              static_cast<long long>(totals.unknown), static_cast<long long>(confirmed));
+}
+
+// LALR lookahead merging: after "public" at the top level the state also
+// reduces on NAME (merged from the block context); a partial NAME must not be
+// allowed there because NAME's keywords would be shifted: it cannot become one.
+const char kMergedLookahead[] =
+    "start: item*\n"
+    "item: mods \"class\" NAME \";\"\n"
+    "    | \"{\" mods NAME \";\" \"}\"\n"
+    "mods: \"public\"+\n"
+    "NAME: /[a-z]+/\n"
+    "%ignore \" \"\n";
+
+TEST(ViablePrefix, MergedLookaheadKeepsNoNameAfterTopLevelModifier) {
+  const std::string gpath = TempPath("merged.lark"), tpath = TempPath("merged.json");
+  WriteTextFile(gpath, kMergedLookahead);
+  std::vector<std::string> tokens;
+  for (const char* t : {"p", "u", "b", "l", "i", "c", "a", "s", "x", ";", "{", "}", "\xC4\xA0",
+                        "public", "\xC4\xA0" "public", "class", "\xC4\xA0" "class", "\xC4\xA0" "x", "xy",
+                        "cl", "\xC4\xA0" "cl", "ass", "pub"}) {
+    tokens.push_back(t);
+  }
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  CompiledStore raw;
+  Status compiled = CompileStore(gpath, tpath, CompileOptions{}, &raw);
+  ASSERT_TRUE(compiled.ok()) << compiled.ToString();
+  CompiledStore streamlined = raw;
+  ASSERT_TRUE(StreamlineStore(&streamlined, StreamlineOptions{}, nullptr).ok());
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes("public").ok());
+    // " x" and "x": a NAME that can never be "class" or "public".
+    for (const char* bad : {" x", "x", " xy"}) {
+      Session t = s.Fork();
+      EXPECT_FALSE(t.AdvanceBytes(bad).ok()) << bad;
+    }
+    // Allowed: what can still become "class" or "public".
+    for (const char* good : {" cl", " class", " pub", "class", "c"}) {
+      Session t = s.Fork();
+      EXPECT_TRUE(t.AdvanceBytes(good).ok()) << good;
+    }
+    std::vector<uint32_t> mask = s.Mask();
+    auto allowed = [&](const std::string& bytes) {
+      for (int32_t t = 0; t < store->vocab_size; ++t) {
+        if (store->TokenBytes(t) == bytes) return ((mask[t >> 5] >> (t & 31)) & 1) != 0;
+      }
+      ADD_FAILURE() << "no token " << bytes;
+      return false;
+    };
+    EXPECT_FALSE(allowed(" x"));
+    EXPECT_FALSE(allowed("x"));
+    EXPECT_FALSE(allowed("xy"));
+    EXPECT_TRUE(allowed(" cl"));
+    EXPECT_TRUE(allowed("class"));
+  }
+  // Inside a block NAME is taken after the modifiers.
+  Session b(&streamlined);
+  EXPECT_TRUE(b.AdvanceBytes("{public x;}").ok());
+  EXPECT_TRUE(b.CanEnd());
+  ExpectNoDeadEnds({{"merged", kMergedLookahead}}, 8, 14, 7);
+}
+
+TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
+  const bool quick = TestQuick();
+  const int grammars = quick ? 40 : 400;
+  std::mt19937 rng(20261125);
+  std::vector<Case> cases;
+  for (int i = 0; i < grammars; ++i) {
+    cases.push_back({"random" + std::to_string(i), RandomLarkGrammar(rng)});
+  }
+  ExpectNoDeadEnds(cases, quick ? 3 : 10, quick ? 10 : 24, 99);
+}
+
+}  // namespace
+}  // namespace cfgmask
