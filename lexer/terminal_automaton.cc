@@ -742,6 +742,16 @@ std::vector<TerminalAutomaton::ComputedStep> TerminalAutomaton::ComputedSteps(in
 bool TerminalAutomaton::UnlessOk(int32_t r, int32_t k) const { return unless_ok_[r][k]; }
 bool TerminalAutomaton::Embeds(int32_t r, int32_t k) const { return embeds_[r][k]; }
 
+bool TerminalAutomaton::LooksAround(int32_t t) const {
+  for (const NfaInst& i : nfas_[t].insts) {
+    if (i.op == NfaInst::kNegLookahead || i.op == NfaInst::kLookbehind ||
+        i.op == NfaInst::kEndOfText) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int64_t TerminalAutomaton::MatchTerminal(int32_t t, const std::string& text) const {
   return MatchPrefix(nfas_[t], text);
 }

@@ -183,6 +183,10 @@ class TerminalAutomaton {
   // Lark also requires k.flags <= r.flags for k to be removed ("embedded").
   bool Embeds(int32_t r, int32_t k) const;
   bool IsStringTerminal(int32_t t) const { return is_string_[t]; }
+  // Terminal t's pattern looks around (a negative look-ahead or a
+  // look-behind): whether it matches at a position depends on text outside
+  // its own match.
+  bool LooksAround(int32_t t) const;
   bool IsLexed(int32_t t) const { return rank_[t] >= 0; }
 
   // Slow reference: Python's re.match of terminal t's pattern on `text`.

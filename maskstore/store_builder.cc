@@ -799,6 +799,81 @@ void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
   s->eos_ids = vocab.eos_ids;
 }
 
+// Lookaheads the contextual lexer can never produce, and states they strand.
+//
+// Lark's scanner of a parser state tries its terminals in a fixed order and
+// the first that matches at all wins; a string terminal k that a regexp r of
+// the scanner matches in full is produced only by r's "unless" callback
+// retyping r's token, and an ignored r's token is dropped even when retyped.
+// So a plain string terminal k (no flags) is never produced in a state when
+// no non-ignored regexp of its scanner retypes to k and either
+//  - k is not in the state's alternation (an ignored regexp embeds it), or
+//  - a terminal u earlier in the alternation matches a non-empty prefix of
+//    k's text without looking around: u then matches at that position
+//    whatever follows, and wins.
+// Every action on k in that state needs k lexed in that state (the contextual
+// lexer scans with the state's scanner before any reduction), so it is
+// removed; the scanner itself stays Lark's.  A state left with no action at
+// all can never move again, so shifts into it are removed too, until nothing
+// changes.  Both steps remove only moves that no text Lark accepts makes:
+// masks shrink exactly by tokens that lead to dead ends (e.g.
+// `comment: /#[^\n]*\n/ "\n"` with `%ignore /[ \t\n]+/`).
+void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, CompiledStore* s) {
+  const int32_t T = static_cast<int32_t>(g.terminals.size());
+  const int32_t NT = s->num_parse_terminals;
+  const size_t W = static_cast<size_t>(s->scanner_words);
+  auto bit = [&](const std::vector<uint64_t>& v, int32_t st, int32_t t) {
+    return (v[static_cast<size_t>(st) * W + t / 64] >> (t & 63)) & 1;
+  };
+  std::vector<uint8_t> plain(T, 0);
+  std::vector<std::vector<int32_t>> blockers(T), retypers(T);
+  bool any = false;
+  for (int32_t k = 0; k < T; ++k) {
+    const TerminalDef& def = g.terminals[k];
+    if (!a.IsLexed(k) || !a.IsStringTerminal(k) || !def.flags.empty() || def.value.empty()) continue;
+    plain[k] = 1;
+    any = true;
+    for (int32_t u = 0; u < T; ++u) {
+      if (u == k || !a.IsLexed(u)) continue;
+      if (!a.IsStringTerminal(u) && !s->terminal_ignored[u] && a.UnlessOk(u, k)) {
+        retypers[k].push_back(u);
+      }
+      if (a.rank(u) < a.rank(k) && !a.LooksAround(u) && a.MatchTerminal(u, def.value) > 0) {
+        blockers[k].push_back(u);
+      }
+    }
+  }
+  if (!any) return;
+  for (int32_t st = 0; st < s->num_states; ++st) {
+    for (int32_t k = 0; k < T; ++k) {
+      if (!plain[k] || !bit(s->scanner_terms, st, k)) continue;
+      bool retyped = false;
+      for (int32_t r : retypers[k]) retyped = retyped || bit(s->scanner_terms, st, r);
+      if (retyped) continue;
+      bool never = !bit(s->scanner_alt, st, k);
+      for (int32_t u : blockers[k]) never = never || bit(s->scanner_alt, st, u);
+      if (never) s->action[static_cast<size_t>(st) * NT + k] = 0;
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<uint8_t> dead(s->num_states, 1);
+    for (int32_t st = 0; st < s->num_states; ++st) {
+      for (int32_t t = 0; t < NT && dead[st]; ++t) {
+        if (s->action[static_cast<size_t>(st) * NT + t] != 0) dead[st] = 0;
+      }
+    }
+    for (size_t i = 0; i < s->action.size(); ++i) {
+      const int32_t act = s->action[i];
+      if (act > 0 && dead[act - 1]) {
+        s->action[i] = 0;
+        changed = true;
+      }
+    }
+  }
+}
+
+
 }  // namespace
 
 // The tokenizer is asked for once the grammar's tables are built (a bad
@@ -926,6 +1001,8 @@ static Status CompileStoreWith(const std::string& grammar_path,
       if (alt[t]) s.scanner_alt[static_cast<size_t>(st) * s.scanner_words + t / 64] |= bit;
     }
   }
+
+  PruneUnlexableLookaheads(g, *a, &s);
 
   Interner in;     // the store's item and sequence ids
   in.SeqIds({});  // seq 0: empty

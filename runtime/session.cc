@@ -246,6 +246,11 @@ void Session::Reset() {
   terminated_ = false;
   history_.reset();
   history_len_ = 0;
+  empty_language_ = true;
+  const int32_t NT = store_->num_parse_terminals;
+  for (int32_t t = 0; t < NT && empty_language_; ++t) {
+    empty_language_ = store_->action[static_cast<size_t>(store_->start_state) * NT + t] == 0;
+  }
 }
 
 Session::Saved::~Saved() {
@@ -339,7 +344,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   const CompiledStore* s = store_;
   rows->clear();
   *eos = false;
-  if (terminated_) return;
+  if (terminated_ || empty_language_) return;
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
   thread_local std::vector<Sim> sims;  // reused: no allocation in steady state
@@ -540,6 +545,10 @@ bool Session::CanEnd() {
 Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
                            std::vector<LiveState>* out) const {
   const CompiledStore* s = store_;
+  if (empty_language_) {  // nothing is a prefix of a text in the language
+    out->clear();
+    return Status::Ok();
+  }
   struct W {
     int32_t q;
     std::vector<std::pair<int32_t, int32_t>> items;  // (item id, column override)

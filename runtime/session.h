@@ -150,6 +150,10 @@ class Session {
   int32_t history_len_ = 0;
   std::string text_;
   bool terminated_ = false;
+  // No text is in the language: the start state has no action left (see
+  // PruneUnlexableLookaheads in maskstore/store_builder.cc); every mask is
+  // empty, ignored text included.
+  bool empty_language_ = false;
   bool trace_ = false;
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows

@@ -376,7 +376,6 @@ void ExpectNoDeadEnds(const std::vector<Case>& cases, int walks, int steps, uint
   Totals totals;
   std::vector<std::pair<std::string, std::vector<std::string>>> lark;
   for (const Case& c : cases) {
-    if (TestEnv("CFGMASK_TEST_VERBOSE") == "1") std::fprintf(stderr, "%s\n%s", c.name.c_str(), c.grammar.c_str());
     CheckGrammar(c, rng, walks, steps, &totals, &lark);
   }
   std::string shown;
@@ -461,6 +460,98 @@ TEST(ViablePrefix, MergedLookaheadKeepsNoNameAfterTopLevelModifier) {
   EXPECT_TRUE(b.AdvanceBytes("{public x;}").ok());
   EXPECT_TRUE(b.CanEnd());
   ExpectNoDeadEnds({{"merged", kMergedLookahead}}, 8, 14, 7);
+}
+
+// Compiles `grammar` with a byte-level vocabulary of `tokens` (GPT-2's byte
+// alphabet: "\xC4\xA0" is a space, "\xC4\x8A" a newline); both the raw
+// and the streamlined store.
+void CompileBoth(const std::string& name, const std::string& grammar,
+                 const std::vector<std::string>& tokens, CompiledStore* raw,
+                 CompiledStore* streamlined) {
+  const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
+  WriteTextFile(gpath, grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  Status compiled = CompileStore(gpath, tpath, CompileOptions{}, raw);
+  ASSERT_TRUE(compiled.ok()) << compiled.ToString();
+  *streamlined = *raw;
+  ASSERT_TRUE(StreamlineStore(streamlined, StreamlineOptions{}, nullptr).ok());
+}
+
+bool InMask(const CompiledStore& store, const std::vector<uint32_t>& mask,
+            const std::string& bytes) {
+  for (int32_t t = 0; t < store.vocab_size; ++t) {
+    if (store.TokenBytes(t) == bytes) return ((mask[t >> 5] >> (t & 31)) & 1) != 0;
+  }
+  ADD_FAILURE() << "no token " << bytes;
+  return false;
+}
+
+// %ignore competition: the ignored WS is earlier in Lark's order than the
+// string "\n" and matches it, so "\n" is never lexed after the comment and
+// Lark's language is empty: no token, not even blank space, may be allowed.
+const char kIgnoredSwallowsNewline[] =
+    "start: \"a\" comment \"b\"\n"
+    "comment: /#[^\\n]*\\n/ \"\\n\"\n"
+    "WS: /[ \\t\\n]+/\n"
+    "%ignore WS\n";
+
+TEST(ViablePrefix, IgnoredTerminalSwallowingARequiredStringEmptiesTheLanguage) {
+  CompiledStore raw, streamlined;
+  CompileBoth("swallow", kIgnoredSwallowsNewline,
+              {"a", "b", "#", "x", "a#", "#x", "x\xC4\x8A", "\xC4\x8A\xC4\x8A", "\xC4\x8A", "\xC4\xA0"}, &raw,
+              &streamlined);
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    std::vector<uint32_t> mask = s.Mask();
+    for (uint32_t w : mask) EXPECT_EQ(w, 0u);
+    EXPECT_FALSE(s.CanEnd());
+    for (const char* text : {"a", " ", "\n", "a#x\n\nb"}) {
+      Session t = s.Fork();
+      EXPECT_FALSE(t.AdvanceBytes(text).ok()) << text;
+    }
+  }
+}
+
+// The same competition on one branch only: after "a" the comment branch is
+// dead, the other one lives; a non-ignored regexp earlier in the order that
+// matches a prefix of a string ("/a+/" before "ab") blocks it the same way.
+const char kCompetingBranches[] =
+    "start: \"a\" comment \"b\" | \"a\" \"c\" | \"x\" y\n"
+    "comment: /#[^\\n]*\\n/ \"\\n\"\n"
+    "y: AS | \"ab\" | \"z\"\n"
+    "AS: /a+/\n"
+    "WS: /[ \\t\\n]+/\n"
+    "%ignore WS\n";
+
+TEST(ViablePrefix, CompetingTerminalsCloseOnlyTheBranchesTheyStrand) {
+  CompiledStore raw, streamlined;
+  CompileBoth("compete", kCompetingBranches,
+              {"a", "b", "c", "#", "x", "z", "\xC4\x8A", "\xC4\xA0", "#x", "x\xC4\x8A", "ab", "aa", "\xC4\xA0" "c",
+               "\xC4\xA0#"}, &raw,
+              &streamlined);
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes("a").ok());
+    std::vector<uint32_t> mask = s.Mask();
+    EXPECT_FALSE(InMask(*store, mask, "#"));
+    EXPECT_FALSE(InMask(*store, mask, " #"));
+    EXPECT_FALSE(InMask(*store, mask, "#x"));
+    EXPECT_TRUE(InMask(*store, mask, "c"));
+    EXPECT_TRUE(InMask(*store, mask, " c"));
+    EXPECT_TRUE(InMask(*store, mask, " "));
+    Session x(store);
+    ASSERT_TRUE(x.AdvanceBytes("x").ok());
+    mask = x.Mask();
+    EXPECT_TRUE(InMask(*store, mask, "a"));
+    EXPECT_TRUE(InMask(*store, mask, "aa"));
+    EXPECT_TRUE(InMask(*store, mask, "z"));
+    EXPECT_FALSE(InMask(*store, mask, "ab"));  // /a+/ takes "a", then "b" cannot follow
+    EXPECT_FALSE(InMask(*store, mask, "b"));
+    Session done = x.Fork();
+    EXPECT_TRUE(done.AdvanceBytes("aaa").ok());
+    EXPECT_TRUE(done.CanEnd());
+  }
+  ExpectNoDeadEnds({{"compete", kCompetingBranches}}, 8, 10, 11);
 }
 
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
