@@ -371,7 +371,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
         if (session->CanEnd()) {
           session->Rollback(path.empty() ? 1 : 2);
           *completion = path + byte;
-          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size());
+          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
           return CompletionResult::kFound;
         }
         const uint64_t k = SessionKey(*session);
@@ -380,7 +380,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
           it->second = node.g + 1;
           const int32_t h = Estimate(*session);
           if (h != INT32_MAX) {
-            if (static_cast<int64_t>(nodes.size()) >= max_nodes) {
+            if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
               budget_hit = true;
             } else {
               nodes.push_back(Node{node.id, node.g + 1, static_cast<uint8_t>(b)});
@@ -395,7 +395,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
     if (!path.empty()) session->Rollback(1);
     if (budget_hit) break;
   }
-  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size());
+  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
   // With the budget never hit, every configuration reachable from here was
   // expanded: the text has no completion at all.
   return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;

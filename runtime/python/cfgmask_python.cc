@@ -458,6 +458,26 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("max_expansions") = 200000)
       .def(
+          "completion_search",
+          [](PySession& s, int64_t max_nodes) -> py::tuple {
+            std::string completion;
+            int64_t used = 0;
+            CompletionResult r;
+            {
+              py::gil_scoped_release release;
+              Completer completer(*s.store);
+              r = completer.Search(&s.session, max_nodes, &completion, &used);
+            }
+            const char* what = r == CompletionResult::kFound  ? "found"
+                               : r == CompletionResult::kNone ? "none"
+                                                              : "budget";
+            return py::make_tuple(what, r == CompletionResult::kFound
+                                            ? py::object(py::bytes(completion))
+                                            : py::object(py::none()),
+                                  used);
+          },
+          py::arg("max_nodes") = 200000)
+      .def(
           "tokenize_forced",
           [](const PySession& s, const py::bytes& data) {
             std::string text = data;

@@ -220,6 +220,26 @@ def test_jump_forward_and_completion(store):
     assert m2.can_end()
 
 
+def test_completion_search_tells_dead_ends_from_budget(store):
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string('[[[{"a": [1')
+    what, text, nodes = m.completion_search()
+    assert what == "found" and nodes > 0
+    json.loads('[[[{"a": [1' + text)
+    assert m.find_completion() == text
+    what, text, nodes = m.completion_search(2)  # too small a budget
+    assert (what, text) == ("budget", None) and nodes <= 2
+    assert m.text == '[[[{"a": [1'  # left as it was
+    with pytest.raises(ValueError):
+        m.completion_search(-1)
+    # Adjacent NAMEs without a separator: no text ends (Lark's NAME is
+    # greedy); when the mask still lets "ab" in, the search proves it dead.
+    adj = cfgmask.GrammarMatcher(cfgmask.compile_grammar("start: NAME NAME\nNAME: /[a-z]+/\n", TOK))
+    if adj.accept_string("ab"):
+        assert adj.completion_search() == ("none", None, adj.completion_search()[2])
+        assert adj.find_completion() is None
+
+
 def test_batch_fill_equals_single_fills(store):
     texts = ["", '{"a"', "[1, 2", '"abc', "tru"]
     ms = []

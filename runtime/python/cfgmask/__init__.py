@@ -169,6 +169,22 @@ class GrammarMatcher:
         c = self._session.shortest_completion(max_expansions)
         return None if c is None else c.decode("utf-8", "surrogateescape")
 
+    def completion_search(self, max_expansions: int = 200_000):
+        """Like find_completion, but says why nothing was found.
+
+        Returns ``(outcome, text, nodes)``: outcome "found" with the shortest
+        completion in `text`; "none" when every configuration reachable from
+        here was searched and no text can end (a dead end; `text` is None);
+        "budget" when `max_expansions` search nodes ran out first.  Time and
+        memory are linear in `max_expansions`; `nodes` is the count used.
+        """
+        if max_expansions < 0:
+            raise ValueError("max_expansions must be >= 0")
+        what, text, nodes = self._session.completion_search(max_expansions)
+        if text is not None:
+            text = text.decode("utf-8", "surrogateescape")
+        return what, text, nodes
+
     def tokenize_forced(self, text: Union[str, bytes]) -> list:
         """Tokens spelling `text` from here (greedy longest match, each one
         accepted in turn); raises Error if they cannot spell all of it."""
