@@ -811,11 +811,13 @@ void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
 //  - a terminal u earlier in the alternation matches a non-empty prefix of
 //    k's text without looking around: u then matches at that position
 //    whatever follows, and wins.
+// A terminal that is only %declare'd and not produced by the indenter never
+// comes at all.
 // Every action on k in that state needs k lexed in that state (the contextual
 // lexer scans with the state's scanner before any reduction), so it is
-// removed; the scanner itself stays Lark's.  A state left with no action at
-// all can never move again, so shifts into it are removed too, until nothing
-// changes.  Both steps remove only moves that no text Lark accepts makes:
+// removed; the scanner itself stays Lark's.  Then states from which the
+// parser can never accept lose their actions and the shifts into them (see
+// below).  Both steps remove only moves that no text Lark accepts makes:
 // masks shrink exactly by tokens that lead to dead ends (e.g.
 // `comment: /#[^\n]*\n/ "\n"` with `%ignore /[ \t\n]+/`).
 void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, CompiledStore* s) {
@@ -843,8 +845,13 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
       }
     }
   }
-  if (!any) return;
-  for (int32_t st = 0; st < s->num_states; ++st) {
+  // A %declare'd terminal is produced only by the Python indenter
+  // (_INDENT, _DEDENT); any other can never come.
+  for (int32_t k = 0; k < T; ++k) {
+    if (a.IsLexed(k) || k == s->indenter_indent || k == s->indenter_dedent) continue;
+    for (int32_t st = 0; st < s->num_states; ++st) s->action[static_cast<size_t>(st) * NT + k] = 0;
+  }
+  for (int32_t st = 0; any && st < s->num_states; ++st) {
     for (int32_t k = 0; k < T; ++k) {
       if (!plain[k] || !bit(s->scanner_terms, st, k)) continue;
       bool retyped = false;
@@ -855,20 +862,74 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
       if (never) s->action[static_cast<size_t>(st) * NT + k] = 0;
     }
   }
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::vector<uint8_t> dead(s->num_states, 1);
-    for (int32_t st = 0; st < s->num_states; ++st) {
-      for (int32_t t = 0; t < NT && dead[st]; ++t) {
-        if (s->action[static_cast<size_t>(st) * NT + t] != 0) dead[st] = 0;
+  // States from which no completion exists, whatever the stack below:
+  // live(q) when q accepts, shifts to a live state, or reduces by A -> x1..xn
+  // where some state p with a path of n transitions to q has a live
+  // goto(p, A).  Every state on a completing run of the parser is live, so
+  // the rest are dead: their actions and the shifts into them go.
+  const int32_t S = s->num_states, NN = s->num_nonterminals;
+  std::vector<std::vector<int32_t>> preds(S);
+  for (int32_t st = 0; st < S; ++st) {
+    for (int32_t t = 0; t < NT; ++t) {
+      const int32_t act = s->action[static_cast<size_t>(st) * NT + t];
+      if (act > 0) preds[act - 1].push_back(st);
+    }
+    for (int32_t n = 0; n < NN; ++n) {
+      const int32_t to = s->goto_table[static_cast<size_t>(st) * NN + n];
+      if (to >= 0) preds[to].push_back(st);
+    }
+  }
+  for (auto& v : preds) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  std::vector<std::vector<int32_t>> dependents(S);  // live(x) makes each of dependents[x] live
+  std::vector<int32_t> work;
+  std::vector<uint8_t> live(S, 0);
+  std::vector<int32_t> layer, next_layer, targets;
+  std::vector<uint8_t> mark(S, 0);
+  for (int32_t q = 0; q < S; ++q) {
+    targets.clear();
+    for (int32_t t = 0; t < NT; ++t) {
+      const int32_t act = s->action[static_cast<size_t>(q) * NT + t];
+      if (act == kAcceptAction) {
+        if (!live[q]) live[q] = 1, work.push_back(q);
+      } else if (act > 0) {
+        targets.push_back(act - 1);
+      } else if (act < 0) {
+        const int32_t r = -act - 1;
+        layer.assign(1, q);
+        for (int32_t k = 0; k < s->rule_length[r] && !layer.empty(); ++k) {
+          next_layer.clear();
+          for (int32_t x : layer) {
+            for (int32_t p : preds[x]) {
+              if (!mark[p]) mark[p] = 1, next_layer.push_back(p);
+            }
+          }
+          for (int32_t p : next_layer) mark[p] = 0;
+          layer.swap(next_layer);
+        }
+        for (int32_t p : layer) {
+          const int32_t to = s->goto_table[static_cast<size_t>(p) * NN + s->rule_lhs[r]];
+          if (to >= 0) targets.push_back(to);
+        }
       }
     }
-    for (size_t i = 0; i < s->action.size(); ++i) {
-      const int32_t act = s->action[i];
-      if (act > 0 && dead[act - 1]) {
-        s->action[i] = 0;
-        changed = true;
-      }
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    for (int32_t x : targets) dependents[x].push_back(q);
+  }
+  while (!work.empty()) {
+    const int32_t x = work.back();
+    work.pop_back();
+    for (int32_t q : dependents[x]) {
+      if (!live[q]) live[q] = 1, work.push_back(q);
+    }
+  }
+  for (int32_t st = 0; st < S; ++st) {
+    for (int32_t t = 0; t < NT; ++t) {
+      int32_t& act = s->action[static_cast<size_t>(st) * NT + t];
+      if (!live[st] || (act > 0 && !live[act - 1])) act = 0;
     }
   }
 }

@@ -555,6 +555,28 @@ TEST(ViablePrefix, CompetingTerminalsCloseOnlyTheBranchesTheyStrand) {
   ExpectNoDeadEnds({{"compete", kCompetingBranches}}, 8, 10, 11);
 }
 
+// A nonterminal that derives no text (`x: "e" x`) behind a terminal: the
+// states after "b" can never reach acceptance, whatever the stack below, so
+// "b" is refused; so is a %declare'd terminal nothing produces.
+TEST(ViablePrefix, StatesThatCannotAcceptAreClosed) {
+  CompiledStore raw, streamlined;
+  CompileBoth("unproductive",
+              "start: \"b\" x \"d\" | \"c\" | \"f\" FOO\nx: \"e\" x\n%declare FOO\n",
+              {"b", "c", "d", "e", "f", "be", "ee"}, &raw, &streamlined);
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    std::vector<uint32_t> mask = s.Mask();
+    EXPECT_TRUE(InMask(*store, mask, "c"));
+    EXPECT_FALSE(InMask(*store, mask, "b"));
+    EXPECT_FALSE(InMask(*store, mask, "be"));
+    EXPECT_FALSE(InMask(*store, mask, "f"));
+    Session t = s.Fork();
+    EXPECT_FALSE(t.AdvanceBytes("b").ok());
+    ASSERT_TRUE(s.AdvanceBytes("c").ok());
+    EXPECT_TRUE(s.CanEnd());
+  }
+}
+
 // The completion search (find_completion, the sampler's steering) stays
 // within its node budget, finds shortest completions, and tells a dead end
 // it proved from a budget that ran out.
