@@ -100,18 +100,52 @@ Status BatchMatcher::AdvanceBatch(std::span<Session* const> sessions,
 
 namespace {
 
+// Bit j of a bitmask word, as a table so that the select below vectorises
+// (a broadcast AND and compare) without per-lane shifts.
+constexpr uint32_t kTokenBit[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+    1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+    1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+    1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+// One row, a 32-token word at a time: words that allow everything are
+// skipped, words that allow nothing are filled, the rest select each logit
+// or -inf without a branch (the inner loop vectorises).  Tokens past the
+// bitmask's width are refused (kernels::MaskAllows).
+template <typename Bits>
+void MaskRow(Bits* row, int32_t vocab, const int32_t* mask, int32_t words_per_row, Bits neg_inf) {
+  const int32_t full = std::min(vocab / 32, words_per_row);
+  for (int32_t w = 0; w < full; ++w) {
+    const uint32_t m = static_cast<uint32_t>(mask[w]);
+    if (m == 0xFFFFFFFFu) continue;
+    Bits* p = row + static_cast<size_t>(w) * 32;
+    if (m == 0) {
+      for (int j = 0; j < 32; ++j) p[j] = neg_inf;
+      continue;
+    }
+    for (int j = 0; j < 32; ++j) {
+      const Bits keep = (m & kTokenBit[j]) != 0 ? static_cast<Bits>(~Bits{0}) : Bits{0};
+      p[j] = static_cast<Bits>((p[j] & keep) | (neg_inf & static_cast<Bits>(~keep)));
+    }
+  }
+  for (int32_t t = full * 32; t < vocab; ++t) {
+    row[t] = kernels::ApplyMaskToLogit(row[t], kernels::MaskAllows(mask, words_per_row, t), neg_inf);
+  }
+}
+
 template <typename Bits>
 void MaskRows(Bits* logits, int32_t batch, int32_t vocab, const int32_t* bitmask,
               int32_t words_per_row, Bits neg_inf) {
+  auto one = [&](int32_t b) {
+    MaskRow(logits + static_cast<size_t>(b) * vocab, vocab,
+            bitmask + static_cast<size_t>(b) * words_per_row, words_per_row, neg_inf);
+  };
+  if (batch <= 1) {  // one row: a thread pool costs more than the row itself
+    if (batch == 1) one(0);
+    return;
+  }
   tbb::parallel_for(tbb::blocked_range<int32_t>(0, batch), [&](const tbb::blocked_range<int32_t>& r) {
-    for (int32_t b = r.begin(); b < r.end(); ++b) {
-      Bits* row = logits + static_cast<size_t>(b) * vocab;
-      const int32_t* mask = bitmask + static_cast<size_t>(b) * words_per_row;
-      for (int32_t t = 0; t < vocab; ++t) {
-        row[t] = kernels::ApplyMaskToLogit(row[t], kernels::MaskAllows(mask, words_per_row, t),
-                                           neg_inf);
-      }
-    }
+    for (int32_t b = r.begin(); b < r.end(); ++b) one(b);
   });
 }
 
