@@ -17,7 +17,9 @@
   Unicode case variant (U+017F for s, U+212A for k, U+0130 and U+0131 for i)
   are refused where only the keyword fits, mixed ASCII case is accepted, and
   a variant stands as an identifier where one may; Lark, `cfgmask check` and
-  SQLite give each text the same verdict.
+  SQLite give each text the same verdict.  Then harvested statements with one
+  such letter replaced by its variant: `cfgmask check` agrees with Lark on
+  every one, and SQLite accepts every one Lark accepts.
 
 Sizes: CI (the default, and under CFGMASK_QUICK=1) takes the two vocabularies
 of at most 50,000 tokens and 40 walks each; CFGMASK_FULL=1 takes all three
@@ -33,6 +35,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
+import random
 import re
 import sqlite3
 import subprocess
@@ -59,6 +62,7 @@ TOKENIZERS = [  # (id, environment variable, default file, vocabulary size, seed
     ("qwen2", "CFGMASK_TOK_QWEN2", ".cache/tokenizers/qwen2.gguf", 151_936, 13),
 ]
 WALKS = 1000 if FULL else 40
+FOLD_MUTANTS = 1500 if FULL else 150
 MAX_TOKENS = 48
 
 pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason=f"{BIN} not built")
@@ -321,3 +325,49 @@ def test_case_folding_ascii_only(store, sql_parser, tmp_path):
                 assert "mask mismatch" not in lines[0] and "differ" not in lines[0], lines[0]
         passed = sum(e for _, e in CASE_FOLDING)
         assert out.strip().splitlines()[-1] == f"{passed} passed, {len(files) - passed} failed"
+
+
+# The letters Python's re.IGNORECASE maps onto an ASCII one, by that letter.
+FOLD_VARIANT = {"s": "\u017f", "S": "\u017f", "k": "\u212a", "K": "\u212a",
+                "i": "\u0131", "I": "\u0130"}
+
+
+def test_fold_variant_mutants(store, sql_parser, sql_corpus, tmp_path):
+    """Harvested statements with one s, k or i (in a keyword, a name, a string
+    or a comment) replaced by its Unicode variant."""
+    name, store_path, seed = store
+    originals = [t for _, t, _ in sql_corpus
+                 if any(c in FOLD_VARIANT for c in t) and accepts(sql_parser, t)]
+    rng = random.Random(seed)
+    mutants = []
+    for _ in range(FOLD_MUTANTS):
+        t = rng.choice(originals)
+        k = rng.choice([i for i, c in enumerate(t) if c in FOLD_VARIANT])
+        mutants.append(t[:k] + FOLD_VARIANT[t[k]] + t[k + 1:])
+    files = []
+    for k, t in enumerate(mutants):
+        p = tmp_path / f"m{k:04d}.sql"
+        p.write_bytes(t.encode("utf-8"))
+        files.append(p)
+    r = run(BIN, "check", store_path, *files, "--segment", "greedy")
+    out = r.stdout.decode("utf-8", errors="replace")
+    lark_ok = sqlite_ok = 0
+    disagree, unsound = [], []
+    for p, t in zip(files, mutants):
+        lines = [ln for ln in out.splitlines() if ln.startswith(str(p) + ":")]
+        assert len(lines) == 1, (t, out[-2000:])
+        engine = lines[0].startswith(f"{p}: ok (")
+        lark = accepts(sql_parser, t)
+        sqlite = sqlite_judge(t)[0]
+        lark_ok += lark
+        sqlite_ok += sqlite
+        if engine != lark:
+            disagree.append((t, lines[0]))
+        if lark and not sqlite:
+            unsound.append(t)
+    print(f"\nsql.lark + {name}: {len(mutants)} one-letter fold mutants of {len(originals)} "
+          f"statements: Lark accepts {lark_ok}, SQLite {sqlite_ok}; cfgmask differs from Lark "
+          f"on {len(disagree)}, Lark accepts what SQLite rejects on {len(unsound)}")
+    assert not disagree, disagree[:3]
+    assert not unsound, unsound[:3]
+    assert 0 < lark_ok < len(mutants)   # both verdicts occur
