@@ -12,7 +12,9 @@
   an empty in-memory database (harvest_sql.sqlite_verdict); only a syntax or
   token error ("syntax error", "unrecognized token", "incomplete input", a
   U+0000 in the text, more than one statement) is a rejection, missing tables
-  or columns are not.  Zero rejections.
+  or columns are not; where SQLite stops at a missing table or database
+  before reading the rest of a statement, the judge creates it and judges
+  again.  Zero rejections.
 * Case folding: SQLite folds keywords by ASCII case only.  Keywords with a
   Unicode case variant (U+017F for s, U+212A for k, U+0130 and U+0131 for i)
   are refused where only the keyword fits, mixed ASCII case is accepted, and
@@ -22,8 +24,8 @@
   every one, and SQLite accepts every one Lark accepts.
 
 Sizes: CI (the default, and under CFGMASK_QUICK=1) takes the two vocabularies
-of at most 50,000 tokens and 40 walks each; CFGMASK_FULL=1 takes all three
-tokenizers and 1,000 walks each:
+of at most 50,000 tokens, 40 walks and 150 mutants each; CFGMASK_FULL=1 takes
+all three tokenizers, 1,000 walks and 1,500 mutants each:
 
     CFGMASK_FULL=1 $CFGMASK_PYTHON -m pytest -q -s tests/py/test_sql_sqlite.py
 
