@@ -150,7 +150,8 @@ def _objects_for(msg: str):
         schema, dot, table = m.group(1).partition(".")
         if not dot:
             return [f"CREATE TABLE {_quote(schema)}(x)"]
-        out = [] if schema.lower() in ("main", "temp") else [f"ATTACH ':memory:' AS {_quote(schema)}"]
+        out = ([] if schema.lower() in ("main", "temp")
+               else [f"ATTACH ':memory:' AS {_quote(schema)}"])
         return out + [f"CREATE TABLE {_quote(schema)}.{_quote(table)}(x)"]
     if m := _NO_DATABASE.match(msg):
         return [f"ATTACH ':memory:' AS {_quote(m.group(1))}"]
@@ -322,7 +323,8 @@ def test_case_folding_ascii_only(store, sql_parser, tmp_path):
             lines = [ln for ln in out.splitlines() if ln.startswith(str(p) + ":")]
             assert len(lines) == 1, (text, out[-2000:])
             ok = lines[0].startswith(f"{p}: ok (")
-            assert ok == expected, f"cfgmask check --segment {segment} ({name}): {text!r}: {lines[0]}"
+            assert ok == expected, \
+                f"cfgmask check --segment {segment} ({name}): {text!r}: {lines[0]}"
             if not expected:
                 assert "mask mismatch" not in lines[0] and "differ" not in lines[0], lines[0]
         passed = sum(e for _, e in CASE_FOLDING)
