@@ -1,8 +1,9 @@
 // Test helper: compiles a grammar + tokenizer once and caches the store file
 // under $CFGMASK_TEST_CACHE (default /tmp/cfgmask-test-cache), keyed by the
-// grammar path, start rule, tokenizer and the build of the cfgmask library
-// the test is linked with (its file's time and size), so all tests of one
-// build share one compile of each store.
+// grammar path and its file's time and size, start rule, tokenizer and the
+// build of the cfgmask library the test is linked with (its file's time and
+// size), so all tests of one build share one compile of each store and an
+// edited grammar is compiled again.
 #ifndef CFGMASK_TESTS_TEST_STORE_CACHE_H_
 #define CFGMASK_TESTS_TEST_STORE_CACHE_H_
 
@@ -37,7 +38,14 @@ inline const CompiledStore* CachedTestStore(const std::string& grammar, const st
             std::to_string(lib.st_size);
   }
 #endif
-  const std::string key = grammar + "|" + start + "|" + tokenizer + "|" + build;
+  std::string grammar_version;
+  struct stat g;
+  if (stat(grammar.c_str(), &g) == 0) {
+    grammar_version = std::to_string(g.st_mtim.tv_sec) + "." + std::to_string(g.st_mtim.tv_nsec) +
+                      "." + std::to_string(g.st_size);
+  }
+  const std::string key =
+      grammar + "|" + grammar_version + "|" + start + "|" + tokenizer + "|" + build;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
   std::string dir = TestEnv("CFGMASK_TEST_CACHE");

@@ -125,6 +125,11 @@ def strings_from_html(path: Path):
 
 # ---------------------------------------------------------------- splitting / judging
 
+# SQLite's whitespace is [ \t\n\r\f] (not \s, not str.strip()'s Unicode set:
+# U+00A0 or U+0085 are identifier characters to SQLite, and \v is illegal).
+SQL_SPACE = " \t\n\r\f"
+
+
 def split_statements(text: str):
     """Split a script into statements the way the sqlite3 shell does."""
     stmts, buf = [], ""
@@ -133,34 +138,42 @@ def split_statements(text: str):
         if piece == ";" and sqlite3.complete_statement(buf):
             stmts.append(buf)
             buf = ""
-    if buf.strip():
+    if buf.strip(SQL_SPACE):
         stmts.append(buf)
     return stmts
 
 
-_LEAD_RE = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
+_LEAD_RE = re.compile(r"\A(?:[ \t\n\r\f]+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
 
 
 def strip_statement(stmt: str) -> str:
     """Trim whitespace and one trailing ';'; '' when only comments remain."""
-    s = stmt.strip()
+    s = stmt.strip(SQL_SPACE)
     if s.endswith(";"):
-        s = s[:-1].rstrip()
+        s = s[:-1].rstrip(SQL_SPACE)
     if not _LEAD_RE.sub("", s):
         return ""
     return s
+
+
+# EXPLAIN as SQLite reads it: ASCII case folding only, and not followed by an
+# identifier character (A-Z a-z 0-9 _ $ or any non-ASCII character).
+_EXPLAIN_RE = re.compile(r"[Ee][Xx][Pp][Ll][Aa][Ii][Nn](?![A-Za-z0-9_$]|[^\x00-\x7f])")
 
 
 def sqlite_verdict(stmt: str, conn: sqlite3.Connection | None = None):
     """(is_syntactically_valid, message) according to SQLite's parser.
 
     ``stmt`` is one statement (a trailing ';' is allowed)."""
+    if "\0" in stmt:
+        # SQLite's tokenizer ends the input at U+0000 (Python's sqlite3 refuses it)
+        return False, "contains U+0000"
     own = conn is None
     if own:
         conn = sqlite3.connect(":memory:")
     try:
         body = _LEAD_RE.sub("", stmt)
-        sql = stmt if re.match(r"explain\b", body, re.I) else "EXPLAIN " + stmt
+        sql = stmt if _EXPLAIN_RE.match(body) else "EXPLAIN " + stmt
         try:
             conn.execute(sql)
             return True, "ok"
