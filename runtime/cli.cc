@@ -129,6 +129,8 @@ uint64_t StackHash(const std::vector<int32_t>& stack) {
   return Fnv(h, stack.size());
 }
 
+}  // namespace
+
 // Everything that decides the session's future: two sessions with equal
 // keys accept the same continuations.
 uint64_t SessionKey(const Session& session) {
@@ -146,8 +148,6 @@ uint64_t SessionKey(const Session& session) {
 }
 
 constexpr int32_t kInf = INT32_MAX / 4;
-
-}  // namespace
 
 Completer::Completer(const CompiledStore& store) : s_(store) {
   const int32_t S = s_.num_states, P = s_.num_parse_terminals, N = s_.num_nonterminals;

@@ -80,6 +80,11 @@ Status ReadTokenIds(const CompiledStore& store, std::string_view ids_path,
                     std::string_view ids_text, std::string_view text_path,
                     std::string_view text, std::vector<Segment>* out);
 
+// A hash of everything that decides the session's future (lexer state,
+// column, open slots, parser stack, indentation): sessions with equal keys
+// accept the same continuations (up to hash collisions).
+uint64_t SessionKey(const Session& session);
+
 enum class CompletionResult { kFound, kNone, kBudget };
 
 // Shortest completions for `sample`.

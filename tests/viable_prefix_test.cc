@@ -48,26 +48,6 @@
 namespace cfgmask {
 namespace {
 
-uint64_t Mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
-
-// Everything the future of a session depends on.
-uint64_t ConfigKey(const Session& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (const LiveState& l : s.live()) {
-    h = Mix(h, static_cast<uint32_t>(l.q));
-    h = Mix(h, static_cast<uint32_t>(l.col));
-    for (uint64_t w : l.slot_bits) h = Mix(h, w);
-    for (int32_t x : *l.stack) h = Mix(h, static_cast<uint32_t>(x));
-    h = Mix(h, 0xabc);
-    for (int32_t x : l.indent) h = Mix(h, static_cast<uint32_t>(x));
-    h = Mix(h, static_cast<uint32_t>(l.paren));
-    h = Mix(h, 0x5eed);
-  }
-  return h;
-}
 
 // Breadth-first search for a completion from `start`.
 class CompletionOracle {
@@ -79,7 +59,7 @@ class CompletionOracle {
   // Searches texts of at most `bound` bytes, at most `max_nodes`
   // configurations.  On kViable, *completion is a text found.
   Verdict Search(const Session& start, int bound, int64_t max_nodes, std::string* completion) {
-    const uint64_t k0 = ConfigKey(start);
+    const uint64_t k0 = SessionKey(start);
     auto it = viable_.find(k0);
     if (it != viable_.end()) {
       *completion = it->second;
@@ -103,7 +83,7 @@ class CompletionOracle {
         *completion = n.path;
         return kViable;
       }
-      auto memo = viable_.find(ConfigKey(n.s));
+      auto memo = viable_.find(SessionKey(n.s));
       if (memo != viable_.end()) {
         Remember(start, n.path + memo->second);
         *completion = n.path + memo->second;
@@ -117,7 +97,7 @@ class CompletionOracle {
       for (char c : alphabet_) {
         Session next = n.s.Fork();
         if (!next.AdvanceBytes(std::string_view(&c, 1)).ok()) continue;
-        const uint64_t k = ConfigKey(next);
+        const uint64_t k = SessionKey(next);
         if (seen.count(k)) continue;
         seen[k] = static_cast<int>(n.path.size()) + 1;
         queue.push_back(Node{std::move(next), n.path + c});
@@ -131,7 +111,7 @@ class CompletionOracle {
   void Remember(const Session& start, const std::string& completion) {
     Session s = start.Fork();
     for (size_t i = 0; i <= completion.size(); ++i) {
-      viable_.emplace(ConfigKey(s), completion.substr(i));
+      viable_.emplace(SessionKey(s), completion.substr(i));
       if (i < completion.size() && !s.AdvanceBytes(completion.substr(i, 1)).ok()) break;
     }
   }
