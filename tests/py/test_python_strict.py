@@ -302,13 +302,18 @@ def test_check_stdlib_smollm2(store_smol, accepted_files, segment):
 
 def walks(store, parser, tmp_path, n, seed):
     r = run(BIN, "sample", store, "-n", n, "--seed", seed, "--max-tokens", 64, "-o", tmp_path)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    headers = [line for line in r.stdout.splitlines() if line.startswith("=== ")]
-    assert len(headers) == n
+    # Status 1: some walks could not be completed within the search budget
+    # (they are not claimed to be in the language and are skipped below).
+    assert r.returncode == 0 or (r.returncode == 1 and "samples are not complete" in r.stdout), \
+        r.stdout[-3000:] + r.stderr
+    # A sample's text need not end with a newline: its header may follow it on
+    # the same line.
+    headers = re.findall(r"=== \S*sample_(\d+)\.txt: ([^\n]*?) ===", r.stdout)
+    assert [int(k) for k, _ in headers] == list(range(1, n + 1))
     ended = semantic = 0
     bad = []
-    for k, h in enumerate(headers, 1):
-        if not h.endswith("ended with EOS ==="):
+    for k, h in enumerate((h for _, h in headers), 1):
+        if not h.endswith("ended with EOS"):
             continue            # the completion search gave up; nothing was claimed
         ended += 1
         text = (tmp_path / f"sample_{k}.txt").read_bytes().decode("utf-8")
