@@ -203,7 +203,10 @@ SNIPPETS = [
     ("global x\n", True), ("assert x, 'm'\n", True), ("raise E from e\n", True),
     ("x = 1;\n", True), ("x = 1; y = 2\n", True), ("x = 1\n# c", True),
     ("if x:\n\ty\n", False),            # subset: a tab in the indentation
-    ("x = f'{x}'\n", False),           # subset: f-strings
+    ("x = f'{x}' + F\"{a.b!r:>10} {{}}\" + f'''{c}\n'''\n", True),
+    ("f'{}'\n", False), ("f'{if}'\n", False), ("f'{x'\n", False), ("f'}'\n", False),
+    ("rf'{x}'\n", False),             # subset: raw f-strings
+    ("f'{x + 1}'\n", False),          # subset: f-string fields other than names
     ("x = *a, b\n", False),            # subset: starred expression in a bare tuple
     ("(x): int\n", False),             # subset: parenthesised target
 ]
@@ -224,7 +227,7 @@ def test_refused_invalid_python_is_invalid():
     """The texts the grammar refuses in the list above are invalid Python,
     apart from the marked subset cases (so the list tests the grammar, not
     typos)."""
-    subset = {"if x:\n\ty\n", "x = f'{x}'\n", "x = *a, b\n", "(x): int\n", "  \nx = 1\n",
+    subset = {"if x:\n\ty\n", "rf'{x}'\n", "f'{x + 1}'\n", "x = *a, b\n", "(x): int\n", "  \nx = 1\n",
               "a = b in finity\n", "def f(a, /):\n    pass\n",
               # CPython 3.11 compiles these with a warning only; the grammar refuses
               # them (a number glued to a keyword, invalid escapes)
