@@ -135,7 +135,9 @@ install_python_package
 case "$MODE" in
   demo)
     OUT="$CACHE/python-qwen2.cfgm"
-    "$BUILD/cfgmask" compile "$CFGMASK_LARK_GRAMMARS/python.lark" --start file_input \
+    # cfgmask's strict Python grammar (grammar/lark/python.lark): what it lets
+    # end, CPython compiles.  Lark's own python.lark works the same way.
+    "$BUILD/cfgmask" compile "$ROOT/grammar/lark/python.lark" --start file_input \
         --tokenizer "$CFGMASK_TOK_QWEN2" -o "$OUT"
     "$BUILD/cfgmask" stats "$OUT"
     # Teacher-force a standard-library file: every token in its step's mask.
@@ -144,9 +146,9 @@ case "$MODE" in
     # Constrained output: tokens drawn at random from each step's mask.
     "$BUILD/cfgmask" sample "$OUT" -n 3 --seed 1 --max-tokens 120 --ascii -o "$CACHE/samples"
     # A real model: SmolLM2-135M-Instruct on the CPU, every token constrained
-    # by python.lark; the output is compiled by CPython.
+    # by the strict python.lark; the output is compiled by CPython.
     SMOL="$CACHE/python-smollm2.cfgm"
-    "$BUILD/cfgmask" compile "$CFGMASK_LARK_GRAMMARS/python.lark" --start file_input \
+    "$BUILD/cfgmask" compile "$ROOT/grammar/lark/python.lark" --start file_input \
         --tokenizer "$CFGMASK_TOK_SMOLLM2" -o "$SMOL" --quiet
     "$VENV/bin/python" -m cfgmask generate --store "$SMOL" --model "$CFGMASK_TOK_SMOLLM2" \
         --prompt "Write a Python function that returns the n-th Fibonacci number." \

@@ -97,8 +97,9 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--python-store")
     ap.add_argument("--sql-store")
-    ap.add_argument("--python-grammar", default=str(Path(__import__("lark").__file__).parent
-                                                    / "grammars" / "python.lark"))
+    # cfgmask's strict grammar; Lark's own: $CFGMASK_LARK_GRAMMARS/python.lark
+    ap.add_argument("--python-grammar", default=str(Path(__file__).resolve().parents[2]
+                                                    / "grammar" / "lark" / "python.lark"))
     ap.add_argument("--sql-grammar", default=str(Path(__file__).resolve().parents[2]
                                                  / "grammar" / "lark" / "sql.lark"))
     ap.add_argument("--max-tokens", type=int, default=128)

@@ -1,6 +1,6 @@
 """python -m cfgmask generate: a GGUF model, a prompt, a grammar, constrained text out.
 
-    python -m cfgmask generate --grammar python.lark --start file_input \
+    python -m cfgmask generate --grammar grammar/lark/python.lark --start file_input \
         --model SmolLM2.gguf --prompt "Write a function that reverses a list."
 
 The store is compiled from the grammar with the model file as tokenizer (or
