@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <sys/stat.h>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,7 +132,13 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 bool ReadWholeFile(const std::string& path, std::string* out) {
+  if (IsDirectory(path)) return false;  // a directory opens, and reads as empty
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::ostringstream ss;
@@ -430,8 +437,45 @@ Status CheckNesting(const NodePtr& root) {
   return Status::Ok();
 }
 
+// Lark reads a grammar file as UTF-8 and refuses it whole on a bad byte,
+// comments included; so does this reader, at the byte's position.
+Status CheckUtf8(const std::string& text, const std::string* file) {
+  int32_t line = 1, column = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    const uint8_t c = static_cast<uint8_t>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(text[i + k]) >> 6) == 2;
+    if (ok && len == 2) ok = c >= 0xC2;
+    if (ok && len == 3) {
+      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
+      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
+      ok = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
+    }
+    if (!ok) {
+      static const char kHex[] = "0123456789abcdef";
+      return ErrorAt(ErrorCode::kGrammarSyntax, SourcePos{line, column, file},
+                     std::string("byte 0x") + kHex[c >> 4] + kHex[c & 15] +
+                         " is not UTF-8 (grammar files are read as UTF-8)");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += len;
+  }
+  return Status::Ok();
+}
+
 Status Builder::LoadGrammar(const std::string& text, const std::string* file,
                             const Mangle* mangle) {
+  CFGMASK_RETURN_IF_ERROR(CheckUtf8(text, file));
   std::vector<Statement> statements;
   CFGMASK_RETURN_IF_ERROR(lark::ParseLarkText(text, *file, &statements));
   for (const Statement& st : statements) CFGMASK_RETURN_IF_ERROR(CheckNesting(st.expansions));
@@ -1074,6 +1118,31 @@ Status Compiler::Run(Grammar* out) {
     rule.order = c.order;
     g.rules.push_back(std::move(rule));
   }
+  // A start rule no derivation of which ends (`start: start "a"`) has an
+  // empty language: every mask would be empty.  Lark builds its tables all
+  // the same; here it is refused at the rule's definition.
+  {
+    std::vector<char> productive(g.nonterminals.size(), 0);
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const Rule& r : g.rules) {
+        const int32_t k = r.lhs - t_count;
+        if (productive[k]) continue;
+        bool all = true;
+        for (SymbolId x : r.rhs) all = all && (x < t_count || productive[x - t_count]);
+        if (all) productive[k] = grew = true;
+      }
+    }
+    for (const auto& s : start_) {
+      auto it = nonterm_index.find(s);
+      if (it == nonterm_index.end() || productive[it->second]) continue;
+      const SourcePos pos = defs.Has(s) ? defs.Get(s).pos : SourcePos{1, 1, main_file_};
+      return ErrorAt(ErrorCode::kGrammarSemantics, pos,
+                     "the language of start rule '" + s +
+                         "' is empty: every derivation of it needs itself again (no "
+                         "alternative ends in terminals)");
+    }
+  }
   g.start = start_;
   *out = std::move(g);
   return Status::Ok();
@@ -1097,6 +1166,7 @@ Status ReadLarkString(const std::string& text, const std::string& name,
 
 Status ReadLarkFile(const std::string& path, const LarkReaderOptions& options, Grammar* out) {
   std::string text;
+  if (IsDirectory(path)) return Status(ErrorCode::kIo, path + ": is a directory, not a grammar file");
   if (!ReadWholeFile(path, &text)) {
     return Status(ErrorCode::kIo, path + ": cannot read grammar file");
   }
