@@ -157,6 +157,7 @@ Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
   v.special.resize(v.tokens.size(), 0);
   v.special[id] = 1;
   v.eos_ids = {static_cast<int32_t>(id)};
+  v.tokens[id].clear();  // as the readers treat the EOS they find: never text
   tok->tokens.eos_ids = v.eos_ids;
   tok->tokens.token_special.resize(v.tokens.size(), 0);
   tok->tokens.token_special[id] = 1;

@@ -113,8 +113,9 @@ def test_cli_non_utf8_byte_in_a_comment_is_refused_with_position(tmp_path):
                                         ("--max-memory", "-5M"), ("--max-roots", "0"),
                                         ("--max-lexer-states", "0"), ("--threads", "-3")])
 def test_cli_limit_options_are_checked(flag, value):
-    line = one_line_error(run("compile", "g.lark", "--tokenizer", "t", "-o", "x", flag, value))
-    assert flag in line
+    r = run("compile", "g.lark", "--tokenizer", "t", "-o", "x", flag, value)
+    assert r.returncode == 2, r.stderr  # a usage error: the message, then the usage line
+    assert r.stderr.startswith(f"cfgmask: option {flag}: "), r.stderr
 
 
 @needs_bin
@@ -173,7 +174,7 @@ def test_py_empty_language_and_non_utf8_are_errors(tmp_path):
         cfgmask.compile_grammar('start: start "a"\n', TOK)
     g = tmp_path / "g.lark"
     g.write_bytes(b'start: "a"  // \xff\n')
-    with pytest.raises(cfgmask.Error, match=":1:15:.*UTF-8"):
+    with pytest.raises(cfgmask.Error, match=":1:16:.*UTF-8"):
         cfgmask.compile_grammar(str(g), TOK)
     with pytest.raises(cfgmask.Error, match="is a directory"):
         cfgmask.compile_grammar(str(tmp_path), TOK)
@@ -232,15 +233,24 @@ def test_py_one_matcher_from_many_threads_raises_instead_of_racing(store):
     errors, other = [], []
     stop = time.monotonic() + 20
 
+    long_text = "[" + "1, " * 20000 + "2"  # an advance long enough for the others to meet it
+
     def work():
         bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
-        for _ in range(400):
-            if errors and time.monotonic() > stop - 15:
+        for _ in range(200):
+            if time.monotonic() > stop:
                 return
             try:
                 m.fill_next_token_bitmask(bm)
-                if m.accept_string("["):
-                    m.rollback(1)
+                if m.accept_string(long_text):
+                    while True:  # undo it, waiting for the others to let go
+                        try:
+                            m.rollback(1)
+                            break
+                        except cfgmask.Error as e:
+                            if "in use by another thread" not in str(e):
+                                raise
+                            errors.append(e)
             except cfgmask.Error as e:
                 if "in use by another thread" in str(e):
                     errors.append(e)
@@ -324,3 +334,52 @@ def test_canonical_ids_reads_tokenizer_json(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(TOOLS, "canonical_ids.py"), str(tmp_path),
                         str(text)], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "is a directory" in r.stderr
+
+
+def _no_eos_tokenizer(tmp_path):
+    import json
+    vocab = {c: i for i, c in enumerate(["a", "b", "[", "]", ",", "ab", "<end>"])}
+    spec = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+            "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]}}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+NO_EOS_GRAMMAR = 'start: "[" [X ("," X)*] "]"\nX: /(ab)+/\n'
+
+
+@needs_bin
+def test_cli_tokenizer_without_eos_warns_and_eos_names_one(tmp_path):
+    tok = _no_eos_tokenizer(tmp_path)
+    g = tmp_path / "g.lark"
+    g.write_text(NO_EOS_GRAMMAR)
+    out = tmp_path / "o.cfgm"
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "warning" in r.stderr and "--eos" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet", "--eos", "<end>")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert cfgmask.Store.load(str(out)).eos_ids == [6]
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet", "--eos", "5")
+    assert r.returncode == 0 and cfgmask.Store.load(str(out)).eos_ids == [5]
+    out.unlink()
+    line = one_line_error(run("compile", g, "--tokenizer", tok, "-o", out, "--eos", "<stop>"))
+    assert "<stop>" in line and not out.exists()
+    one_line_error(run("compile", g, "--tokenizer", tok, "-o", out, "--eos", "99"))
+
+
+def test_py_tokenizer_without_eos_warns_and_eos_names_one(tmp_path):
+    tok = _no_eos_tokenizer(tmp_path)
+    with pytest.warns(UserWarning, match="end-of-sequence"):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok))
+    store = cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos="<end>")
+    assert store.eos_ids == [6]
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string("[ab]") and m.accept_token(6) and m.is_terminated()
+    assert cfgmask.compile_grammar(NO_EOS_GRAMMAR, cfgmask.Tokenizer(str(tok)), eos=5).eos_ids == [5]
+    with pytest.raises(cfgmask.Error, match="eos"):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos="<stop>")
+    with pytest.raises(TypeError):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos=1.0)
