@@ -758,11 +758,12 @@ int CountExpansions(const NodePtr& node, bool* empty) {
 class Compiler {
  public:
   Compiler(Builder* builder, const std::vector<std::string>& start, const std::string* main_file,
-           int64_t max_rule_alternatives)
+           int64_t max_rule_alternatives, std::vector<std::string>* warnings)
       : builder_(builder),
         start_(start),
         main_file_(main_file),
-        max_rule_alternatives_(max_rule_alternatives) {}
+        max_rule_alternatives_(max_rule_alternatives),
+        warnings_(warnings) {}
 
   Status Run(Grammar* out);
 
@@ -776,6 +777,7 @@ class Compiler {
   std::vector<std::string> start_;
   const std::string* main_file_;
   int64_t max_rule_alternatives_;
+  std::vector<std::string>* warnings_;
   std::vector<CompiledTerminal> terminals_;
   std::unordered_set<std::string> term_set_;
   std::unordered_map<std::string, size_t> term_reverse_;
@@ -1064,6 +1066,39 @@ Status Compiler::Run(Grammar* out) {
     }
   }
 
+  // Likely mistakes in the main file: rules the start rules never reach, and
+  // terminals neither a reached rule, %ignore nor another terminal uses.
+  if (warnings_ != nullptr) {
+    auto warn = [&](const SourcePos& pos, const std::string& what) {
+      warnings_->push_back(ErrorAt(ErrorCode::kGrammarSemantics, pos, "warning: " + what).message());
+    };
+    std::unordered_set<std::string> reached;
+    for (const auto& c : compiled) reached.insert(c.origin);
+    for (const auto& r : rule_defs_) {
+      if (!r.params.empty() || r.pos.file != main_file_ || reached.count(r.name)) continue;
+      warn(r.pos, "rule '" + r.name + "' is unreachable from the start rule");
+    }
+    std::unordered_set<std::string> in_terminals;
+    std::vector<const lark::Node*> stack;
+    for (const auto& name : defs.order()) {
+      const Definition& d = defs.Get(name);
+      if (d.is_term && d.tree) stack.push_back(d.tree.get());
+    }
+    while (!stack.empty()) {
+      const lark::Node* n = stack.back();
+      stack.pop_back();
+      if (n->kind == NodeKind::kTerminal) in_terminals.insert(n->text);
+      for (const auto& c : n->children) stack.push_back(c.get());
+    }
+    for (const auto& name : defs.order()) {
+      const Definition& d = defs.Get(name);
+      if (!d.is_term || d.pos.file != main_file_ || name.rfind("__", 0) == 0) continue;
+      if (used_terms.count(name) || in_terminals.count(name)) continue;
+      warn(d.pos, std::string(d.tree ? "terminal " : "%declare'd terminal ") + name +
+                      " is never used");
+    }
+  }
+
   Grammar g;
   std::unordered_map<std::string, int32_t> term_id;
   for (const auto& t : terminals_) {
@@ -1160,7 +1195,8 @@ Status ReadLarkString(const std::string& text, const std::string& name,
   CFGMASK_RETURN_IF_ERROR(builder.Validate());
   std::vector<std::string> start = options.start;
   if (start.empty()) start.push_back("start");
-  Compiler compiler(&builder, start, file, std::max<int64_t>(1, options.max_rule_alternatives));
+  Compiler compiler(&builder, start, file, std::max<int64_t>(1, options.max_rule_alternatives),
+                    options.warnings);
   return compiler.Run(out);
 }
 

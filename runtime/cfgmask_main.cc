@@ -463,6 +463,8 @@ int Compile(const CommandSpec& spec, const Args& args) {
   options.progress = [&](const std::string& phase, double share) {
     progress.Update(phase, share);
   };
+  std::vector<std::string> warnings;
+  options.warnings = &warnings;
   CompiledStore store;
   Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store,
                              args.Get("--eos"));
@@ -472,6 +474,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
+  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", OneLine(w).c_str());
   if (store.eos_ids.empty()) {
     std::fprintf(stderr,
                  "cfgmask: warning: %s: the tokenizer names no end-of-sequence token, so "

@@ -275,13 +275,19 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
   options.import_paths = import_paths;
-  return MakeWithoutGil<CompiledStore>([&](CompiledStore* store) {
+  std::vector<std::string> warnings;
+  options.warnings = &warnings;
+  StorePtr store = MakeWithoutGil<CompiledStore>([&](CompiledStore* out) {
     if constexpr (std::is_same_v<Tokenizer, TokenizerPtr>) {
-      return CompileGrammar(grammar_path, *tokenizer, options, streamline, store, eos);
+      return CompileGrammar(grammar_path, *tokenizer, options, streamline, out, eos);
     } else {
-      return CompileGrammar(grammar_path, tokenizer, options, streamline, store, eos);
+      return CompileGrammar(grammar_path, tokenizer, options, streamline, out, eos);
     }
   });
+  // Likely mistakes the compile accepted, as Python warnings (UserWarning).
+  py::object warn = py::module_::import("warnings").attr("warn");
+  for (const std::string& w : warnings) warn(Utf8Escaped(w));
+  return store;
 }
 
 StorePtr LoadStoreFile(const std::string& path) {

@@ -383,3 +383,44 @@ def test_py_tokenizer_without_eos_warns_and_eos_names_one(tmp_path):
         cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos="<stop>")
     with pytest.raises(TypeError):
         cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos=1.0)
+
+
+WARN_GRAMMAR = '''start: "[" item "]"
+item: WORD
+orphan: "x" item
+WORD: /[a-z]+/
+UNUSED: /[0-9]+/
+DIGIT: /[0-9]/
+NUMBER: DIGIT+
+%declare _INDENT _DEDENT
+'''
+
+
+@needs_bin
+@needs_tok
+def test_cli_warns_of_likely_mistakes(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(WARN_GRAMMAR)
+    out = tmp_path / "o.cfgm"
+    r = run("compile", g, "--tokenizer", TOK, "-o", out, "--quiet", "--indenter", "none")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert f"cfgmask: {g}:3:1: warning: rule 'orphan' is unreachable from the start rule" in lines
+    assert f"cfgmask: {g}:5:1: warning: terminal UNUSED is never used" in lines
+    assert not any("DIGIT" in x for x in lines), lines  # used inside NUMBER
+    assert any("NUMBER is never used" in x for x in lines), lines
+    assert any("%declare'd terminal _INDENT" in x for x in lines), lines
+    # A clean grammar gives no warning.
+    g.write_text('start: "[" WORD "]"\nWORD: /[a-z]+/\n')
+    r = run("compile", g, "--tokenizer", TOK, "-o", out, "--quiet")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+@needs_tok
+def test_py_warns_of_likely_mistakes():
+    with pytest.warns(UserWarning) as rec:
+        cfgmask.compile_grammar(WARN_GRAMMAR.replace("%declare _INDENT _DEDENT\n", ""), TOK)
+    msgs = [str(w.message) for w in rec]
+    assert any("<string>:3:1: warning: rule 'orphan'" in m or "rule 'orphan' is unreachable" in m
+               for m in msgs), msgs
+    assert any("UNUSED is never used" in m for m in msgs), msgs
