@@ -239,6 +239,8 @@ class Builder {
   Status Validate() const;
 
   Definitions& defs() { return defs_; }
+  // Terminals that other terminals' definitions name (joined in since).
+  const std::unordered_set<std::string>& term_refs() const { return term_refs_; }
   const std::vector<std::string>& ignore_names() const { return ignore_names_; }
 
   void RemoveUnused(const std::vector<std::string>& used) {
@@ -271,6 +273,7 @@ class Builder {
   Status ResolveTermReferences();
 
   Context* ctx_;
+  std::unordered_set<std::string> term_refs_;
   Definitions defs_;
   std::vector<std::string> ignore_names_;
   std::vector<SourcePos> ignore_pos_;
@@ -584,6 +587,7 @@ Status Builder::ResolveTermReferences() {
                        "rules aren't allowed inside terminals (" + item->text + " in " + name + ")");
       }
       if (item->kind == NodeKind::kTerminal) {
+        term_refs_.insert(item->text);
         if (!defs_.Has(item->text) || !defs_.Get(item->text).is_term) {
           return ErrorAt(ErrorCode::kGrammarSemantics, item->pos,
                          "terminal used but not defined: " + item->text);
@@ -938,6 +942,7 @@ Status Compiler::CompileRuleTree(RuleDef* def, NodePtr* out) {
 
 Status Compiler::Run(Grammar* out) {
   Definitions& defs = builder_->defs();
+  const std::unordered_set<std::string>& in_terminals = builder_->term_refs();
   CFGMASK_RETURN_IF_ERROR(CompileTerminals());
 
   for (const auto& name : defs.order()) {
@@ -1077,18 +1082,6 @@ Status Compiler::Run(Grammar* out) {
     for (const auto& r : rule_defs_) {
       if (!r.params.empty() || r.pos.file != main_file_ || reached.count(r.name)) continue;
       warn(r.pos, "rule '" + r.name + "' is unreachable from the start rule");
-    }
-    std::unordered_set<std::string> in_terminals;
-    std::vector<const lark::Node*> stack;
-    for (const auto& name : defs.order()) {
-      const Definition& d = defs.Get(name);
-      if (d.is_term && d.tree) stack.push_back(d.tree.get());
-    }
-    while (!stack.empty()) {
-      const lark::Node* n = stack.back();
-      stack.pop_back();
-      if (n->kind == NodeKind::kTerminal) in_terminals.insert(n->text);
-      for (const auto& c : n->children) stack.push_back(c.get());
     }
     for (const auto& name : defs.order()) {
       const Definition& d = defs.Get(name);
