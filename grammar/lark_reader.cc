@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <sys/stat.h>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,7 +132,13 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 bool ReadWholeFile(const std::string& path, std::string* out) {
+  if (IsDirectory(path)) return false;  // a directory opens, and reads as empty
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::ostringstream ss;
@@ -232,6 +239,8 @@ class Builder {
   Status Validate() const;
 
   Definitions& defs() { return defs_; }
+  // Terminals that other terminals' definitions name (joined in since).
+  const std::unordered_set<std::string>& term_refs() const { return term_refs_; }
   const std::vector<std::string>& ignore_names() const { return ignore_names_; }
 
   void RemoveUnused(const std::vector<std::string>& used) {
@@ -264,6 +273,7 @@ class Builder {
   Status ResolveTermReferences();
 
   Context* ctx_;
+  std::unordered_set<std::string> term_refs_;
   Definitions defs_;
   std::vector<std::string> ignore_names_;
   std::vector<SourcePos> ignore_pos_;
@@ -430,8 +440,45 @@ Status CheckNesting(const NodePtr& root) {
   return Status::Ok();
 }
 
+// Lark reads a grammar file as UTF-8 and refuses it whole on a bad byte,
+// comments included; so does this reader, at the byte's position.
+Status CheckUtf8(const std::string& text, const std::string* file) {
+  int32_t line = 1, column = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    const uint8_t c = static_cast<uint8_t>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(text[i + k]) >> 6) == 2;
+    if (ok && len == 2) ok = c >= 0xC2;
+    if (ok && len == 3) {
+      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
+      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
+      ok = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
+    }
+    if (!ok) {
+      static const char kHex[] = "0123456789abcdef";
+      return ErrorAt(ErrorCode::kGrammarSyntax, SourcePos{line, column, file},
+                     std::string("byte 0x") + kHex[c >> 4] + kHex[c & 15] +
+                         " is not UTF-8 (grammar files are read as UTF-8)");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += len;
+  }
+  return Status::Ok();
+}
+
 Status Builder::LoadGrammar(const std::string& text, const std::string* file,
                             const Mangle* mangle) {
+  CFGMASK_RETURN_IF_ERROR(CheckUtf8(text, file));
   std::vector<Statement> statements;
   CFGMASK_RETURN_IF_ERROR(lark::ParseLarkText(text, *file, &statements));
   for (const Statement& st : statements) CFGMASK_RETURN_IF_ERROR(CheckNesting(st.expansions));
@@ -540,6 +587,7 @@ Status Builder::ResolveTermReferences() {
                        "rules aren't allowed inside terminals (" + item->text + " in " + name + ")");
       }
       if (item->kind == NodeKind::kTerminal) {
+        term_refs_.insert(item->text);
         if (!defs_.Has(item->text) || !defs_.Get(item->text).is_term) {
           return ErrorAt(ErrorCode::kGrammarSemantics, item->pos,
                          "terminal used but not defined: " + item->text);
@@ -714,11 +762,12 @@ int CountExpansions(const NodePtr& node, bool* empty) {
 class Compiler {
  public:
   Compiler(Builder* builder, const std::vector<std::string>& start, const std::string* main_file,
-           int64_t max_rule_alternatives)
+           int64_t max_rule_alternatives, std::vector<std::string>* warnings)
       : builder_(builder),
         start_(start),
         main_file_(main_file),
-        max_rule_alternatives_(max_rule_alternatives) {}
+        max_rule_alternatives_(max_rule_alternatives),
+        warnings_(warnings) {}
 
   Status Run(Grammar* out);
 
@@ -732,6 +781,7 @@ class Compiler {
   std::vector<std::string> start_;
   const std::string* main_file_;
   int64_t max_rule_alternatives_;
+  std::vector<std::string>* warnings_;
   std::vector<CompiledTerminal> terminals_;
   std::unordered_set<std::string> term_set_;
   std::unordered_map<std::string, size_t> term_reverse_;
@@ -892,6 +942,7 @@ Status Compiler::CompileRuleTree(RuleDef* def, NodePtr* out) {
 
 Status Compiler::Run(Grammar* out) {
   Definitions& defs = builder_->defs();
+  const std::unordered_set<std::string>& in_terminals = builder_->term_refs();
   CFGMASK_RETURN_IF_ERROR(CompileTerminals());
 
   for (const auto& name : defs.order()) {
@@ -1020,6 +1071,27 @@ Status Compiler::Run(Grammar* out) {
     }
   }
 
+  // Likely mistakes in the main file: rules the start rules never reach, and
+  // terminals neither a reached rule, %ignore nor another terminal uses.
+  if (warnings_ != nullptr) {
+    auto warn = [&](const SourcePos& pos, const std::string& what) {
+      warnings_->push_back(ErrorAt(ErrorCode::kGrammarSemantics, pos, "warning: " + what).message());
+    };
+    std::unordered_set<std::string> reached;
+    for (const auto& c : compiled) reached.insert(c.origin);
+    for (const auto& r : rule_defs_) {
+      if (!r.params.empty() || r.pos.file != main_file_ || reached.count(r.name)) continue;
+      warn(r.pos, "rule '" + r.name + "' is unreachable from the start rule");
+    }
+    for (const auto& name : defs.order()) {
+      const Definition& d = defs.Get(name);
+      if (!d.is_term || d.pos.file != main_file_ || name.rfind("__", 0) == 0) continue;
+      if (used_terms.count(name) || in_terminals.count(name)) continue;
+      warn(d.pos, std::string(d.tree ? "terminal " : "%declare'd terminal ") + name +
+                      " is never used");
+    }
+  }
+
   Grammar g;
   std::unordered_map<std::string, int32_t> term_id;
   for (const auto& t : terminals_) {
@@ -1074,6 +1146,31 @@ Status Compiler::Run(Grammar* out) {
     rule.order = c.order;
     g.rules.push_back(std::move(rule));
   }
+  // A start rule no derivation of which ends (`start: start "a"`) has an
+  // empty language: every mask would be empty.  Lark builds its tables all
+  // the same; here it is refused at the rule's definition.
+  {
+    std::vector<char> productive(g.nonterminals.size(), 0);
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const Rule& r : g.rules) {
+        const int32_t k = r.lhs - t_count;
+        if (productive[k]) continue;
+        bool all = true;
+        for (SymbolId x : r.rhs) all = all && (x < t_count || productive[x - t_count]);
+        if (all) productive[k] = grew = true;
+      }
+    }
+    for (const auto& s : start_) {
+      auto it = nonterm_index.find(s);
+      if (it == nonterm_index.end() || productive[it->second]) continue;
+      const SourcePos pos = defs.Has(s) ? defs.Get(s).pos : SourcePos{1, 1, main_file_};
+      return ErrorAt(ErrorCode::kGrammarSemantics, pos,
+                     "the language of start rule '" + s +
+                         "' is empty: every derivation of it needs itself again (no "
+                         "alternative ends in terminals)");
+    }
+  }
   g.start = start_;
   *out = std::move(g);
   return Status::Ok();
@@ -1091,12 +1188,14 @@ Status ReadLarkString(const std::string& text, const std::string& name,
   CFGMASK_RETURN_IF_ERROR(builder.Validate());
   std::vector<std::string> start = options.start;
   if (start.empty()) start.push_back("start");
-  Compiler compiler(&builder, start, file, std::max<int64_t>(1, options.max_rule_alternatives));
+  Compiler compiler(&builder, start, file, std::max<int64_t>(1, options.max_rule_alternatives),
+                    options.warnings);
   return compiler.Run(out);
 }
 
 Status ReadLarkFile(const std::string& path, const LarkReaderOptions& options, Grammar* out) {
   std::string text;
+  if (IsDirectory(path)) return Status(ErrorCode::kIo, path + ": is a directory, not a grammar file");
   if (!ReadWholeFile(path, &text)) {
     return Status(ErrorCode::kIo, path + ": cannot read grammar file");
   }

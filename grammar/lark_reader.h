@@ -25,6 +25,10 @@ struct LarkReaderOptions {
   // a kResourceLimit error at the rule (python.lark's largest rule has 26,
   // sql.lark's 150).
   int64_t max_rule_alternatives = 200000;
+  // When set, receives "FILE:LINE:COL: warning: ..." for likely mistakes in
+  // the main file that Lark accepts silently: rules the start rules never
+  // reach, terminals nothing uses.
+  std::vector<std::string>* warnings = nullptr;
 };
 
 // Reads `path` (and what it imports).  Errors are "FILE:LINE:COL: message".

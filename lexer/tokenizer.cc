@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <sys/stat.h>
 #include <limits>
 
 #include "lexer/gguf_reader.h"
@@ -356,6 +357,10 @@ Status LoadVocabulary(const std::string& path, Vocabulary* out) {
 
 Status LoadVocabulary(const std::string& path, Vocabulary* out, const VocabularyOptions& options) {
   *out = Vocabulary();
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is a directory, not a tokenizer file");
+  }
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status(ErrorCode::kIo, path + ": cannot open file");
   char head[64];

@@ -957,6 +957,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
   LarkReaderOptions ro;
   ro.import_paths = options.import_paths;
   if (!options.start.empty()) ro.start = {options.start};
+  ro.warnings = options.warnings;
   CFGMASK_RETURN_IF_ERROR(ReadLarkFile(grammar_path, ro, &g));
   s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
   s.start = g.start.empty() ? "start" : g.start[0];
@@ -971,6 +972,15 @@ static Status CompileStoreWith(const std::string& grammar_path,
   if (use_indenter && (nl < 0 || ind < 0 || ded < 0)) {
     return Status(ErrorCode::kGrammarSemantics,
                   grammar_path + ": --indenter python needs terminals _NEWLINE, _INDENT, _DEDENT");
+  }
+  if (options.warnings != nullptr) {
+    for (int32_t t : g.declared) {
+      if (use_indenter && (t == ind || t == ded)) continue;
+      options.warnings->push_back(grammar_path + ": warning: %declare'd terminal " +
+                                  g.terminals[t].name +
+                                  " is produced by nothing (only the Python indenter makes "
+                                  "_INDENT and _DEDENT), so the rules that need it never match");
+    }
   }
 
   t0 = std::chrono::steady_clock::now();

@@ -52,6 +52,13 @@ struct CompileOptions {
   int64_t max_store_entries = 2000000000;  // nfa_transition (root, token, S) entries
   int64_t max_store_rows = 200000000;      // mask-store rows (root, S)
   double max_seconds = 0;                  // wall time of the whole compile; 0 = none
+  // Bytes of heap the compile may add (runtime/compile.h enforces it for the
+  // whole compile); 0 = three quarters of the machine's physical memory.
+  int64_t max_memory = 0;
+  // When set, receives one line per likely mistake the compile accepts
+  // ("FILE:LINE:COL: warning: ..."): unreachable rules, unused terminals,
+  // %declare'd terminals nothing produces.
+  std::vector<std::string>* warnings = nullptr;
   // A token whose walk from a root holds more lexing hypotheses than this
   // at some byte is not given rows under that root: the runtime checks it by
   // simulation (CompiledStore::sim_token).  Exact either way; this bounds the

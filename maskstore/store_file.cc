@@ -450,6 +450,10 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out) {
     close(fd);
     return Status(ErrorCode::kIo, path + ": cannot stat");
   }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return Status(ErrorCode::kIo, path + ": is a directory, not a store file");
+  }
   const size_t size = static_cast<size_t>(st.st_size);
   const size_t header_size = 8 + 4 + 4 + 8 + 8 + 8;
   if (size < header_size) {

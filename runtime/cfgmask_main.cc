@@ -48,7 +48,7 @@ constexpr int kExitUsage = 2;   // error on user input
 
 const char kUsage[] =
     "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--threads N] [--quiet] "
+    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--quiet] "
     "-o OUT.cfgm\n"
     "       cfgmask stats   STORE.cfgm [--json]\n"
     "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
@@ -73,9 +73,9 @@ struct CommandSpec {
 const CommandSpec kCommands[] = {
     {"compile",
      "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--threads N] [--quiet] "
+     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--quiet] "
      "-o OUT.cfgm",
-     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--threads", "-o"},
+     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--eos", "--threads", "-o"},
      {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
@@ -213,6 +213,29 @@ bool IntFlag(const CommandSpec& spec, const Args& args, const std::string& flag,
   return false;
 }
 
+// A byte count with an optional binary suffix K, M or G (1M = 1048576).
+bool BytesFlag(const CommandSpec& spec, const Args& args, const std::string& flag, int64_t* out) {
+  *out = 0;
+  if (!args.values.count(flag)) return true;
+  std::string v = args.Get(flag);
+  int shift = 0;
+  if (!v.empty()) {
+    const char last = v.back();
+    if (last == 'K' || last == 'k') shift = 10;
+    if (last == 'M' || last == 'm') shift = 20;
+    if (last == 'G' || last == 'g') shift = 30;
+    if (shift > 0) v.pop_back();
+  }
+  int64_t n = 0;
+  if (ParseInt(v, 1, INT64_MAX >> 30, &n)) {
+    *out = n << shift;
+    return true;
+  }
+  UsageError(&spec, "option " + flag + ": expected a positive byte count (e.g. 4G, 512M), got '" +
+                        args.Get(flag) + "'");
+  return false;
+}
+
 bool SegmentFlag(const CommandSpec& spec, const Args& args, SegmentMode* mode) {
   const std::string v = args.Get("--segment", "greedy");
   if (v == "greedy") *mode = SegmentMode::kGreedy;
@@ -228,6 +251,11 @@ bool SegmentFlag(const CommandSpec& spec, const Args& args, SegmentMode* mode) {
 }
 
 bool ReadFile(const std::string& path, std::string* out, std::string* error) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    *error = path + ": is a directory, not a file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     *error = path + ": cannot read: " + std::strerror(errno);
@@ -410,6 +438,12 @@ int Compile(const CommandSpec& spec, const Args& args) {
     return kExitUsage;
   }
   options.max_lexer_states = static_cast<int32_t>(max_lexer_states);
+  int64_t max_roots = 0;
+  if (!IntFlag(spec, args, "--max-roots", options.max_roots, 1, INT32_MAX, &max_roots)) {
+    return kExitUsage;
+  }
+  options.max_roots = static_cast<int32_t>(max_roots);
+  if (!BytesFlag(spec, args, "--max-memory", &options.max_memory)) return kExitUsage;
   int64_t threads = 0;  // 0: all cores; the store is the same for any count
   if (!IntFlag(spec, args, "--threads", 0, 0, 1024, &threads)) return kExitUsage;
   options.num_threads = static_cast<int32_t>(threads);
@@ -418,18 +452,35 @@ int Compile(const CommandSpec& spec, const Args& args) {
   options.prune_pairs = !args.Has("--no-pair-pruning");
 
   const std::string grammar = args.positional[0], out = args.Get("-o");
+  // Never write the store over an input: a typo in -o must not destroy the grammar.
+  for (const std::string& input : {grammar, args.Get("--tokenizer")}) {
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, input, ec) && !ec) {
+      return Error(out + ": -o names the input file " + input + "; refusing to overwrite it");
+    }
+  }
   Progress progress(!quiet && isatty(STDERR_FILENO));
   options.progress = [&](const std::string& phase, double share) {
     progress.Update(phase, share);
   };
+  std::vector<std::string> warnings;
+  options.warnings = &warnings;
   CompiledStore store;
-  Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store);
+  Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store,
+                             args.Get("--eos"));
   if (st.ok()) {
     progress.Update("write", 1);
     st = WriteStoreFile(store, out);
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
+  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", OneLine(w).c_str());
+  if (store.eos_ids.empty()) {
+    std::fprintf(stderr,
+                 "cfgmask: warning: %s: the tokenizer names no end-of-sequence token, so "
+                 "generation under this store can never end; name one with --eos TOKEN\n",
+                 OneLine(args.Get("--tokenizer")).c_str());
+  }
   if (!quiet) PrintSummary(store, out);
   return kExitOk;
 }

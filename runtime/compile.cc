@@ -1,6 +1,14 @@
 // The offline pipeline: see compile.h.
 #include "runtime/compile.h"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+#include <new>
+
 #include "maskstore/row_codec.h"
 #include "streamline/row_fold.h"
 
@@ -31,18 +39,156 @@ Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out
   return Status::Ok();
 }
 
+// Options a caller can get wrong (the command line checks the same ranges
+// before it gets here; the Python package passes them through).
+Status CheckOptions(const CompileOptions& o) {
+  auto bad = [](const std::string& what) { return Status(ErrorCode::kInvalidArgument, what); };
+  if (o.indenter != "auto" && o.indenter != "python" && o.indenter != "none") {
+    return bad("indenter: expected auto, python or none, got '" + o.indenter + "'");
+  }
+  if (o.max_lexer_states < 1) {
+    return bad("max_lexer_states must be at least 1, got " + std::to_string(o.max_lexer_states));
+  }
+  if (o.max_roots < 1) return bad("max_roots must be at least 1, got " + std::to_string(o.max_roots));
+  if (o.num_threads < 0 || o.num_threads > 1024) {
+    return bad("num_threads must be in [0, 1024] (0: all cores), got " +
+               std::to_string(o.num_threads));
+  }
+  if (o.max_memory < 0) {
+    return bad("max_memory must be a byte count (0: the default), got " +
+               std::to_string(o.max_memory));
+  }
+  return Status::Ok();
+}
+
+// The soft RLIMIT_DATA of the process, lowered for the length of a compile
+// to the heap in use plus the budget, so that any allocation past it fails
+// (std::bad_alloc, caught below) wherever in the compile it happens.  Nested
+// or concurrent compiles share the first one's limit.
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(int64_t max_bytes) {
+    std::lock_guard<std::mutex> lock(Mu());
+    if (Active()++ > 0) return;
+    if (getrlimit(RLIMIT_DATA, &Saved()) != 0) return;
+    const uint64_t want = static_cast<uint64_t>(DataBytesInUse()) + static_cast<uint64_t>(max_bytes);
+    rlimit lowered = Saved();
+    if (Saved().rlim_cur == RLIM_INFINITY || want < Saved().rlim_cur) lowered.rlim_cur = want;
+    Set() = setrlimit(RLIMIT_DATA, &lowered) == 0;
+  }
+  ~MemoryBudget() {
+    std::lock_guard<std::mutex> lock(Mu());
+    if (--Active() > 0) return;
+    if (Set()) setrlimit(RLIMIT_DATA, &Saved());
+    Set() = false;
+  }
+
+ private:
+  static int64_t DataBytesInUse() {
+    // /proc/self/statm: size resident shared text lib data dt (pages)
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    long long v[6] = {0, 0, 0, 0, 0, 0};
+    if (f != nullptr) {
+      if (std::fscanf(f, "%lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4],
+                      &v[5]) != 6) {
+        v[5] = 0;
+      }
+      std::fclose(f);
+    }
+    return v[5] * sysconf(_SC_PAGESIZE);
+  }
+  static std::mutex& Mu() { static std::mutex m; return m; }
+  static int& Active() { static int n = 0; return n; }
+  static rlimit& Saved() { static rlimit r; return r; }
+  static bool& Set() { static bool b = false; return b; }
+};
+
+template <class Tokenizer>
+Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenizer,
+                      const CompileOptions& options, bool streamline, CompiledStore* out) {
+  CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
+  const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMaxMemory();
+  std::string phase = "grammar";
+  CompileOptions tracked = options;
+  tracked.progress = [&](const std::string& p, double share) {
+    phase = p;
+    if (options.progress) options.progress(p, share);
+  };
+  try {
+    MemoryBudget guard(budget);
+    CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
+    return Finish(tracked, streamline, out);
+  } catch (const std::bad_alloc&) {
+    *out = CompiledStore();
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": out of memory in the " + phase + " phase of the compile " +
+                      "(memory limit " + std::to_string(budget) +
+                      " bytes; raise it with --max-memory / max_memory)");
+  }
+}
+
+}  // namespace
+
+int64_t DefaultMaxMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return int64_t{8} << 30;
+  return static_cast<int64_t>(pages) * page / 4 * 3;
+}
+
+namespace {
+
+// Makes the token `eos` names (decimal id, or exact text) the only EOS.
+Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
+  Vocabulary& v = tok->vocab;
+  int64_t id = -1;
+  const bool digits = eos.find_first_not_of("0123456789") == std::string::npos && eos.size() < 10;
+  if (digits) {
+    id = std::stoll(eos);
+  } else {
+    for (int32_t t = 0; t < v.size() && id < 0; ++t) {
+      if (v.tokens[t] == eos) id = t;
+    }
+  }
+  if (id < 0 || id >= v.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "eos: no token " + (digits ? "id " + eos : "'" + eos + "'") +
+                      " in the tokenizer's vocabulary of " + std::to_string(v.size()));
+  }
+  v.special.resize(v.tokens.size(), 0);
+  v.special[id] = 1;
+  v.eos_ids = {static_cast<int32_t>(id)};
+  v.tokens[id].clear();  // as the readers treat the EOS they find: never text
+  tok->tokens.eos_ids = v.eos_ids;
+  tok->tokens.token_special.resize(v.tokens.size(), 0);
+  tok->tokens.token_special[id] = 1;
+  tok->trie = VocabTrie::Build(v);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
-                      const CompileOptions& options, bool streamline, CompiledStore* out) {
-  CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer_path, options, out));
-  return Finish(options, streamline, out);
+                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      const std::string& eos) {
+  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer_path, options, streamline, out);
+  CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
+  PreparedTokenizer tok;
+  try {
+    CFGMASK_RETURN_IF_ERROR(PrepareTokenizer(tokenizer_path, &tok));
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::kResourceLimit, tokenizer_path + ": out of memory reading the tokenizer");
+  }
+  CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
+  return CompileGuarded(grammar_path, tok, options, streamline, out);
 }
 
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
-                      const CompileOptions& options, bool streamline, CompiledStore* out) {
-  CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, options, out));
-  return Finish(options, streamline, out);
+                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      const std::string& eos) {
+  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer, options, streamline, out);
+  PreparedTokenizer tok = tokenizer;
+  CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
+  return CompileGuarded(grammar_path, tok, options, streamline, out);
 }
 
 }  // namespace cfgmask

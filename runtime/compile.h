@@ -13,11 +13,24 @@
 
 namespace cfgmask {
 
+// Both compile the same way: options are checked first (a bad one is
+// kInvalidArgument); the compile runs under a heap budget of
+// options.max_memory bytes (0: DefaultMaxMemory()), and running out of
+// memory anywhere in it, by that budget or by the machine, is one
+// kResourceLimit error naming the phase, with `out` left empty.
+int64_t DefaultMaxMemory();  // three quarters of the physical memory
+
+//
+// `eos`, when not empty, names the end-of-sequence token (a token id in
+// decimal, or the token's exact text) for a tokenizer that names none or
+// another one: it becomes the store's only EOS and is never text.
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
-                      const CompileOptions& options, bool streamline, CompiledStore* out);
+                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      const std::string& eos = "");
 // The same with a tokenizer prepared once (PrepareTokenizer) for many grammars.
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
-                      const CompileOptions& options, bool streamline, CompiledStore* out);
+                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      const std::string& eos = "");
 
 }  // namespace cfgmask
 

@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -36,8 +37,41 @@ namespace cfgmask {
 namespace {
 
 // Raised as cfgmask.Error.
+// Messages quote user bytes (a refused string, a grammar's text); bytes that
+// are not UTF-8 become \xNN so that Python can make a str of the message.
+std::string Utf8Escaped(const std::string& in) {
+  std::string out;
+  size_t i = 0;
+  while (i < in.size()) {
+    const uint8_t c = static_cast<uint8_t>(in[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(in[i + k]) >> 6) == 2;
+    if (ok && len == 2) ok = c >= 0xC2;
+    if (ok && len == 3) {
+      const uint8_t d = static_cast<uint8_t>(in[i + 1]);
+      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const uint8_t d = static_cast<uint8_t>(in[i + 1]);
+      ok = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
+    }
+    if (ok) {
+      out.append(in, i, len);
+      i += len;
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+  return out;
+}
+
 struct EngineError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit EngineError(const std::string& what) : std::runtime_error(Utf8Escaped(what)) {}
 };
 
 void ThrowIfError(const Status& st) {
@@ -67,12 +101,35 @@ std::shared_ptr<RowMemo> MemoFor(const StorePtr& store) {
 }
 
 // A session and the store it reads, kept alive together.
+// A session is used by one thread at a time (stores are shared freely): a
+// call that finds its session busy in another thread raises instead of
+// racing on it.
 struct PySession {
   StorePtr store;
   Session session;
+  std::atomic<bool> busy{false};
   PySession(StorePtr s, SessionLimits limits)
       : store(std::move(s)), session(store.get(), limits, MemoFor(store)) {}
   PySession(StorePtr s, const Session& other) : store(std::move(s)), session(other) {}
+};
+
+// Holds a session for the length of one call.
+class InUse {
+ public:
+  explicit InUse(const PySession& s) : s_(const_cast<PySession&>(s)) {
+    bool expected = false;
+    if (!s_.busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      throw EngineError(
+          "this GrammarMatcher is in use by another thread; a matcher serves one thread at a "
+          "time (fork() gives each thread its own)");
+    }
+  }
+  ~InUse() { s_.busy.store(false, std::memory_order_release); }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  PySession& s_;
 };
 
 // A writable, C-contiguous buffer (numpy array, memoryview, ...) of 1 or 2
@@ -207,21 +264,30 @@ template <class Tokenizer>
 StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& tokenizer,
                           const std::string& start, const std::string& indenter,
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
-                          bool streamline, int32_t num_threads, bool prune_pairs) {
+                          bool streamline, int32_t num_threads, bool prune_pairs,
+                          int32_t max_roots, int64_t max_memory, const std::string& eos) {
   CompileOptions options;
+  options.max_roots = max_roots;
+  options.max_memory = max_memory;
   options.num_threads = num_threads;
   options.prune_pairs = prune_pairs;
   options.start = start;
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
   options.import_paths = import_paths;
-  return MakeWithoutGil<CompiledStore>([&](CompiledStore* store) {
+  std::vector<std::string> warnings;
+  options.warnings = &warnings;
+  StorePtr store = MakeWithoutGil<CompiledStore>([&](CompiledStore* out) {
     if constexpr (std::is_same_v<Tokenizer, TokenizerPtr>) {
-      return CompileGrammar(grammar_path, *tokenizer, options, streamline, store);
+      return CompileGrammar(grammar_path, *tokenizer, options, streamline, out, eos);
     } else {
-      return CompileGrammar(grammar_path, tokenizer, options, streamline, store);
+      return CompileGrammar(grammar_path, tokenizer, options, streamline, out, eos);
     }
   });
+  // Likely mistakes the compile accepted, as Python warnings (UserWarning).
+  py::object warn = py::module_::import("warnings").attr("warn");
+  for (const std::string& w : warnings) warn(Utf8Escaped(w));
+  return store;
 }
 
 StorePtr LoadStoreFile(const std::string& path) {
@@ -242,6 +308,7 @@ void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
                       std::to_string(need));
   }
   uint32_t* row = static_cast<uint32_t*>(buf.data) + index * words;
+  InUse in_use(s);
   py::gil_scoped_release release;
   std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words - need));
   s.session.FillMask(row);
@@ -258,7 +325,8 @@ class PyBatchMatcher {
     }
     std::vector<Session*> ss;
     std::vector<const CompiledStore*> stores;
-    Split(sessions, &ss, &stores);
+    std::vector<std::unique_ptr<InUse>> held;
+    Split(sessions, &ss, &stores, &held);
     int32_t* out = static_cast<int32_t*>(buf.data);
     Status st;
     {
@@ -271,7 +339,8 @@ class PyBatchMatcher {
   void Advance(const std::vector<PySession*>& sessions, const std::vector<int32_t>& tokens) {
     std::vector<Session*> ss;
     std::vector<const CompiledStore*> stores;
-    Split(sessions, &ss, &stores);
+    std::vector<std::unique_ptr<InUse>> held;
+    Split(sessions, &ss, &stores, &held);
     Status st;
     {
       py::gil_scoped_release release;
@@ -281,10 +350,24 @@ class PyBatchMatcher {
   }
 
  private:
+  // Refuses a matcher given twice (it would be advanced twice, concurrently)
+  // and holds every matcher for the call (`held`).
   static void Split(const std::vector<PySession*>& in, std::vector<Session*>* ss,
-                    std::vector<const CompiledStore*>* stores) {
-    for (PySession* p : in) {
+                    std::vector<const CompiledStore*>* stores,
+                    std::vector<std::unique_ptr<InUse>>* held) {
+    std::map<const PySession*, size_t> seen;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const PySession* p = in[i];
       if (p == nullptr) throw py::type_error("matchers must not contain None");
+      auto [it, fresh] = seen.emplace(p, i);
+      if (!fresh) {
+        throw EngineError("matchers " + std::to_string(it->second) + " and " + std::to_string(i) +
+                          " of the batch are the same matcher; each may appear once "
+                          "(fork() it for a second sequence)");
+      }
+    }
+    for (PySession* p : in) {
+      held->push_back(std::make_unique<InUse>(*p));
       ss->push_back(&p->session);
       stores->push_back(p->store.get());
     }
@@ -343,14 +426,16 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
                   py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true)
+                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
+                  py::arg("max_memory") = 0, py::arg("eos") = "")
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
                   py::arg("max_lexer_states") = 2000000,
                   py::arg("import_paths") = std::vector<std::string>{},
                   py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true)
+                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
+                  py::arg("max_memory") = 0, py::arg("eos") = "")
       .def_static("load", &LoadStoreFile, py::arg("path"))
       .def(
           "save",
@@ -388,14 +473,18 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PySession>(m, "Session")
       .def(py::init([](StorePtr store, int32_t max_live_states) {
              if (!store) throw py::type_error("store must not be None");
+             if (max_live_states < 1) {
+               throw EngineError("max_live_states must be at least 1, got " +
+                                 std::to_string(max_live_states));
+             }
              return std::make_unique<PySession>(store, SessionLimits{max_live_states});
            }),
            py::arg("store"), py::arg("max_live_states") = 64)
-      .def_property_readonly("store", [](const PySession& s) { return s.store; })
+      .def_property_readonly("store", [](const PySession& s) { InUse in_use(s); return s.store; })
       .def("fill_mask", &FillMaskRow, py::arg("bitmask"), py::arg("index") = 0)
       .def(
           "advance",
-          [](PySession& s, int32_t token) {
+          [](PySession& s, int32_t token) { InUse in_use(s);
             Status st;
             {
               py::gil_scoped_release release;
@@ -406,7 +495,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("token"))
       .def(
           "advance_bytes",
-          [](PySession& s, const py::bytes& data) {
+          [](PySession& s, const py::bytes& data) { InUse in_use(s);
             std::string bytes = data;
             Status st;
             {
@@ -418,7 +507,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("data"))
       .def(
           "rollback",
-          [](PySession& s, int32_t k) {
+          [](PySession& s, int32_t k) { InUse in_use(s);
             Status st;
             {
               py::gil_scoped_release release;
@@ -428,13 +517,13 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("k"))
       .def("fork",
-           [](const PySession& s) {
+           [](const PySession& s) { InUse in_use(s);
              py::gil_scoped_release release;
              return std::make_unique<PySession>(s.store, s.session.Fork());
            })
       .def(
           "jump_forward_string",
-          [](const PySession& s, int32_t max_bytes) {
+          [](const PySession& s, int32_t max_bytes) { InUse in_use(s);
             std::string out;
             {
               py::gil_scoped_release release;
@@ -445,7 +534,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_bytes") = 256)
       .def(
           "shortest_completion",
-          [](PySession& s, int64_t max_expansions) -> py::object {
+          [](PySession& s, int64_t max_expansions) -> py::object { InUse in_use(s);
             std::string completion;
             bool found;
             {
@@ -479,7 +568,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_nodes") = 200000)
       .def(
           "tokenize_forced",
-          [](const PySession& s, const py::bytes& data) {
+          [](const PySession& s, const py::bytes& data) { InUse in_use(s);
             std::string text = data;
             std::vector<int32_t> tokens;
             int32_t covered;
@@ -492,22 +581,22 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("text"))
       .def("can_end",
-           [](PySession& s) {
+           [](PySession& s) { InUse in_use(s);
              py::gil_scoped_release release;
              return s.session.CanEnd();
            })
-      .def("is_terminated", [](const PySession& s) { return s.session.IsTerminated(); })
+      .def("is_terminated", [](const PySession& s) { InUse in_use(s); return s.session.IsTerminated(); })
       .def("memo_stats",
-           [](const PySession& s) {
+           [](const PySession& s) { InUse in_use(s);
              return py::make_tuple(s.session.memo_hits(), s.session.memo_misses());
            },
            "(hits, misses) of the row memo this session shares with the store's other "
            "sessions")
-      .def("reset", [](PySession& s) { s.session.Reset(); })
+      .def("reset", [](PySession& s) { InUse in_use(s); s.session.Reset(); })
       .def_property_readonly("history_length",
-                             [](const PySession& s) { return s.session.HistoryLength(); })
-      .def_property_readonly("num_live", [](const PySession& s) { return s.session.num_live(); })
-      .def_property_readonly("text", [](const PySession& s) { return py::bytes(s.session.text()); });
+                             [](const PySession& s) { InUse in_use(s); return s.session.HistoryLength(); })
+      .def_property_readonly("num_live", [](const PySession& s) { InUse in_use(s); return s.session.num_live(); })
+      .def_property_readonly("text", [](const PySession& s) { InUse in_use(s); return py::bytes(s.session.text()); });
 
   py::class_<PyBatchMatcher>(m, "BatchMatcher")
       .def(py::init<>())

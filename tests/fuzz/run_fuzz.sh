@@ -84,7 +84,7 @@ for t in "${TARGETS[@]}"; do
     tokenizer_*|store_file_fuzz) max_len=65536 ;;
     lark_reader_fuzz) max_len=16384 ;;
   esac
-  mkdir -p "$CORPUS/$t"
+  mkdir -p "$CORPUS/$t" "$SEEDS/$t"  # targets without seeds start from nothing
   log "$t: ${SECONDS_PER_TARGET}s"
   start="$(date -u +%FT%TZ)"
   touch "$LOGS/$t.log.start"

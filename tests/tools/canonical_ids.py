@@ -13,7 +13,13 @@ decimal numbers separated by whitespace (16 to a line).  The encoder is a HF
   from tokenizer.ggml.pre: "qwen2" -> NFC normalizer and the Split regex of
   Qwen2's tokenizer.json followed by ByteLevel without its own regex; any
   other value -> ByteLevel with the GPT-2 regex;
-* a tiktoken rank file (Qwen's): `tiktoken` with Qwen's split regex.
+* a tiktoken rank file (Qwen's): `tiktoken` with Qwen's split regex;
+* a HF tokenizer.json: that tokenizer itself (`tokenizers.Tokenizer.from_file`),
+  each id's bytes from its piece: byte-level pieces through the GPT-2 byte
+  map when the tokenizer is byte-level, else "▁" as a space and
+  "<0xNN>" byte-fallback pieces as the byte.  A tokenizer whose normaliser
+  changes the text (e.g. prepends a space) gives encodings that do not decode
+  to the file, which are reported as below.
 
 Special and control tokens are not added tokens: a file that contains
 "<|endoftext|>" is encoded as plain text, as a model would have to write it.
@@ -45,11 +51,15 @@ class Encoder:
     encoder normalises first (then only NFC texts can round-trip)."""
 
     def __init__(self, path: str):
+        if os.path.isdir(path):
+            raise SystemExit(f"canonical_ids: {path}: is a directory, not a tokenizer file")
         with open(path, "rb") as f:
-            is_gguf = f.read(4) == b"GGUF"
+            head = f.read(64)
         self.nfc = False
-        if is_gguf:
+        if head[:4] == b"GGUF":
             self._init_gguf(path)
+        elif head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{":
+            self._init_json(path)
         else:
             self._init_tiktoken(path)
 
@@ -81,6 +91,37 @@ class Encoder:
         self._tok = tok
         self._bytes = [r[0] for r in rows]
         self.name = f"{os.path.basename(path)} (tokenizers BPE, pre {pre})"
+
+    def _init_json(self, path):
+        import json
+        from tokenizers import Tokenizer
+        try:
+            self._tok = Tokenizer.from_file(path)
+            with open(path, encoding="utf-8-sig") as f:
+                spec = json.load(f)
+        except Exception as e:  # noqa: BLE001 - any reader error is a bad file
+            raise SystemExit(f"canonical_ids: {path}: not a tokenizer.json the `tokenizers` "
+                             f"package reads: {str(e).splitlines()[0] if str(e) else e!r}")
+        described = json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")])
+        byte_level = '"ByteLevel"' in described
+        self.nfc = '"NFC"' in json.dumps(spec.get("normalizer"))
+        unbyte = {c: b for b, c in vocab_oracle.bytes_to_unicode().items()} if byte_level else None
+        size = self._tok.get_vocab_size(with_added_tokens=True)
+        self._bytes = [b""] * size
+        added = {t["content"] for t in spec.get("added_tokens", [])}
+        for piece, i in self._tok.get_vocab(with_added_tokens=True).items():
+            if i >= size:
+                continue
+            if piece in added:
+                self._bytes[i] = piece.encode("utf-8")
+            elif byte_level:
+                self._bytes[i] = bytes(unbyte[c] for c in piece) \
+                    if all(c in unbyte for c in piece) else piece.encode("utf-8")
+            elif len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                self._bytes[i] = bytes([int(piece[3:5], 16)])
+            else:
+                self._bytes[i] = piece.replace("\u2581", " ").encode("utf-8")
+        self.name = f"{os.path.basename(path)} (tokenizers, tokenizer.json)"
 
     def _init_tiktoken(self, path):
         import tiktoken

@@ -14,8 +14,10 @@ Hugging Face transformers are in :mod:`cfgmask.processors`;
 """
 from __future__ import annotations
 
+import numbers
 import os
 import tempfile
+import warnings
 from typing import Iterable, Sequence, Union
 
 import numpy as np
@@ -41,7 +43,9 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     start: str = "", indenter: str = "auto",
                     max_lexer_states: int = 2_000_000,
                     import_paths: Sequence[str] = (), streamline: bool = True,
-                    num_threads: int = 0, prune_pairs: bool = True) -> Store:
+                    num_threads: int = 0, prune_pairs: bool = True,
+                    max_roots: int = 200_000, max_memory: int = 0,
+                    eos: Union[str, int, None] = None) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -61,20 +65,54 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     terminal automaton in the store before streamlining, as the design's
     store does (``cfgmask compile --no-pair-pruning``): for measuring
     reductions from that starting point; the masks are the same.
+    `max_lexer_states` and `max_roots` bound the terminal automaton and its
+    lexer states at token boundaries (``--max-lexer-states``,
+    ``--max-roots``); `max_memory` is the heap the compile may add, in bytes
+    (0: three quarters of the machine's memory; ``--max-memory``).  Going
+    past any of them raises :class:`Error` naming the limit.  `eos` names the
+    end-of-sequence token (an id, or the token's exact text) where the
+    tokenizer names none (``--eos``); a store without one warns
+    (:class:`UserWarning`), since generation under it can never end.
     """
-    grammar = os.fspath(grammar)
+    for name, value in (("max_lexer_states", max_lexer_states), ("max_roots", max_roots),
+                        ("max_memory", max_memory), ("num_threads", num_threads)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if indenter not in ("auto", "python", "none"):
+        raise Error(f"indenter: expected 'auto', 'python' or 'none', got {indenter!r}")
+    if eos is None:
+        eos = ""
+    elif isinstance(eos, bool) or not isinstance(eos, (str, numbers.Integral)):
+        raise TypeError(f"eos must be a token id or a token's text, got {type(eos).__name__}")
+    else:
+        eos = str(eos)
+        if eos == "":
+            raise Error("eos: the empty string is no token")
+    store = _compile(os.fspath(grammar), tokenizer, start, indenter, max_lexer_states,
+                     import_paths, streamline, num_threads, prune_pairs, max_roots,
+                     max_memory, eos)
+    if not store.eos_ids:
+        warnings.warn("the tokenizer names no end-of-sequence token, so generation under this "
+                      "store can never end; name one with eos=", UserWarning, stacklevel=2)
+    return store
+
+
+def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths, streamline,
+             num_threads, prune_pairs, max_roots, max_memory, eos):
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
-                             list(import_paths), streamline, num_threads, prune_pairs)
+                             list(import_paths), streamline, num_threads, prune_pairs,
+                                 max_roots, max_memory, eos)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(grammar)
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
-                                 list(import_paths), streamline, num_threads, prune_pairs)
+                                 list(import_paths), streamline, num_threads, prune_pairs,
+                                 max_roots, max_memory, eos)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:
@@ -134,6 +172,8 @@ class GrammarMatcher:
 
     def accept_token(self, token_id: int) -> bool:
         """Advances by a token; False (and no change) if the grammar refuses it."""
+        if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
+            raise TypeError(f"token id must be an int, got {type(token_id).__name__} {token_id!r}")
         token_id = int(token_id)
         if not 0 <= token_id < self.store.vocab_size:
             raise Error(f"token id {token_id} is out of range [0, {self.store.vocab_size})")
@@ -242,4 +282,9 @@ class BatchGrammarMatcher:
     def batch_accept_token(self, matchers: Sequence[GrammarMatcher],
                            tokens: Sequence[int]) -> None:
         """Advances matchers[b] by tokens[b]; raises Error naming the first refusal."""
-        self._batch.advance(self._sessions(matchers), [int(t) for t in tokens])
+        ids = []
+        for t in tokens:
+            if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+                raise TypeError(f"token ids must be ints, got {type(t).__name__} {t!r}")
+            ids.append(int(t))
+        self._batch.advance(self._sessions(matchers), ids)

@@ -61,6 +61,9 @@ class LlamaCppLogitsProcessor:
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
+        if scores.shape[-1] < self.matcher.vocab_size:
+            raise Error(f"logits have {scores.shape[-1]} entries, fewer than the grammar "
+                        f"store's vocabulary of {self.matcher.vocab_size}: wrong tokenizer?")
         self._sync(input_ids)
         self.matcher.fill_next_token_bitmask(self.bitmask)
         if self.steer_to_end:
@@ -129,6 +132,10 @@ class HFLogitsProcessor(_HFBase):
 
     def __call__(self, input_ids, scores):
         ids = np.asarray(_to_numpy(input_ids))
+        need = max(m.vocab_size for m in self.matchers)
+        if scores.shape[-1] < need:
+            raise Error(f"logits have {scores.shape[-1]} entries, fewer than the grammar "
+                        f"store's vocabulary of {need}: wrong tokenizer?")
         if ids.shape[0] != len(self.matchers):
             raise Error(f"{ids.shape[0]} sequences but {len(self.matchers)} matchers")
         if self.prompt_len is None:

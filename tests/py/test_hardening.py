@@ -1,0 +1,426 @@
+"""Regression tests for bad input through the command line and the Python
+package: each case is one that once crashed, lost data, was silently accepted
+or gave a misleading error.  Command-line errors are one line with exit
+status 2 and no output file; Python errors are cfgmask.Error (or TypeError
+for a wrong type).
+"""
+import os
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cfgmask
+
+BIN = os.environ.get("CFGMASK_BIN", "/work/main/build/cfgmask")
+TOK = os.environ.get("CFGMASK_TOK_LLAMA_SPM", "/work/main/.cache/tokenizers/llama-spm.gguf")
+
+JSON_GRAMMAR = r"""
+?start: value
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : STRING ":" value
+STRING : /"([^"\\\x00-\x1f]|\\["\\\/bfnrt])*"/
+NUMBER : /-?(0|[1-9][0-9]*)(\.[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+
+needs_tok = pytest.mark.skipif(not os.path.exists(TOK), reason="llama-spm tokenizer not available")
+needs_bin = pytest.mark.skipif(not os.path.exists(BIN), reason=f"{BIN} not built")
+
+
+def run(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True,
+                          errors="replace", timeout=300)
+
+
+def one_line_error(r):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("cfgmask: "), r.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def store():
+    if not os.path.exists(TOK):
+        pytest.skip("llama-spm tokenizer not available")
+    return cfgmask.compile_grammar(JSON_GRAMMAR, TOK)
+
+
+# ------------------------------------------------------------ command line
+
+
+@needs_bin
+@needs_tok
+def test_cli_output_never_overwrites_the_grammar(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", g))
+    assert "refusing to overwrite" in line
+    assert g.read_text() == JSON_GRAMMAR
+    # The same file under another name.
+    link = tmp_path / "alias.lark"
+    os.link(g, link)
+    one_line_error(run("compile", g, "--tokenizer", TOK, "-o", link))
+    assert g.read_text() == JSON_GRAMMAR
+
+
+@needs_bin
+@needs_tok
+def test_cli_directories_are_named_as_directories(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    d = tmp_path / "dir"
+    d.mkdir()
+    out = tmp_path / "o.cfgm"
+    assert "is a directory" in one_line_error(run("compile", d, "--tokenizer", TOK, "-o", out))
+    assert "is a directory" in one_line_error(run("compile", g, "--tokenizer", d, "-o", out))
+    assert not out.exists()
+    assert "is a directory" in one_line_error(run("stats", d))
+    assert run("compile", g, "--tokenizer", TOK, "-o", out).returncode == 0
+    assert "is a directory" in one_line_error(run("check", out, d))
+
+
+@needs_bin
+@needs_tok
+def test_cli_empty_language_is_refused_at_the_start_rule(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text('// nothing ends\nstart: start "a"\n')
+    out = tmp_path / "o.cfgm"
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", out))
+    assert f"{g}:2:1:" in line and "empty" in line, line
+    assert not out.exists()
+
+
+@needs_bin
+@needs_tok
+def test_cli_non_utf8_byte_in_a_comment_is_refused_with_position(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_bytes(b'start: "a"\n// caf\xe9\n')
+    out = tmp_path / "o.cfgm"
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", out))
+    assert f"{g}:2:7:" in line and "UTF-8" in line, line
+    assert not out.exists()
+
+
+@needs_bin
+@pytest.mark.parametrize("flag,value", [("--max-memory", "0"), ("--max-memory", "lots"),
+                                        ("--max-memory", "-5M"), ("--max-roots", "0"),
+                                        ("--max-lexer-states", "0"), ("--threads", "-3")])
+def test_cli_limit_options_are_checked(flag, value):
+    r = run("compile", "g.lark", "--tokenizer", "t", "-o", "x", flag, value)
+    assert r.returncode == 2, r.stderr  # a usage error: the message, then the usage line
+    assert r.stderr.startswith(f"cfgmask: option {flag}: "), r.stderr
+
+
+@needs_bin
+@needs_tok
+def test_cli_memory_limit_is_one_line_error_without_output(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text("start: A\nA: /a{1000000}/\n")
+    out = tmp_path / "o.cfgm"
+    t0 = time.monotonic()
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-memory", "64M", "-o", out))
+    assert "memory" in line and "--max-memory" in line, line
+    assert time.monotonic() - t0 < 60
+    assert not out.exists()
+
+
+@needs_bin
+@needs_tok
+def test_cli_max_roots_can_be_raised_and_lowered(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    out = tmp_path / "o.cfgm"
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-roots", "1", "-o", out))
+    assert "max_roots" in line, line
+    assert not out.exists()
+
+
+# ------------------------------------------------------------ Python
+
+
+@needs_tok
+@pytest.mark.parametrize("kw", [dict(max_lexer_states=0), dict(max_roots=0),
+                                dict(num_threads=-3), dict(indenter="bogus"),
+                                dict(max_memory=-1)])
+def test_py_bad_compile_options_raise(kw):
+    with pytest.raises(cfgmask.Error, match=list(kw)[0]):
+        cfgmask.compile_grammar(JSON_GRAMMAR, TOK, **kw)
+
+
+@needs_tok
+def test_py_option_types_are_checked():
+    with pytest.raises(TypeError):
+        cfgmask.compile_grammar(JSON_GRAMMAR, TOK, max_memory=1.5)
+
+
+@needs_tok
+def test_py_memory_limit_raises_and_leaves_the_process_usable():
+    with pytest.raises(cfgmask.Error, match="out of memory"):
+        cfgmask.compile_grammar("start: A\nA: /a{1000000}/\n", TOK, max_memory=64 << 20)
+    big = np.ones(50 << 20, dtype=np.uint8)  # the limit is lifted after the compile
+    assert big.sum() == 50 << 20
+
+
+@needs_tok
+def test_py_empty_language_and_non_utf8_are_errors(tmp_path):
+    with pytest.raises(cfgmask.Error, match="empty"):
+        cfgmask.compile_grammar('start: start "a"\n', TOK)
+    g = tmp_path / "g.lark"
+    g.write_bytes(b'start: "a"  // \xff\n')
+    with pytest.raises(cfgmask.Error, match=":1:16:.*UTF-8"):
+        cfgmask.compile_grammar(str(g), TOK)
+    with pytest.raises(cfgmask.Error, match="is a directory"):
+        cfgmask.compile_grammar(str(tmp_path), TOK)
+    with pytest.raises(cfgmask.Error, match="is a directory"):
+        cfgmask.Tokenizer(str(tmp_path))
+    with pytest.raises(cfgmask.Error, match="is a directory"):
+        cfgmask.Store.load(str(tmp_path))
+
+
+def test_py_bad_matcher_arguments(store):
+    with pytest.raises(cfgmask.Error, match="max_live_states"):
+        cfgmask.GrammarMatcher(store, max_live_states=0)
+    m = cfgmask.GrammarMatcher(store)
+    with pytest.raises(TypeError):
+        m.accept_token(3.7)
+    with pytest.raises(TypeError):
+        m.accept_token(True)
+    assert m.accept_string("[") is True
+    assert m.accept_token(np.int64(m.tokenize_forced("1")[0])) is True
+    assert m.text == "[1"
+
+
+def test_py_accept_string_of_invalid_utf8_returns_false(store):
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string(b'"\xff') is False
+    assert m.text == ""
+    assert m.accept_string(b'"\xc3\xa9"') is True
+
+
+def test_py_logits_shorter_than_the_vocabulary_are_refused(store):
+    from cfgmask.processors import LlamaCppLogitsProcessor
+    p = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    short = np.zeros(store.vocab_size - 1, dtype=np.float32)
+    with pytest.raises(cfgmask.Error, match="fewer than"):
+        p(np.array([1], dtype=np.int64), short)
+
+
+def test_py_batch_refuses_the_same_matcher_twice(store):
+    m = cfgmask.GrammarMatcher(store)
+    batch = cfgmask.BatchGrammarMatcher()
+    bitmask = cfgmask.allocate_token_bitmask(2, store.vocab_size)
+    with pytest.raises(cfgmask.Error, match="same matcher"):
+        batch.batch_fill_next_token_bitmask([m, m], bitmask)
+    tok = m.tokenize_forced("[")[0]
+    with pytest.raises(cfgmask.Error, match="same matcher"):
+        batch.batch_accept_token([m, m], [tok, tok])
+    assert m.text == ""
+    with pytest.raises(TypeError):
+        batch.batch_accept_token([m], [float(tok)])
+
+
+def test_py_one_matcher_from_many_threads_raises_instead_of_racing(store):
+    """Eight threads on one matcher: every call either completes or raises
+    'in use by another thread'; the matcher ends consistent."""
+    m = cfgmask.GrammarMatcher(store)
+    errors, other = [], []
+    stop = time.monotonic() + 20
+
+    long_text = "[" + "1, " * 20000 + "2"  # an advance long enough for the others to meet it
+
+    def work():
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        for _ in range(200):
+            if time.monotonic() > stop:
+                return
+            try:
+                m.fill_next_token_bitmask(bm)
+                if m.accept_string(long_text):
+                    while True:  # undo it, waiting for the others to let go
+                        try:
+                            m.rollback(1)
+                            break
+                        except cfgmask.Error as e:
+                            if "in use by another thread" not in str(e):
+                                raise
+                            errors.append(e)
+            except cfgmask.Error as e:
+                if "in use by another thread" in str(e):
+                    errors.append(e)
+                else:
+                    other.append(e)
+            except Exception as e:  # noqa: BLE001 - anything else is a failure
+                other.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not other, other[:3]
+    assert errors, "eight threads never met on one matcher"
+    assert m.text == ""
+    assert m.accept_string('["x"]') and m.can_end()
+
+
+def test_py_many_threads_share_one_store(store):
+    """Sixteen threads, each with its own matcher and forks of it, over one
+    store: the masks are those computed alone."""
+    texts = ['{"k": [', "[1, 2, 3", '{"a": {"b": ', "[[[[", '"s', "[true, ", '{"x": 1', "[]"]
+    def mask(mm):
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        mm.fill_next_token_bitmask(bm)
+        return bm[0].copy()
+    alone = []
+    for t in texts:
+        mm = cfgmask.GrammarMatcher(store)
+        mm.accept_string(t)
+        alone.append(mask(mm))
+    bad = []
+
+    def work(i):
+        mm = cfgmask.GrammarMatcher(store)
+        mm.accept_string(texts[i % len(texts)])
+        f = mm.fork()
+        for _ in range(30):
+            for x in (mm, f):
+                if not np.array_equal(mask(x), alone[i % len(texts)]):
+                    bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+QWEN2 = os.environ.get("CFGMASK_TOK_QWEN2", "/work/main/.cache/tokenizers/qwen2.gguf")
+TOOLS = os.path.join(os.path.dirname(__file__), "..", "tools")
+
+
+@pytest.mark.skipif(not os.path.exists(QWEN2), reason="qwen2 tokenizer not available")
+def test_canonical_ids_reads_tokenizer_json(tmp_path):
+    """canonical_ids.py takes a tokenizer.json as the command does; its ids
+    spell the file and are those the `tokenizers` package gives."""
+    import sys
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("gguf")
+    tj = tmp_path / "tokenizer.json"
+    subprocess.run([sys.executable, os.path.join(TOOLS, "vocab_oracle.py"), "make-json", QWEN2,
+                    str(tj)], check=True, timeout=300)
+    text = tmp_path / "a.json"
+    text.write_text('{"caf\u00e9": [1, 2.5], "k": "x y"}\n')
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "canonical_ids.py"), str(tj),
+                        str(text)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    ids = [int(x) for x in (tmp_path / "a.json.ids").read_text().split()]
+    from tokenizers import Tokenizer
+    assert ids == Tokenizer.from_file(str(tj)).encode(text.read_text(),
+                                                      add_special_tokens=False).ids
+    sys.path.insert(0, TOOLS)
+    try:
+        import canonical_ids
+        assert canonical_ids.Encoder(str(tj)).decode(ids) == text.read_bytes()
+    finally:
+        sys.path.remove(TOOLS)
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "canonical_ids.py"), str(tmp_path),
+                        str(text)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "is a directory" in r.stderr
+
+
+def _no_eos_tokenizer(tmp_path):
+    import json
+    vocab = {c: i for i, c in enumerate(["a", "b", "[", "]", ",", "ab", "<end>"])}
+    spec = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+            "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]}}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+NO_EOS_GRAMMAR = 'start: "[" [X ("," X)*] "]"\nX: /(ab)+/\n'
+
+
+@needs_bin
+def test_cli_tokenizer_without_eos_warns_and_eos_names_one(tmp_path):
+    tok = _no_eos_tokenizer(tmp_path)
+    g = tmp_path / "g.lark"
+    g.write_text(NO_EOS_GRAMMAR)
+    out = tmp_path / "o.cfgm"
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "warning" in r.stderr and "--eos" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet", "--eos", "<end>")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert cfgmask.Store.load(str(out)).eos_ids == [6]
+    r = run("compile", g, "--tokenizer", tok, "-o", out, "--quiet", "--eos", "5")
+    assert r.returncode == 0 and cfgmask.Store.load(str(out)).eos_ids == [5]
+    out.unlink()
+    line = one_line_error(run("compile", g, "--tokenizer", tok, "-o", out, "--eos", "<stop>"))
+    assert "<stop>" in line and not out.exists()
+    one_line_error(run("compile", g, "--tokenizer", tok, "-o", out, "--eos", "99"))
+
+
+def test_py_tokenizer_without_eos_warns_and_eos_names_one(tmp_path):
+    tok = _no_eos_tokenizer(tmp_path)
+    with pytest.warns(UserWarning, match="end-of-sequence"):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok))
+    store = cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos="<end>")
+    assert store.eos_ids == [6]
+    m = cfgmask.GrammarMatcher(store)
+    assert m.accept_string("[ab]") and m.accept_token(6) and m.is_terminated()
+    assert cfgmask.compile_grammar(NO_EOS_GRAMMAR, cfgmask.Tokenizer(str(tok)), eos=5).eos_ids == [5]
+    with pytest.raises(cfgmask.Error, match="eos"):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos="<stop>")
+    with pytest.raises(TypeError):
+        cfgmask.compile_grammar(NO_EOS_GRAMMAR, str(tok), eos=1.0)
+
+
+WARN_GRAMMAR = '''start: "[" item "]"
+item: WORD
+orphan: "x" item
+WORD: /[a-z]+/
+UNUSED: /[0-9]+/
+DIGIT: /[0-9]/
+NUMBER: DIGIT+
+%declare _INDENT _DEDENT
+'''
+
+
+@needs_bin
+@needs_tok
+def test_cli_warns_of_likely_mistakes(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(WARN_GRAMMAR)
+    out = tmp_path / "o.cfgm"
+    r = run("compile", g, "--tokenizer", TOK, "-o", out, "--quiet", "--indenter", "none")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert f"cfgmask: {g}:3:1: warning: rule 'orphan' is unreachable from the start rule" in lines
+    assert f"cfgmask: {g}:5:1: warning: terminal UNUSED is never used" in lines
+    assert not any("DIGIT" in x for x in lines), lines  # used inside NUMBER
+    assert any("NUMBER is never used" in x for x in lines), lines
+    assert any("%declare'd terminal _INDENT" in x for x in lines), lines
+    # A clean grammar gives no warning.
+    g.write_text('start: "[" WORD "]"\nWORD: /[a-z]+/\n')
+    r = run("compile", g, "--tokenizer", TOK, "-o", out, "--quiet")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+@needs_tok
+def test_py_warns_of_likely_mistakes():
+    with pytest.warns(UserWarning) as rec:
+        cfgmask.compile_grammar(WARN_GRAMMAR.replace("%declare _INDENT _DEDENT\n", ""), TOK)
+    msgs = [str(w.message) for w in rec]
+    assert any("<string>:3:1: warning: rule 'orphan'" in m or "rule 'orphan' is unreachable" in m
+               for m in msgs), msgs
+    assert any("UNUSED is never used" in m for m in msgs), msgs
