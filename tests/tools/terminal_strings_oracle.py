@@ -31,7 +31,13 @@ def project_terminals():
     d = os.path.join(ROOT, "grammar", "lark")
     for name in sorted(os.listdir(d)):
         if name.endswith(".lark"):
-            g = Lark.open(os.path.join(d, name), parser="lalr", lexer="contextual", start="start")
+            path = os.path.join(d, name)
+            # A grammar names its start rules on its first line as
+            # "// start: a b" (as tests/lark_reader_test.cc reads them).
+            with open(path, encoding="utf-8") as f:
+                first = f.readline()
+            start = first[len("// start:"):].split() if first.startswith("// start:") else []
+            g = Lark.open(path, parser="lalr", lexer="contextual", start=start or ["start"])
             pats += [t.pattern.to_regexp() for t in g.terminals]
     return pats
 
