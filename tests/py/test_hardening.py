@@ -17,32 +17,14 @@ import cfgmask
 BIN = os.environ.get("CFGMASK_BIN", "/work/main/build/cfgmask")
 TOK = os.environ.get("CFGMASK_TOK_LLAMA_SPM", "/work/main/.cache/tokenizers/llama-spm.gguf")
 
-JSON_GRAMMAR = r"""
-?start: value
-?value: object | array | STRING | NUMBER | "true" | "false" | "null"
-array  : "[" [value ("," value)*] "]"
-object : "{" [pair ("," pair)*] "}"
-pair   : STRING ":" value
-STRING : /"([^"\\\x00-\x1f]|\\["\\\/bfnrt])*"/
-NUMBER : /-?(0|[1-9][0-9]*)(\.[0-9]+)?/
-%ignore /[ \t\n\r]+/
-"""
+from test_package import JSON_GRAMMAR  # noqa: E402  (the same small JSON grammar)
 
 needs_tok = pytest.mark.skipif(not os.path.exists(TOK), reason="llama-spm tokenizer not available")
 needs_bin = pytest.mark.skipif(not os.path.exists(BIN), reason=f"{BIN} not built")
 
 
-def run(*args):
-    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=300)
-
-
-def one_line_error(r):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("cfgmask: "), r.stderr
-    return lines[0]
+from test_cli import assert_one_line_error as one_line_error  # noqa: E402
+from test_cli import run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
