@@ -37,6 +37,7 @@
 #include "grammar/ebnf_to_bnf.h"
 #include "grammar/lark_tree.h"
 #include "grammar/terminal_join.h"
+#include "grammar/utf8.h"
 
 namespace cfgmask {
 namespace {
@@ -447,18 +448,8 @@ Status CheckUtf8(const std::string& text, const std::string* file) {
   size_t i = 0;
   while (i < text.size()) {
     const uint8_t c = static_cast<uint8_t>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= text.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(text[i + k]) >> 6) == 2;
-    if (ok && len == 2) ok = c >= 0xC2;
-    if (ok && len == 3) {
-      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
-      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
-    }
-    if (ok && len == 4) {
-      const uint8_t d = static_cast<uint8_t>(text[i + 1]);
-      ok = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
-    }
+    const size_t len = Utf8SequenceLength(text, i);
+    const bool ok = len > 0;
     if (!ok) {
       static const char kHex[] = "0123456789abcdef";
       return ErrorAt(ErrorCode::kGrammarSyntax, SourcePos{line, column, file},

@@ -16,6 +16,7 @@
 #ifndef CFGMASK_MASKSTORE_COMPILED_STORE_H_
 #define CFGMASK_MASKSTORE_COMPILED_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -126,6 +127,12 @@ struct CompiledStore {
                             token_offsets[t + 1] - token_offsets[t]);
   }
   int32_t mask_words() const { return (vocab_size + 31) / 32; }
+  // Is terminal t in terminal set `set` (sorted set_data[set_offsets[set]..])?
+  bool SetContains(int32_t set, int32_t t) const {
+    const int32_t* b = set_data.data() + set_offsets[set];
+    const int32_t* e = set_data.data() + set_offsets[set + 1];
+    return std::binary_search(b, e, t);
+  }
   size_t MemoryBytes() const;
 };
 

@@ -815,9 +815,8 @@ void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
 // comes at all.
 // Every action on k in that state needs k lexed in that state (the contextual
 // lexer scans with the state's scanner before any reduction), so it is
-// removed; the scanner itself stays Lark's.  Then states from which the
-// parser can never accept lose their actions and the shifts into them (see
-// below).  Both steps remove only moves that no text Lark accepts makes:
+// removed; the scanner itself stays Lark's.  CloseDeadStates then removes
+// the states this strands.  Both steps remove only moves that no text Lark accepts makes:
 // masks shrink exactly by tokens that lead to dead ends (e.g.
 // `comment: /#[^\n]*\n/ "\n"` with `%ignore /[ \t\n]+/`).
 void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, CompiledStore* s) {
@@ -862,11 +861,16 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
       if (never) s->action[static_cast<size_t>(st) * NT + k] = 0;
     }
   }
-  // States from which no completion exists, whatever the stack below:
-  // live(q) when q accepts, shifts to a live state, or reduces by A -> x1..xn
-  // where some state p with a path of n transitions to q has a live
-  // goto(p, A).  Every state on a completing run of the parser is live, so
-  // the rest are dead: their actions and the shifts into them go.
+}
+
+// States from which no completion exists, whatever the stack below:
+// live(q) when q accepts, shifts to a live state, or reduces by A -> x1..xn
+// where some state p with a path of n transitions to q has a live
+// goto(p, A).  Every state on a completing run of the parser is live, so
+// the rest are dead: their actions and the shifts into them go.  Run after
+// PruneUnlexableLookaheads, whose removals can leave states stranded.
+void CloseDeadStates(CompiledStore* s) {
+  const int32_t NT = s->num_parse_terminals;
   const int32_t S = s->num_states, NN = s->num_nonterminals;
   std::vector<std::vector<int32_t>> preds(S);
   for (int32_t st = 0; st < S; ++st) {
@@ -933,7 +937,6 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
     }
   }
 }
-
 
 }  // namespace
 
@@ -1074,6 +1077,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
   }
 
   PruneUnlexableLookaheads(g, *a, &s);
+  CloseDeadStates(&s);
 
   Interner in;     // the store's item and sequence ids
   in.SeqIds({});  // seq 0: empty

@@ -750,6 +750,12 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
   constexpr int64_t kNodes = 20000;
   const Session walked = session->Fork();
   const int64_t walked_tokens = *tokens;
+  auto give_up = [&](std::string reason) {  // back to where the walk stopped
+    *why = std::move(reason);
+    *session = walked;
+    *tokens = walked_tokens;
+    return false;
+  };
   int64_t back = 0;
   for (int64_t step = 8;; step *= 2) {
     std::string text;
@@ -762,19 +768,13 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
       for (const Segment& seg : segmenter.Cut(text, SegmentMode::kGreedy, &unused)) {
         session->FillMask(mask.data());
         if (seg.token < 0 || !Allowed(mask, seg.token)) {
-          *why = "the completion \"" + Printable(text) + "\" needs " +
-                 (seg.token < 0 ? std::string("a byte with no token")
-                                : TokenLabel(store, seg.token) + ", which is not in the mask");
-          *session = walked;
-          *tokens = walked_tokens;
-          return false;
+          return give_up("the completion \"" + Printable(text) + "\" needs " +
+                         (seg.token < 0 ? std::string("a byte with no token")
+                                        : TokenLabel(store, seg.token) + ", which is not in the mask"));
         }
         Status st = session->Advance(seg.token);
         if (!st.ok()) {
-          *why = "the completion: " + OneLine(st.message());
-          *session = walked;
-          *tokens = walked_tokens;
-          return false;
+          return give_up("the completion: " + OneLine(st.message()));
         }
         ++added;
       }
@@ -782,10 +782,7 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
       bool eos = false;
       for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
       if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
-        *why = "the completion \"" + Printable(text) + "\" does not end the text";
-        *session = walked;
-        *tokens = walked_tokens;
-        return false;
+        return give_up("the completion \"" + Printable(text) + "\" does not end the text");
       }
       *tokens += added;
       *why = (back ? "rolled back " + std::to_string(back) + " tokens, " : std::string()) +
@@ -794,20 +791,14 @@ bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer*
     }
     if (found == CompletionResult::kNone && back == 0) {
       // Proved: nothing completes the text as walked.
-      *why = "no completion exists: the search went through all " + std::to_string(nodes) +
-             " configurations reachable from here";
-      *session = walked;
-      *tokens = walked_tokens;
-      return false;
+      return give_up("no completion exists: the search went through all " +
+                     std::to_string(nodes) + " configurations reachable from here");
     }
     const int64_t k = std::min<int64_t>(step, session->HistoryLength());
     if (k == 0) {
-      *why = "no completion found within the search budget of " + std::to_string(kNodes) +
-             " nodes, from the text as walked or after rolling back " + std::to_string(back) +
-             " tokens";
-      *session = walked;
-      *tokens = walked_tokens;
-      return false;
+      return give_up("no completion found within the search budget of " +
+                     std::to_string(kNodes) + " nodes, from the text as walked or after rolling back " +
+                     std::to_string(back) + " tokens");
     }
     session->Rollback(static_cast<int32_t>(k));
     *tokens -= k;

@@ -330,7 +330,6 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
   // nodes made; every node made counts against the budget.
   struct Node {
     int64_t parent;
-    int32_t g;
     uint8_t byte;
   };
   struct Open {
@@ -340,7 +339,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
       return std::tie(f, o.g, id) > std::tie(o.f, g, o.id);
     }
   };
-  std::vector<Node> nodes{Node{-1, 0, 0}};
+  std::vector<Node> nodes{Node{-1, 0}};
   std::priority_queue<Open, std::vector<Open>, std::greater<Open>> open;
   std::unordered_map<uint64_t, int32_t> seen{{SessionKey(*session), 0}};
   const int32_t h0 = Estimate(*session);
@@ -383,7 +382,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
             if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
               budget_hit = true;
             } else {
-              nodes.push_back(Node{node.id, node.g + 1, static_cast<uint8_t>(b)});
+              nodes.push_back(Node{node.id, static_cast<uint8_t>(b)});
               open.push(Open{node.g + 1 + h, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
             }
           }

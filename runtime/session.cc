@@ -112,11 +112,6 @@ struct Sim {
       extra[ne++] = g;
     }
   }
-  bool InSet(int32_t set, int32_t t) const {
-    const int32_t* b = s->set_data.data() + s->set_offsets[set];
-    const int32_t* e = s->set_data.data() + s->set_offsets[set + 1];
-    return std::binary_search(b, e, t);
-  }
   bool TailOk(int32_t item) const {
     const int32_t state = Top();
     const int32_t alive = s->item_blockers[item], matched = s->item_full[item];
@@ -139,7 +134,7 @@ struct Sim {
       // but only if the text so far is a prefix of k (k still alive).
       for (int32_t j = s->unless_offsets[t]; j < s->unless_offsets[t + 1]; ++j) {
         const int32_t k = s->unless_data[j];
-        if (InTerms(state, k) && InSet(alive, k) && Accepts(k)) return true;
+        if (InTerms(state, k) && s->SetContains(alive, k) && Accepts(k)) return true;
       }
     }
     return false;

@@ -263,11 +263,6 @@ class Prover {
 
   // Runtime's Sim::TailOk, proved for every configuration: some terminal of
   // the tail that the known top state scans, unblocked, is taken.
-  bool InSet(int32_t set, int32_t t) const {
-    const int32_t* b = s_.set_data.data() + s_.set_offsets[set];
-    const int32_t* e = s_.set_data.data() + s_.set_offsets[set + 1];
-    return std::binary_search(b, e, t);
-  }
   bool TailProved(const std::vector<int32_t>& K, int32_t item) {
     const int32_t state = K.back();
     const int32_t alive = s_.item_blockers[item], matched = s_.item_full[item];
@@ -290,7 +285,7 @@ class Prover {
       // Retyping to a keyword k needs the text so far to be a prefix of k.
       for (int32_t j = s_.unless_offsets[t]; j < s_.unless_offsets[t + 1]; ++j) {
         const int32_t k = s_.unless_data[j];
-        if (InTerms(state, k) && InSet(alive, k) && AcceptsAll(K, k)) return true;
+        if (InTerms(state, k) && s_.SetContains(alive, k) && AcceptsAll(K, k)) return true;
       }
     }
     return false;

@@ -24,6 +24,7 @@
 #include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/batch.h"
+#include "grammar/utf8.h"
 #include "runtime/cli.h"
 #include "runtime/compile.h"
 #include "runtime/jump_forward.h"
@@ -44,18 +45,8 @@ std::string Utf8Escaped(const std::string& in) {
   size_t i = 0;
   while (i < in.size()) {
     const uint8_t c = static_cast<uint8_t>(in[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(in[i + k]) >> 6) == 2;
-    if (ok && len == 2) ok = c >= 0xC2;
-    if (ok && len == 3) {
-      const uint8_t d = static_cast<uint8_t>(in[i + 1]);
-      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
-    }
-    if (ok && len == 4) {
-      const uint8_t d = static_cast<uint8_t>(in[i + 1]);
-      ok = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
-    }
+    const size_t len = Utf8SequenceLength(in, i);
+    const bool ok = len > 0;
     if (ok) {
       out.append(in, i, len);
       i += len;
