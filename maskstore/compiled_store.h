@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "grammar/status.h"
+#include "parser/lr_core.h"
 
 namespace cfgmask {
 
@@ -113,7 +114,7 @@ struct CompiledStore {
     int64_t nfa_transition_entries = 0;  // (root, token, S) triples
     int64_t rows_before_streamlining = 0;
     int64_t simulated_pairs = 0;         // (root, token) pairs checked by simulation
-    // The merge pass (streamline/row_fold.h); streamlined = 0 when it did not run.
+    // The merge pass (streamline/streamline.h); streamlined = 0 when it did not run.
     int64_t streamlined = 0;
     int64_t rows_deleted = 0, never_queries = 0;  // never-legal rows deleted
     int64_t rows_after_fold = 0;
@@ -127,6 +128,11 @@ struct CompiledStore {
                             token_offsets[t + 1] - token_offsets[t]);
   }
   int32_t mask_words() const { return (vocab_size + 31) / 32; }
+  // The parse tables, for the LR core (parser/lr_core.h).
+  LrTables lr() const {
+    return {action.data(), goto_table.data(), rule_lhs.data(), rule_length.data(), num_states,
+            num_parse_terminals, num_nonterminals, static_cast<int32_t>(rule_lhs.size())};
+  }
   // Is terminal t in terminal set `set` (sorted set_data[set_offsets[set]..])?
   bool SetContains(int32_t set, int32_t t) const {
     const int32_t* b = set_data.data() + set_offsets[set];

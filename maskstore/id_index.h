@@ -2,7 +2,7 @@
 // entries live in the caller's own list: the table holds ids only, so a
 // look-up compares against the list and allocates nothing.  Used by the
 // vocabulary walk's interner (maskstore/store_builder.cc) and the
-// streamlining prover's memo (streamline/row_fold.cc).
+// streamlining prover's memo (streamline/exploration.cc).
 #ifndef CFGMASK_MASKSTORE_ID_INDEX_H_
 #define CFGMASK_MASKSTORE_ID_INDEX_H_
 

@@ -123,11 +123,6 @@ uint64_t Fnv(uint64_t h, uint64_t v) {
   return h;
 }
 
-uint64_t StackHash(const std::vector<int32_t>& stack) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int32_t x : stack) h = Fnv(h, static_cast<uint32_t>(x));
-  return Fnv(h, stack.size());
-}
 
 }  // namespace
 
@@ -139,7 +134,7 @@ uint64_t SessionKey(const Session& session) {
     h = Fnv(h, static_cast<uint32_t>(l.q));
     h = Fnv(h, static_cast<uint32_t>(l.col));
     for (uint64_t w : l.slot_bits) h = Fnv(h, w);
-    h = Fnv(h, StackHash(*l.stack));
+    h = Fnv(h, l.stack.Hash());
     for (int32_t x : l.indent) h = Fnv(h, static_cast<uint32_t>(x));
     h = Fnv(h, static_cast<uint32_t>(l.paren));
     h = Fnv(h, 0x5eed);
@@ -308,11 +303,11 @@ int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
 int32_t Completer::Estimate(const Session& session) {
   int32_t best = INT32_MAX;
   for (const LiveState& l : session.live()) {
-    const uint64_t h = StackHash(*l.stack);
+    const uint64_t h = l.stack.Hash();
     auto it = stack_cost_memo_.find(h);
     if (it == stack_cost_memo_.end()) {
       if (stack_cost_memo_.size() > (1u << 20)) stack_cost_memo_.clear();
-      it = stack_cost_memo_.emplace(h, StackCost(*l.stack)).first;
+      it = stack_cost_memo_.emplace(h, StackCost(l.stack.States())).first;
     }
     best = std::min(best, it->second);
   }

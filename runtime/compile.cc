@@ -10,7 +10,7 @@
 #include <new>
 
 #include "maskstore/row_codec.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 
 namespace cfgmask {
 

@@ -1,6 +1,6 @@
 // The whole offline pipeline behind `cfgmask compile` and the Python
 // package's compile_grammar: the store build (maskstore/store_builder.h),
-// then, unless turned off, the streamlining merge pass (streamline/row_fold.h),
+// then, unless turned off, the streamlining merge pass (streamline/streamline.h),
 // whose figures go into the store's statistics.
 #ifndef CFGMASK_RUNTIME_COMPILE_H_
 #define CFGMASK_RUNTIME_COMPILE_H_

@@ -23,7 +23,7 @@ uint64_t RowMemo::Hash(const LiveState& l) {
   mix(static_cast<uint32_t>(l.q));
   mix(static_cast<uint32_t>(l.col));
   mix(static_cast<uint32_t>(l.paren));
-  mix(static_cast<uint32_t>(l.stack->back()));
+  mix(static_cast<uint32_t>(l.stack.Top()));
   for (int32_t v : l.indent) mix(static_cast<uint32_t>(v));
   for (uint64_t v : l.slot_bits) mix(v);
   return h ^ (h >> 31);
@@ -33,12 +33,19 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
   Shard& sh = ShardOf(hash);
   std::lock_guard<std::mutex> lock(sh.mu);
   auto [b, e] = sh.map.equal_range(hash);
-  const std::vector<int32_t>& st = *l.stack;
+  // Does the stack end with `suffix` (bottom first)?  Walked from the top.
+  auto ends_with = [&l](const std::vector<int32_t>& suffix) {
+    if (suffix.size() > l.stack.Depth()) return false;
+    const LrStack::Node* n = l.stack.top_node();
+    for (size_t i = suffix.size(); i-- > 0; n = n->parent) {
+      if (n->state != suffix[i]) return false;
+    }
+    return true;
+  };
   for (auto it = b; it != e; ++it) {
     const Entry& x = it->second;
-    if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.suffix.size() > st.size() ||
-        x.indent != l.indent || x.slots != l.slot_bits ||
-        !std::equal(x.suffix.begin(), x.suffix.end(), st.end() - x.suffix.size())) {
+    if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.indent != l.indent ||
+        x.slots != l.slot_bits || !ends_with(x.suffix)) {
       continue;
     }
     rows->insert(rows->end(), x.rows.begin(), x.rows.end());
@@ -50,14 +57,12 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
 }
 
 void RowMemo::Put(const LiveState& l, uint64_t hash, size_t low, const int32_t* rows, size_t n) {
-  const std::vector<int32_t>& st = *l.stack;
-  low = std::min(low, st.size() - 1);  // the top is always part of the key
-  Entry x{l.q,
-          l.col,
-          l.paren,
-          l.indent,
-          l.slot_bits,
-          std::vector<int32_t>(st.begin() + static_cast<std::ptrdiff_t>(low), st.end()),
+  const size_t depth = l.stack.Depth();
+  low = std::min(low, depth - 1);  // the top is always part of the key
+  std::vector<int32_t> suffix(depth - low);
+  const LrStack::Node* node = l.stack.top_node();
+  for (size_t i = suffix.size(); i-- > 0; node = node->parent) suffix[i] = node->state;
+  Entry x{l.q, l.col, l.paren, l.indent, l.slot_bits, std::move(suffix),
           std::vector<int32_t>(rows, rows + n)};
   const int64_t bytes =
       static_cast<int64_t>(sizeof(Entry) + 64 +

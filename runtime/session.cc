@@ -6,58 +6,30 @@
 
 #include "grammar/check.h"
 #include "lexer/terminal_automaton.h"
-#include "parser/lalr.h"
+#include "parser/lr_core.h"
 #include "runtime/or_reduce.h"
 #include "runtime/row_memo.h"
 
 namespace cfgmask {
 
-// The parser state of a hypothesis while a sequence is checked: the shared
-// base stack cut at `cut`, plus an overlay of states pushed since.
+// The parser state of a hypothesis while a sequence is checked: its LR
+// stack as an overlay view (parser/lr_core.h), plus the indenter's and the
+// open slots' state.
 struct Sim {
   const CompiledStore* s;
-  const std::vector<int32_t>* base;
-  size_t cut;
-  std::vector<int32_t> overlay;
+  LrTables lr;
+  LrOverlay stack;
   std::vector<int32_t> indent;
   int32_t paren;
   std::vector<uint64_t> slots;  // scanner_words per slot
   std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
-  // When set: the lowest index of `base` read so far (the row memo keys a
-  // result by the part of the stack it depends on).  Shared by the copies.
-  size_t* low = nullptr;
 
-  int32_t Base(size_t i) const {
-    if (low && i < *low) *low = i;
-    return (*base)[i];
-  }
-  int32_t Top() const { return overlay.empty() ? Base(cut - 1) : overlay.back(); }
-  void Pop(int32_t n) {
-    while (n > 0 && !overlay.empty()) {
-      overlay.pop_back();
-      --n;
-    }
-    cut -= n;
-  }
+  int32_t Top() const { return stack.Top(); }
   // Shifts terminal t after the reductions it triggers; false if rejected.
   // For $END, true once the input is accepted.
   bool Feed(int32_t t) {
     if (trace) trace->push_back(t);
-    for (;;) {
-      int32_t top = Top();
-      int32_t a = s->action[static_cast<size_t>(top) * s->num_parse_terminals + t];
-      if (a == 0) return false;
-      if (a == kAcceptAction) return true;
-      if (a > 0) {
-        overlay.push_back(a - 1);
-        return true;
-      }
-      int32_t r = -(a + 1);
-      Pop(s->rule_length[r]);
-      int32_t g = s->goto_table[static_cast<size_t>(Top()) * s->num_nonterminals + s->rule_lhs[r]];
-      if (g < 0) return false;
-      overlay.push_back(g);
-    }
+    return LrTaken(LrFeed(lr, t, &stack));
   }
   bool InAlt(int32_t state, int32_t t) const {
     return (s->scanner_alt[static_cast<size_t>(state) * s->scanner_words + t / 64] >> (t & 63)) & 1;
@@ -79,39 +51,9 @@ struct Sim {
     }
     return col == indent.back();
   }
-  // Would terminal t be shifted now?  The reductions are simulated on a
-  // small local stack over the real one (entries popped from its top are
-  // only counted), so nothing is copied or allocated.
-  bool Accepts(int32_t t) const {
-    constexpr int kExtra = 64;
-    int32_t extra[kExtra];
-    int ne = 0;
-    size_t popped = 0;
-    const size_t real = cut + overlay.size();
-    auto top = [&]() -> int32_t {
-      if (ne > 0) return extra[ne - 1];
-      const size_t i = real - popped - 1;
-      return i < cut ? Base(i) : overlay[i - cut];
-    };
-    for (;;) {
-      const int32_t a = s->action[static_cast<size_t>(top()) * s->num_parse_terminals + t];
-      if (a == 0) return false;
-      if (a == kAcceptAction || a > 0) return true;
-      const int32_t r = -(a + 1);
-      const int32_t len = s->rule_length[r];
-      const int32_t from_extra = std::min(len, ne);
-      ne -= from_extra;
-      popped += static_cast<size_t>(len - from_extra);
-      const int32_t g =
-          s->goto_table[static_cast<size_t>(top()) * s->num_nonterminals + s->rule_lhs[r]];
-      if (g < 0) return false;
-      if (ne == kExtra) {  // a very long chain of reductions: fall back to a copy
-        Sim copy = *this;
-        return copy.Feed(t);
-      }
-      extra[ne++] = g;
-    }
-  }
+  // Would terminal t be shifted now?  Simulated on a scratch overlay:
+  // nothing is copied or allocated.
+  bool Accepts(int32_t t) const { return LrWouldTake(lr, stack, t); }
   bool TailOk(int32_t item) const {
     const int32_t state = Top();
     const int32_t alive = s->item_blockers[item], matched = s->item_full[item];
@@ -201,8 +143,7 @@ constexpr size_t kPruneHypotheses = 64;
 constexpr size_t kMaxHypotheses = 1 << 16;
 
 Sim MakeSim(const CompiledStore* s, const LiveState& l) {
-  Sim sim{s, l.stack.get(), l.stack->size(), {}, l.indent, l.paren, l.slot_bits};
-  return sim;
+  return Sim{s, s->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
 }
 
 int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
@@ -234,7 +175,7 @@ void Session::Reset() {
   LiveState l;
   l.q = store_->initial_lex_state;
   l.col = -1;  // no newline yet in the first terminal
-  l.stack = std::make_shared<const std::vector<int32_t>>(1, store_->start_state);
+  l.stack = LrStack(store_->start_state);
   l.indent = {0};
   live_.push_back(std::move(l));
   text_.clear();
@@ -242,9 +183,9 @@ void Session::Reset() {
   history_.reset();
   history_len_ = 0;
   empty_language_ = true;
-  const int32_t NT = store_->num_parse_terminals;
-  for (int32_t t = 0; t < NT && empty_language_; ++t) {
-    empty_language_ = store_->action[static_cast<size_t>(store_->start_state) * NT + t] == 0;
+  const LrTables lr = store_->lr();
+  for (int32_t t = 0; t < lr.num_terminals && empty_language_; ++t) {
+    empty_language_ = !lr.HasAction(store_->start_state, t);
   }
 }
 
@@ -352,9 +293,9 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       if (memo_->Find(l, hash, rows)) continue;
     }
     const size_t first = rows->size();
-    size_t low = l.stack->size();
+    size_t low = l.stack.Depth();
     sims.assign(1, MakeSim(s, l));
-    if (memo_) sims[0].low = &low;
+    if (memo_) sims[0].stack.set_low(&low);
     const int32_t* prev = nullptr;
     int32_t prev_len = 0, valid = 0;
     int32_t fail_at = INT32_MAX;
@@ -406,7 +347,7 @@ void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32
   if (levels.empty()) levels.resize(1);
   levels[0].clear();
   levels[0].push_back(W{l.q, false, 0, MakeSim(s, l)});
-  levels[0][0].sim.low = low;
+  levels[0][0].sim.stack.set_low(low);
   auto apply = [&](Sim* sim, int32_t hits_seq) {
     for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
       if (!sim->Item(s->seq_data[i], l.col)) return false;
@@ -640,10 +581,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       }
       n.q = q;
       n.col = ColumnDelta::Resolve(w.abs, w.col, l.col);
-      auto stack = std::make_shared<std::vector<int32_t>>(l.stack->begin(),
-                                                          l.stack->begin() + sim.cut);
-      stack->insert(stack->end(), sim.overlay.begin(), sim.overlay.end());
-      n.stack = std::move(stack);
+      n.stack = sim.stack.Commit();
       n.indent = std::move(sim.indent);
       n.paren = sim.paren;
       const int32_t map = s->compact_map[w.q];
@@ -663,12 +601,14 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
   }
   // Deduplicate.
   std::sort(out->begin(), out->end(), [](const LiveState& a, const LiveState& b) {
-    return std::tie(a.q, a.col, *a.stack, a.indent, a.paren, a.slot_bits) <
-           std::tie(b.q, b.col, *b.stack, b.indent, b.paren, b.slot_bits);
+    if (a.q != b.q) return a.q < b.q;
+    if (a.col != b.col) return a.col < b.col;
+    if (const int c = LrStack::Compare(a.stack, b.stack); c != 0) return c < 0;
+    return std::tie(a.indent, a.paren, a.slot_bits) < std::tie(b.indent, b.paren, b.slot_bits);
   });
   out->erase(std::unique(out->begin(), out->end(),
                          [](const LiveState& a, const LiveState& b) {
-                           return a.q == b.q && a.col == b.col && *a.stack == *b.stack &&
+                           return a.q == b.q && a.col == b.col && a.stack == b.stack &&
                                   a.indent == b.indent && a.paren == b.paren &&
                                   a.slot_bits == b.slot_bits;
                          }),

@@ -26,6 +26,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
+#include "parser/lr_core.h"
 
 namespace cfgmask {
 
@@ -35,7 +36,7 @@ struct LiveState {
   // Per open slot, the union of the alternation sets (terminal bitsets) of the
   // scanners where its merged boundaries happened: scanner_words each.
   std::vector<uint64_t> slot_bits;
-  std::shared_ptr<const std::vector<int32_t>> stack;
+  LrStack stack;                     // persistent: shared by forks and the history
   std::vector<int32_t> indent;       // indenter stack, starts {0}
   int32_t paren = 0;
   // With tracing on: the terminals fed to the parser so far (for tests).

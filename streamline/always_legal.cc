@@ -1,353 +1,69 @@
-// Unlimited credit exploration (seed, "is_always_legal"), on the symbol
-// pushdown automaton of the seed and on the LALR(1) automaton.  See
-// always_legal.h.  Tested by always_legal_test.cc.
+// is_always_legal on the LR tables: see always_legal.h.
 #include "streamline/always_legal.h"
 
 #include <chrono>
-#include <cstring>
-#include <string>
-#include <unordered_map>
-#include <utility>
 
 #include "grammar/check.h"
-#include "streamline/never_legal.h"
 
 namespace cfgmask {
 namespace {
-
-enum class NodeKind : uint8_t {
-  kAccept,  // all of S generated
-  kDead,    // no move, or cut by a bound
-  kAny,     // ε edges: ε-coaccessible if one successor is
-  kAll,     // borrowing edges: ε-coaccessible if every successor is
-};
-
-// The NFA of the exploration, built breadth first from the root, then solved
-// for ε-coaccessibility as a least fixpoint (counter per node, reverse edges).
-class ExplorationGraph {
- public:
-  using Key = std::vector<int32_t>;
-
-  int32_t Intern(const Key& key) {
-    std::string bytes(reinterpret_cast<const char*>(key.data()), key.size() * sizeof(int32_t));
-    auto [it, inserted] = ids_.emplace(std::move(bytes), static_cast<int32_t>(kind_.size()));
-    if (inserted) {
-      kind_.push_back(NodeKind::kDead);
-      succ_.emplace_back();
-      keys_.push_back(key);
-    }
-    return it->second;
-  }
-  int32_t size() const { return static_cast<int32_t>(kind_.size()); }
-  const Key& key(int32_t id) const { return keys_[id]; }
-  void Set(int32_t id, NodeKind kind, std::vector<int32_t> succ) {
-    kind_[id] = kind;
-    succ_[id] = std::move(succ);
-  }
-
-  // Expands nodes in creation order until done or `max_nodes` are built
-  // (unexpanded nodes stay dead).  Returns false when the budget was hit.
-  template <typename Expand>
-  bool Explore(int32_t max_nodes, Expand&& expand) {
-    for (int32_t id = 0; id < size(); ++id) {
-      if (size() > max_nodes) return false;
-      expand(id);
-    }
-    return true;
-  }
-
-  bool Coaccessible(int32_t root) const {
-    const int32_t n = size();
-    std::vector<std::vector<int32_t>> rev(n);
-    std::vector<int32_t> need(n, 0);
-    std::vector<bool> good(n, false);
-    std::vector<int32_t> work;
-    for (int32_t v = 0; v < n; ++v) {
-      for (int32_t w : succ_[v]) rev[w].push_back(v);
-      switch (kind_[v]) {
-        case NodeKind::kAccept: need[v] = 0; break;
-        case NodeKind::kDead: need[v] = -1; break;
-        case NodeKind::kAny: need[v] = succ_[v].empty() ? -1 : 1; break;
-        case NodeKind::kAll: need[v] = static_cast<int32_t>(succ_[v].size()); break;
-      }
-      if (need[v] == 0) {
-        good[v] = true;
-        work.push_back(v);
-      }
-    }
-    while (!work.empty()) {
-      int32_t w = work.back();
-      work.pop_back();
-      for (int32_t v : rev[w]) {
-        if (good[v] || need[v] <= 0) continue;
-        if (--need[v] == 0) {
-          good[v] = true;
-          work.push_back(v);
-        }
-      }
-    }
-    return good[root];
-  }
-
- private:
-  std::unordered_map<std::string, int32_t> ids_;
-  std::vector<NodeKind> kind_;
-  std::vector<std::vector<int32_t>> succ_;
-  std::vector<Key> keys_;
-};
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-constexpr int32_t kAbout = 0;     // "about to generate Z"
-constexpr int32_t kFinished = 1;  // "Z finished"
-
+constexpr int32_t kEmitItem = 0;
 }  // namespace
-
-AlwaysLegalAnalysis::AlwaysLegalAnalysis(const Grammar& grammar, int start_index,
-                                         AlwaysLegalOptions options)
-    : grammar_(grammar), options_(options), start_(StartSymbol(grammar, start_index)) {
-  const std::vector<bool> useful = UsefulRules(grammar, start_);
-  const int32_t num_symbols = grammar.num_symbols();
-  const int32_t num_t = grammar.num_terminals();
-  const int32_t num_rules = static_cast<int32_t>(grammar.rules.size());
-  returns_to_.resize(num_symbols);
-  rules_of_.resize(num_symbols);
-  addr_base_.resize(num_rules);
-  for (int32_t r = 0; r < num_rules; ++r) {
-    const Rule& rule = grammar.rules[r];
-    addr_base_[r] = static_cast<int32_t>(addr_rule_.size());
-    for (size_t i = 1; i <= rule.rhs.size(); ++i) {
-      if (useful[r]) returns_to_[rule.rhs[i - 1]].push_back(static_cast<int32_t>(addr_rule_.size()));
-      addr_rule_.push_back(r);
-      addr_pos_.push_back(static_cast<int32_t>(i));
-    }
-    if (useful[r]) rules_of_[rule.lhs].push_back(r);
-  }
-  nullable_.assign(num_symbols, false);
-  first_.assign(num_symbols, std::vector<bool>(num_t, false));
-  for (int32_t t = 0; t < num_t; ++t) first_[t][t] = true;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t r = 0; r < num_rules; ++r) {
-      if (!useful[r]) continue;
-      const Rule& rule = grammar.rules[r];
-      bool all_nullable = true;
-      for (SymbolId s : rule.rhs) {
-        for (int32_t t = 0; t < num_t; ++t) {
-          if (first_[s][t] && !first_[rule.lhs][t]) {
-            first_[rule.lhs][t] = true;
-            changed = true;
-          }
-        }
-        if (!nullable_[s]) {
-          all_nullable = false;
-          break;
-        }
-      }
-      if (all_nullable && !nullable_[rule.lhs]) {
-        nullable_[rule.lhs] = true;
-        changed = true;
-      }
-    }
-  }
-  rule_first_.assign(num_rules, std::vector<bool>(num_t, false));
-  rule_nullable_.assign(num_rules, false);
-  for (int32_t r = 0; r < num_rules; ++r) {
-    bool all_nullable = true;
-    for (SymbolId s : grammar.rules[r].rhs) {
-      for (int32_t t = 0; t < num_t; ++t)
-        if (first_[s][t]) rule_first_[r][t] = true;
-      if (!nullable_[s]) {
-        all_nullable = false;
-        break;
-      }
-    }
-    rule_nullable_[r] = all_nullable;
-  }
-}
-
-// Node key: {generated, kind, symbol, local stack of return addresses...}.
-bool AlwaysLegalAnalysis::IsAlwaysLegal(int32_t x, std::span<const int32_t> s) {
-  auto t0 = std::chrono::steady_clock::now();
-  ++stats_.queries;
-  CFGMASK_CHECK(x >= 0 && x < grammar_.num_terminals());
-  if (s.empty()) {
-    ++stats_.proved;
-    return true;
-  }
-  const int32_t k = static_cast<int32_t>(s.size());
-  ExplorationGraph graph;
-  const int32_t root = graph.Intern({0, kFinished, x});
-  // Successor after the symbol before return address `a` is finished.
-  auto resume = [&](int32_t j, int32_t a, const std::vector<int32_t>& stack) {
-    const Rule& rule = grammar_.rules[addr_rule_[a]];
-    const int32_t i = addr_pos_[a];
-    ExplorationGraph::Key key{j, kFinished, rule.lhs};
-    if (i < static_cast<int32_t>(rule.rhs.size())) key = {j, kAbout, rule.rhs[i]};
-    key.insert(key.end(), stack.begin(), stack.end());
-    if (i < static_cast<int32_t>(rule.rhs.size())) key.push_back(a + 1);
-    return graph.Intern(key);
-  };
-  const bool complete = graph.Explore(options_.max_nodes, [&](int32_t id) {
-    const ExplorationGraph::Key key = graph.key(id);
-    const int32_t j = key[0], kind = key[1], sym = key[2];
-    std::vector<int32_t> stack(key.begin() + 3, key.end());
-    if (j == k) return graph.Set(id, NodeKind::kAccept, {});
-    const int32_t y = s[j];
-    std::vector<int32_t> succ;
-    if (kind == kAbout) {
-      if (grammar_.IsTerminal(sym)) {
-        if (sym != y) return graph.Set(id, NodeKind::kDead, {});
-        ExplorationGraph::Key next{j + 1, kFinished, sym};
-        next.insert(next.end(), stack.begin(), stack.end());
-        succ.push_back(graph.Intern(next));
-        return graph.Set(id, NodeKind::kAny, std::move(succ));
-      }
-      for (int32_t r : rules_of_[sym]) {
-        if (!rule_first_[r][y] && !rule_nullable_[r]) continue;
-        const Rule& rule = grammar_.rules[r];
-        ExplorationGraph::Key next;
-        if (rule.rhs.empty()) {
-          next = {j, kFinished, sym};
-          next.insert(next.end(), stack.begin(), stack.end());
-        } else {
-          if (static_cast<int32_t>(stack.size()) >= options_.max_stack) continue;
-          next = {j, kAbout, rule.rhs[0]};
-          next.insert(next.end(), stack.begin(), stack.end());
-          next.push_back(addr_base_[r]);  // (r, 1)
-        }
-        succ.push_back(graph.Intern(next));
-      }
-      return graph.Set(id, NodeKind::kAny, std::move(succ));
-    }
-    if (!stack.empty()) {
-      const int32_t a = stack.back();
-      stack.pop_back();
-      succ.push_back(resume(j, a, stack));
-      return graph.Set(id, NodeKind::kAny, std::move(succ));
-    }
-    // Borrow: the real stack's top is one of these; Z0 (end of input) when
-    // the start symbol is finished can never be followed by y.
-    if (sym == start_) return graph.Set(id, NodeKind::kDead, {});
-    for (int32_t a : returns_to_[sym]) succ.push_back(resume(j, a, stack));
-    graph.Set(id, NodeKind::kAll, std::move(succ));
-  });
-  if (!complete) ++stats_.budget_exceeded;
-  stats_.nodes += graph.size();
-  const bool proved = graph.Coaccessible(root);
-  stats_.proved += proved;
-  stats_.seconds += SecondsSince(t0);
-  return proved;
-}
 
 LrAlwaysLegalAnalysis::LrAlwaysLegalAnalysis(const Grammar& grammar, const ParseTables& tables,
                                              int start_index, AlwaysLegalOptions options)
-    : tables_(tables), options_(options), num_grammar_terminals_(grammar.num_terminals()) {
+    : num_grammar_terminals_(grammar.num_terminals()),
+      exploration_(tables, tables.start_state.at(start_index),
+                   ExplorationOptions{options.max_stack, options.max_nodes}) {
   CFGMASK_CHECK(tables.num_terminals == grammar.num_terminals() + 1);
-  CFGMASK_CHECK(start_index >= 0 && start_index < static_cast<int>(tables.start_state.size()));
-  const int32_t n = tables.num_states;
-  std::vector<std::vector<int32_t>> edges(n);
-  for (int32_t q = 0; q < n; ++q) {
-    for (int32_t t = 0; t < tables.num_terminals; ++t) {
-      int32_t act = tables.Action(q, t);
-      if (act > 0 && act != kAcceptAction) edges[q].push_back(act - 1);
-    }
-    for (int32_t a = 0; a < tables.num_nonterminals; ++a)
-      if (tables.Goto(q, a) >= 0) edges[q].push_back(tables.Goto(q, a));
-  }
-  std::vector<bool> reachable(n, false);
-  std::vector<int32_t> work{tables.start_state[start_index]};
-  reachable[work[0]] = true;
-  while (!work.empty()) {
-    int32_t q = work.back();
-    work.pop_back();
-    for (int32_t w : edges[q])
-      if (!reachable[w]) reachable[w] = true, work.push_back(w);
-  }
-  pred_.resize(n);
-  after_.resize(num_grammar_terminals_);
-  for (int32_t q = 0; q < n; ++q) {
-    if (!reachable[q]) continue;
-    for (int32_t w : edges[q])
-      if (pred_[w].empty() || pred_[w].back() != q) pred_[w].push_back(q);
-    int32_t sym = tables.accessing_symbol[q];
-    if (sym >= 0 && sym < num_grammar_terminals_) after_[sym].push_back(q);
-  }
 }
 
-// Node key: {generated, known top of the parse stack (bottom first)...}; the
-// root is the conjunction over the states that shifting x can enter.
 bool LrAlwaysLegalAnalysis::IsAlwaysLegal(int32_t x, std::span<const int32_t> s) {
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   ++stats_.queries;
   CFGMASK_CHECK(x >= 0 && x < num_grammar_terminals_);
-  if (s.empty()) {
-    ++stats_.proved;
-    return true;
-  }
-  const int32_t k = static_cast<int32_t>(s.size());
-  ExplorationGraph graph;
-  const int32_t root = graph.Intern({-1});
-  const bool complete = graph.Explore(options_.max_nodes, [&](int32_t id) {
-    ExplorationGraph::Key key = graph.key(id);
-    std::vector<int32_t> succ;
-    if (key[0] < 0) {
-      for (int32_t q : after_[x]) succ.push_back(graph.Intern({0, q}));
-      return graph.Set(id, NodeKind::kAll, std::move(succ));
-    }
-    const int32_t j = key[0];
-    if (j == k) return graph.Set(id, NodeKind::kAccept, {});
-    const int32_t top = key.back();
-    const int32_t act = tables_.Action(top, s[j]);
-    if (act == 0 || act == kAcceptAction) return graph.Set(id, NodeKind::kDead, {});
-    if (act > 0) {
-      if (j + 1 == k) return graph.Set(id, NodeKind::kAccept, {});
-      key[0] = j + 1;
-      key.push_back(act - 1);
-      if (static_cast<int32_t>(key.size()) - 1 > options_.max_stack + 1)
-        return graph.Set(id, NodeKind::kDead, {});
-      succ.push_back(graph.Intern(key));
-      return graph.Set(id, NodeKind::kAny, std::move(succ));
-    }
-    const int32_t rule = -(act + 1);
-    const int32_t len = tables_.rule_length[rule];
-    const int32_t lhs = tables_.rule_lhs[rule];
-    const int32_t known = static_cast<int32_t>(key.size()) - 1;
-    if (len < known) {
-      key.resize(key.size() - len);
-      const int32_t g = tables_.Goto(key.back(), lhs);
-      if (g < 0 || known - len + 1 > options_.max_stack + 1)
-        return graph.Set(id, NodeKind::kDead, {});
-      key.push_back(g);
-      succ.push_back(graph.Intern(key));
-      return graph.Set(id, NodeKind::kAny, std::move(succ));
-    }
-    // Pops below the known part: every state with a path of the right
-    // length to the deepest known one may be the new top.  Those whose goto
-    // on lhs is undefined cannot be under a real stack.
-    std::vector<int32_t> frontier{key[1]};
-    for (int32_t d = 0; d < len - known + 1; ++d) {
-      std::vector<bool> seen(tables_.num_states, false);
-      std::vector<int32_t> next;
-      for (int32_t q : frontier)
-        for (int32_t p : pred_[q])
-          if (!seen[p]) seen[p] = true, next.push_back(p);
-      frontier.swap(next);
-    }
-    for (int32_t q : frontier) {
-      const int32_t g = tables_.Goto(q, lhs);
-      if (g >= 0) succ.push_back(graph.Intern({j, q, g}));
-    }
-    graph.Set(id, NodeKind::kAll, std::move(succ));
-  });
-  if (!complete) ++stats_.budget_exceeded;
-  stats_.nodes += graph.size();
-  const bool proved = graph.Coaccessible(root);
+  const bool proved = exploration_.ProveAfter(x, s.data(), static_cast<int32_t>(s.size()));
+  stats_.nodes += exploration_.steps();
+  stats_.budget_exceeded += exploration_.exceeded();
   stats_.proved += proved;
-  stats_.seconds += SecondsSince(t0);
+  stats_.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return proved;
+}
+
+size_t AlwaysLegalStep::VecHash::operator()(const std::vector<int32_t>& v) const {
+  size_t h = 1469598103934665603ull;
+  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+  return h;
+}
+
+int32_t AlwaysLegalStep::FoldLength(int32_t seq) {
+  const int32_t* items = s_.seq_data.data() + s_.seq_offsets[seq];
+  int32_t len = s_.seq_offsets[seq + 1] - s_.seq_offsets[seq];
+  for (bool again = true; again;) {
+    again = false;
+    for (int32_t j = 0; j + 1 < len; ++j) {
+      if (s_.item_kind[items[j]] != kEmitItem) continue;
+      std::vector<int32_t> q(items + j, items + len);
+      auto it = cache_.find(q);
+      bool ok;
+      if (it != cache_.end()) {
+        ++counts_.cache_hits;
+        ok = it->second;
+      } else {
+        ++counts_.queries;
+        ok = x_->ProveAfterEmit(items[j], items + j + 1, len - j - 1);
+        counts_.budget_exceeded += x_->exceeded();
+        cache_.emplace(std::move(q), ok);
+      }
+      if (ok) {
+        len = j + 1;
+        again = true;
+        break;
+      }
+    }
+  }
+  return len;
 }
 
 }  // namespace cfgmask

@@ -1,80 +1,46 @@
-// is_always_legal (seed, "Unlimited credit exploration"): a sufficient
-// condition for "every viable prefix P X can be continued by S".  The
-// function itself is not computable (seed, technical appendix); both classes
-// here answer true only with a proof, false means "not proved".
+// is_always_legal (seed, "Unlimited credit exploration"), on the LALR(1)
+// tables through the one exploration of streamline/exploration.h:
 //
-//  * AlwaysLegalAnalysis is the seed's construction.  The pushdown automaton
-//    has two states per symbol Z, "about to generate Z" and "Z finished", and
-//    its stack symbols are return addresses (r, i): "in rule r, continue at
-//    position i".  Exploration starts at (X finished, empty stack).  Popping
-//    an empty stack borrows a return address, any (r, i) with rhs_r[i-1] = Z
-//    (plus Z0, the bottom, when Z is the start symbol), and labels the edge
-//    with it; the other moves (rule choice, popping what was pushed) are ε.
-//    The stack is bounded, so the NFA of these paths is finite.  A node is
-//    ε-coaccessible when it has read all of S, or has an ε edge to an
-//    ε-coaccessible node, or has no ε edge and, for every return address it
-//    could borrow, an edge with that label to an ε-coaccessible node.  The
-//    proof is ε-coaccessibility of (X finished, ε).  For S = Y1..Yk the node
-//    also records how many of the Yi were generated.
-//  * LrAlwaysLegalAnalysis runs the same exploration on the LALR(1)
-//    automaton the incremental parser uses: states are LR states, the local
-//    stack is the known top of the parse stack, the moves are the table's
-//    actions on the next symbol of S, and a reduction that pops below what
-//    is known borrows every LR state that has a path to it.  Being
-//    deterministic apart from borrowing, it proves things the symbol
-//    automaton cannot when the grammar leaves the rule open after X (e.g.
-//    S -> a S b | a b after a).
+//  - AlwaysLegalStep, the streamlining step on a compiled store: a row whose
+//    item sequence S = P R is accepted by every hypothesis that accepts its
+//    prefix P (P ending with an Emit) is folded into the row (q, P).  Rows
+//    folded into the same prefix merge, so the runtime asks the parser one
+//    question (P) instead of one per row, and ORs one row.
+//  - LrAlwaysLegalAnalysis, the same question on plain terminal sequences:
+//    is every viable prefix ending in terminal x continued by s?  (Tests and
+//    research queries; tests/reference/symbol_always_legal.h is the seed's
+//    own construction on grammar symbols, kept as a reference.)
 //
-// Only useful rules (productive, reachable) are used, which is sound: the
-// stacks of real derivations only hold return addresses of useful rules.
+// Both answer true only with a proof; false means "not proved".
 // Tested by always_legal_test.cc (the seed's a^n b^n example and a
-// brute-force soundness check on random small grammars).
+// brute-force soundness check on random small grammars) and
+// streamline_store_test.cc (masks identical with and without the step).
 #ifndef CFGMASK_STREAMLINE_ALWAYS_LEGAL_H_
 #define CFGMASK_STREAMLINE_ALWAYS_LEGAL_H_
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "maskstore/compiled_store.h"
 #include "parser/lalr.h"
+#include "streamline/exploration.h"
 
 namespace cfgmask {
 
 struct AlwaysLegalOptions {
-  int32_t max_stack = 6;       // bound on the local (pushed) stack
-  int32_t max_nodes = 200000;  // exploration budget per query; beyond it: not proved
+  int32_t max_stack = 6;       // known part of the parse stack kept
+  int32_t max_nodes = 200000;  // exploration steps per query; beyond them: not proved
 };
 
 struct AlwaysLegalStats {
   int64_t queries = 0;
   int64_t proved = 0;
-  int64_t nodes = 0;           // NFA nodes built, summed over queries
-  int64_t budget_exceeded = 0; // queries that hit max_nodes
+  int64_t nodes = 0;           // exploration steps (or NFA nodes), summed over queries
+  int64_t budget_exceeded = 0; // queries that hit the budget
   double seconds = 0;
-};
-
-class AlwaysLegalAnalysis {
- public:
-  AlwaysLegalAnalysis(const Grammar& grammar, int start_index, AlwaysLegalOptions options = {});
-
-  // True only if every viable prefix ending in x can be continued by s.
-  bool IsAlwaysLegal(int32_t x, std::span<const int32_t> s);
-  const AlwaysLegalStats& stats() const { return stats_; }
-
- private:
-  const Grammar& grammar_;
-  AlwaysLegalOptions options_;
-  SymbolId start_;
-  std::vector<int32_t> addr_base_;     // return address (r, i) = addr_base_[r] + i - 1
-  std::vector<int32_t> addr_rule_, addr_pos_;
-  std::vector<std::vector<int32_t>> returns_to_;  // per symbol Z: addresses with rhs[i-1] = Z
-  std::vector<std::vector<int32_t>> rules_of_;    // per nonterminal: useful rules
-  std::vector<bool> nullable_;
-  std::vector<std::vector<bool>> first_;          // per symbol, per terminal
-  std::vector<std::vector<bool>> rule_first_;     // per rule: FIRST(rhs)
-  std::vector<bool> rule_nullable_;
-  AlwaysLegalStats stats_;
 };
 
 class LrAlwaysLegalAnalysis {
@@ -83,16 +49,42 @@ class LrAlwaysLegalAnalysis {
   LrAlwaysLegalAnalysis(const Grammar& grammar, const ParseTables& tables, int start_index,
                         AlwaysLegalOptions options = {});
 
+  // True only if every viable prefix ending in x can be continued by s.
   bool IsAlwaysLegal(int32_t x, std::span<const int32_t> s);
   const AlwaysLegalStats& stats() const { return stats_; }
 
  private:
-  const ParseTables& tables_;
-  AlwaysLegalOptions options_;
   int32_t num_grammar_terminals_;
-  std::vector<std::vector<int32_t>> pred_;     // per LR state: states with an edge to it
-  std::vector<std::vector<int32_t>> after_;    // per terminal: reachable states entered by it
+  TerminalExploration exploration_;
   AlwaysLegalStats stats_;
+};
+
+// Counts of a streamlining step's queries.
+struct StepQueries {
+  int64_t queries = 0;          // explorations run (after the cache)
+  int64_t cache_hits = 0;
+  int64_t budget_exceeded = 0;
+};
+
+// The folding step: FoldLength(seq) is the length of the prefix sequence
+// `seq` folds into (its own length when nothing is proved).  Each proof
+// folds into the shortest proved prefix, then that prefix is folded again
+// (each step is exact, so their chain is).  Queries are cached by suffix.
+class AlwaysLegalStep {
+ public:
+  AlwaysLegalStep(const CompiledStore& store, ItemExploration* exploration)
+      : s_(store), x_(exploration) {}
+  int32_t FoldLength(int32_t seq);
+  const StepQueries& counts() const { return counts_; }
+
+ private:
+  struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+  const CompiledStore& s_;
+  ItemExploration* x_;
+  std::unordered_map<std::vector<int32_t>, bool, VecHash> cache_;
+  StepQueries counts_;
 };
 
 }  // namespace cfgmask

@@ -1,6 +1,14 @@
-// is_never_legal (seed, "is_never_legal"): X followed by S never occurs in a
-// sentence, i.e. L ∩ Σ* X S Σ* = ∅ over terminal sequences.  Two
-// constructions of the same emptiness test:
+// is_never_legal (seed, "is_never_legal").
+//
+// NeverLegalStep is the streamlining step on a compiled store: a row whose
+// item sequence no hypothesis can accept is deleted: after some Emit of the
+// sequence, no configuration takes the rest (the "some" question of the one
+// exploration, streamline/exploration.h).
+//
+// On the grammar, for terminal sequences: X followed by S never occurs in a
+// sentence, i.e. L ∩ Σ* X S Σ* = ∅.  Two constructions of the same
+// emptiness test (research queries and the tests; the store's step above
+// works on items, which carry the lexer's context too):
 //
 //  * BarHillelNonEmpty, the reference: the grammar is binarised, intersected
 //    with a DFA over terminals by Bar-Hillel's triple construction
@@ -16,7 +24,8 @@
 //    relation, computed once from FIRST/LAST over the useful rules).  Results
 //    are cached per (X, S); a cached "never" for a prefix of S decides S.
 //
-// Tested by never_legal_test.cc (the two agree on random small grammars and
+// Tested by streamline_store_test.cc (the step: masks identical with and
+// without it) and never_legal_test.cc (the two agree on random small grammars and
 // on pairs/triples of python.lark terminals; both agree with enumeration).
 #ifndef CFGMASK_STREAMLINE_NEVER_LEGAL_H_
 #define CFGMASK_STREAMLINE_NEVER_LEGAL_H_
@@ -25,9 +34,13 @@
 #include <map>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "maskstore/compiled_store.h"
+#include "streamline/always_legal.h"
+#include "streamline/exploration.h"
 
 namespace cfgmask {
 
@@ -102,6 +115,25 @@ class NeverLegalAnalysis {
   std::vector<bool> adjacent_;  // [x * T + y]
   std::vector<std::map<std::vector<int32_t>, bool>> cache_;  // per x
   Stats stats_;
+};
+
+// The deletion step: Dead(seq) is true when no hypothesis can accept item
+// sequence `seq`.  Queries are cached by suffix.
+class NeverLegalStep {
+ public:
+  NeverLegalStep(const CompiledStore& store, ItemExploration* exploration)
+      : s_(store), x_(exploration) {}
+  bool Dead(int32_t seq);
+  const StepQueries& counts() const { return counts_; }
+
+ private:
+  struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+  const CompiledStore& s_;
+  ItemExploration* x_;
+  std::unordered_map<std::vector<int32_t>, bool, VecHash> cache_;
+  StepQueries counts_;
 };
 
 }  // namespace cfgmask

@@ -3,6 +3,7 @@
 // viable prefix P X found by enumeration is continued by S, which is decided
 // exactly by the Bar-Hillel emptiness test of L ∩ P X S Σ*.
 #include "streamline/always_legal.h"
+#include "tests/reference/symbol_always_legal.h"
 
 #include <chrono>
 #include <cstdio>

@@ -6,7 +6,7 @@
 // alphabet, every token that is a literal (with or without a leading space),
 // and a fixed-seed sample of the other tokens spelled in that alphabet, a few
 // hundred in all — is written as a tokenizer.json with an EOS token and
-// compiled into a store, which is also streamlined (streamline/row_fold.h).
+// compiled into a store, which is also streamlined (streamline/streamline.h).
 // Random walks drawn from the raw store's masks (uniform, or preferring
 // operators and brackets, or closers) then check, at every step, both
 // stores' masks (EOS bit included) against tests/tools/lark_prefix_oracle.py,
@@ -29,7 +29,7 @@
 #include "lexer/tokenizer.h"
 #include "maskstore/store_builder.h"
 #include "runtime/session.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 
 namespace cfgmask {

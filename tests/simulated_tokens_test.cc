@@ -18,7 +18,7 @@
 
 #include "maskstore/store_builder.h"
 #include "runtime/session.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/small_tokenizer.h"
 

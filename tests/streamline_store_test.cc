@@ -1,4 +1,4 @@
-// The merge pass on compiled stores (streamline/row_fold.h): masks are
+// The merge pass on compiled stores (streamline/streamline.h): masks are
 // bit-identical with and without it — the seed's three experiments, on
 // python.lark and sql.lark with a real byte-fallback tokenizer (LLaMA
 // SentencePiece, 32,000 tokens):
@@ -14,7 +14,7 @@
 #include <random>
 
 #include "runtime/cli.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/serving_corpus.h"
 

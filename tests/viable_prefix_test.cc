@@ -40,7 +40,7 @@
 #include "parser/lalr.h"
 #include "runtime/cli.h"
 #include "runtime/session.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/small_tokenizer.h"
 #include "tests/test_store_cache.h"

@@ -19,7 +19,7 @@
 #include "maskstore/compiled_store.h"
 #include "runtime/cli.h"
 #include "runtime/session.h"
-#include "streamline/row_fold.h"
+#include "streamline/streamline.h"
 
 using namespace cfgmask;
 

@@ -1,0 +1,173 @@
+// Unlimited credit exploration (seed, "is_always_legal"), on the LALR(1)
+// tables through the LR core (parser/lr_core.h): the one exploration behind
+// both streamlining analyses.
+//
+// A query asks about a sequence r[0..n) of elements that follows a symbol X
+// just shifted, with nothing known of the parse stack below the state X
+// entered.  The exploration keeps the known top of the stack K (at most
+// max_stack states, the oldest dropped), feeds each element's terminal
+// through LrFeed, and when a reduction pops below K it "borrows" every
+// reachable LR state with a path of the right length to K's bottom
+// (LrPredecessors::Frontier): the real stack's state there is one of them.
+// Two questions share the code:
+//
+//  - every (always legal, the proof): every configuration takes the whole
+//    sequence; every borrowed state must succeed, and what the exploration
+//    does not know makes the proof fail;
+//  - some (never legal, the refutation): no configuration can take it; one
+//    borrowed state that succeeds is enough, and what is not known counts as
+//    possible.
+//
+// Results are memoised by (context, K, rest of the sequence); a node met
+// again while it is being explored (a cycle of borrowing reductions) counts
+// as "not proved" / "possible", so a cached answer never rests on it.  A
+// query that exceeds max_steps is not proved / possible.
+//
+// The elements are a policy (Check): ItemExploration reads the store's item
+// sequences (lexer/terminal_automaton.h) exactly as the runtime checks them
+// (streamline/never_legal.h and always_legal.h use it); TerminalExploration
+// reads plain terminal sequences over ParseTables (the seed's definition,
+// used by the tests and by research queries).
+// Tested by always_legal_test.cc, never_legal_test.cc and
+// streamline_store_test.cc (masks identical with and without streamlining).
+#ifndef CFGMASK_STREAMLINE_EXPLORATION_H_
+#define CFGMASK_STREAMLINE_EXPLORATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+#include "maskstore/id_index.h"
+#include "parser/lr_core.h"
+
+namespace cfgmask {
+
+struct ExplorationOptions {
+  int32_t max_stack = 8;      // known part of the parse stack kept (>= 2)
+  int64_t max_steps = 50000;  // LR actions looked up per query; beyond: not proved
+};
+
+class Exploration {
+ public:
+  Exploration(const LrTables& lr, int32_t start_state, ExplorationOptions options);
+  virtual ~Exploration() = default;
+  // Did the last query run out of steps?
+  bool exceeded() const { return exceeded_; }
+  int64_t steps() const { return steps_; }
+
+ protected:
+  // Starts a query: which question, fresh step budget.
+  void Begin(bool possible) {
+    possible_ = possible;
+    steps_ = 0;
+    exceeded_ = false;
+  }
+  bool possible() const { return possible_; }
+  // Can the elements r[pos..n) be taken from every (some) configuration
+  // whose known top is K?  Memoised; calls Check for r[pos].
+  bool Proved(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
+              int32_t ctx);
+  // The policy: decide r[pos] on top of K, continuing with Proved(pos + 1)
+  // or Feed(.., pos + 1, ..).  `ctx` is the query's own context (the item
+  // exploration's first slot opened inside the sequence).
+  virtual bool Check(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
+                     int32_t ctx) = 0;
+  // Feeds terminal t to every (some) configuration whose known top is K,
+  // then continues with r[next..n) (next < 0: nothing more).
+  bool Feed(const int32_t* r, int32_t n, int32_t next, std::vector<int32_t> K, int32_t t,
+            int32_t ctx);
+  // Is t taken from every (some) configuration whose known top is K?
+  bool AcceptsAll(const std::vector<int32_t>& K, int32_t t) {
+    return FeedMemo(nullptr, 0, -1, K, t, 0);
+  }
+
+  const LrTables lr_;
+  const LrPredecessors preds_;
+  const ExplorationOptions options_;
+
+ private:
+  // The memo: int32 keys (copied into one arena) to small values, indexed
+  // by IdIndex; allocation-free look-ups.
+  class KeyMemo {
+   public:
+    static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
+    int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted);
+    int8_t& value(int32_t id) { return values_[id]; }
+
+   private:
+    IdIndex index_;
+    std::vector<uint64_t> hash_;
+    std::vector<size_t> offset_;
+    std::vector<uint32_t> length_;
+    std::vector<int32_t> arena_;
+    std::vector<int8_t> values_;
+  };
+  struct KnownTop;
+
+  bool FeedMemo(const int32_t* r, int32_t n, int32_t next, const std::vector<int32_t>& K,
+                int32_t t, int32_t ctx);
+  template <class F>
+  bool Memoised(const F& compute);
+  void Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K, int32_t ctx);
+
+  static constexpr int8_t kInProgress = 2;
+  KeyMemo memo_[2];  // [possible_]
+  std::vector<int32_t> key_;
+  int64_t steps_ = 0;
+  bool exceeded_ = false;
+  bool possible_ = false;  // which question: every configuration (false) or some (true)
+};
+
+// The store's item sequences, checked as the runtime session checks them: an
+// Emit's terminal in the contextual scanner of the known top state and none
+// of its blockers, the keyword retyping it gets there, the reductions and
+// shift it triggers; a Hit against the scanner of an Emit made inside the
+// sequence; a Tail by some terminal still able to end that the parser takes.
+// Items whose outcome depends on what the exploration does not know (the
+// indenter's stack for a newline, the scanner of a boundary before the
+// sequence) make a proof fail and a refutation fail too.
+class ItemExploration : public Exploration {
+ public:
+  ItemExploration(const CompiledStore& store, ExplorationOptions options);
+  // Does every configuration in which the Emit `emit` was just accepted
+  // accept the items r[0..n)?  (is_always_legal on items.)
+  bool ProveAfterEmit(int32_t emit, const int32_t* r, int32_t n);
+  // Can any configuration in which the Emit `emit` was just accepted accept
+  // r[0..n)?  False only when none can.  (The negation of is_never_legal.)
+  bool PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t n);
+
+ private:
+  bool Start(int32_t emit, const int32_t* r, int32_t n, std::vector<int32_t>* types,
+             int32_t* base_slot) const;
+  bool Check(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
+             int32_t base_slot) override;
+  bool TailProved(const std::vector<int32_t>& K, int32_t item);
+  bool InAlt(int32_t state, int32_t t) const;
+  bool InTerms(int32_t state, int32_t t) const;
+
+  const CompiledStore& s_;
+};
+
+// Plain terminal sequences over ParseTables: is every (some) viable prefix
+// ending in terminal x continued by the terminals s[0..n)?
+class TerminalExploration : public Exploration {
+ public:
+  TerminalExploration(const ParseTables& tables, int32_t start_state, ExplorationOptions options)
+      : Exploration(LrTables::Of(tables), start_state, options) {}
+  // True only with a proof that every viable prefix ending in x is
+  // continued by s (x never shifted: vacuously true).
+  bool ProveAfter(int32_t x, const int32_t* s, int32_t n);
+  // False only when no viable prefix ending in x is continued by s.
+  bool PossibleAfter(int32_t x, const int32_t* s, int32_t n);
+
+ private:
+  bool Run(bool possible, int32_t x, const int32_t* s, int32_t n);
+  bool Check(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
+             int32_t ctx) override {
+    return Feed(r, n, pos + 1, K, r[pos], ctx);
+  }
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_STREAMLINE_EXPLORATION_H_

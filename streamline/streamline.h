@@ -1,0 +1,73 @@
+// Mask-store streamlining (seed, figure 6) as a pass of named steps over a
+// compiled store, each with its statistics:
+//
+//  1. every lexing: the store as built, one row per (root, item sequence);
+//  2. never legal (streamline/never_legal.h, NeverLegalStep): a row that no
+//     hypothesis can accept is deleted;
+//  3. always legal (streamline/always_legal.h, AlwaysLegalStep): a row whose
+//     sequence S = P R is accepted by every hypothesis that accepts P is
+//     folded into the row (q, P); rows folded into the same prefix merge;
+//  4. interchangeable terminals (streamline/interchangeable.h): the classes
+//     are reported (with StreamlineOptions::grammar), not applied: merging
+//     them changes the store's keys.
+//
+// Both row steps ask the one exploration of streamline/exploration.h, on the
+// LALR(1) tables through the LR core, extended from terminal sequences to
+// the store's item sequences (lexer/terminal_automaton.h).  A fold is only
+// ever a proved one and a deletion only ever a refuted one, so masks are
+// bit-identical with and without the pass; tests check that on
+// teacher-forced corpora and random walks (streamline_store_test.cc).
+#ifndef CFGMASK_STREAMLINE_STREAMLINE_H_
+#define CFGMASK_STREAMLINE_STREAMLINE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grammar/status.h"
+#include "grammar/grammar.h"
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+struct StreamlineOptions {
+  bool delete_never = true;     // delete rows no hypothesis can accept
+  bool fold = true;             // fold proved always-legal suffixes into their prefix
+  int32_t max_stack = 8;        // known part of the parse stack kept by the exploration
+  int64_t max_steps = 50000;    // exploration budget per query; beyond it: not proved
+  // When set (the grammar the store was compiled from), the interchangeable
+  // step reports its classes.
+  const Grammar* grammar = nullptr;
+};
+
+// One named step of the pass: the rows and row payload bytes after it.
+struct StreamlineStep {
+  std::string name;           // "every lexing", "never legal", "always legal", "interchangeable"
+  int64_t rows = 0, bytes = 0;
+  int64_t queries = 0;        // explorations run by the step (after its cache)
+  double seconds = 0;
+};
+
+struct StreamlineStats {
+  int64_t rows_before = 0, rows_after = 0;
+  int64_t bytes_before = 0, bytes_after = 0;  // row payload bytes (ids + bitset words)
+  int64_t never_queries = 0; // (Emit, suffix) refutations attempted (after the cache)
+  int64_t rows_deleted = 0;  // rows no hypothesis can accept
+  int64_t queries = 0;       // (Emit, suffix) proofs attempted (after the cache)
+  int64_t proved = 0;        // rows folded
+  int64_t cache_hits = 0;
+  int64_t budget_exceeded = 0;
+  double seconds = 0;
+  std::vector<StreamlineStep> steps;  // in order, "every lexing" first
+  // Interchangeable terminals (terminal ids, classes of two or more); only
+  // with StreamlineOptions::grammar.
+  std::vector<std::vector<int32_t>> interchangeable;
+};
+
+// Rewrites the store's rows in place.  Idempotent.
+Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
+                       StreamlineStats* stats);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_STREAMLINE_STREAMLINE_H_
