@@ -77,50 +77,6 @@ TerminalDfa PrefixDfa(int32_t num_terminals, std::span<const int32_t> w) {
   return dfa;
 }
 
-std::vector<bool> ProductiveSymbols(const Grammar& grammar) {
-  std::vector<bool> productive(grammar.num_symbols(), false);
-  for (int32_t t = 0; t < grammar.num_terminals(); ++t) productive[t] = true;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const Rule& r : grammar.rules) {
-      if (productive[r.lhs]) continue;
-      if (std::all_of(r.rhs.begin(), r.rhs.end(), [&](SymbolId s) { return productive[s]; })) {
-        productive[r.lhs] = true;
-        changed = true;
-      }
-    }
-  }
-  return productive;
-}
-
-std::vector<bool> UsefulRules(const Grammar& grammar, SymbolId start) {
-  const std::vector<bool> productive = ProductiveSymbols(grammar);
-  std::vector<bool> reachable(grammar.num_symbols(), false);
-  std::vector<bool> useful(grammar.rules.size(), false);
-  if (!productive[start]) return useful;
-  reachable[start] = true;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < grammar.rules.size(); ++i) {
-      const Rule& r = grammar.rules[i];
-      if (useful[i] || !reachable[r.lhs]) continue;
-      if (!std::all_of(r.rhs.begin(), r.rhs.end(), [&](SymbolId s) { return productive[s]; }))
-        continue;
-      useful[i] = true;
-      changed = true;
-      for (SymbolId s : r.rhs) reachable[s] = true;
-    }
-  }
-  return useful;
-}
-
-SymbolId StartSymbol(const Grammar& grammar, int start_index) {
-  CFGMASK_CHECK(start_index >= 0 && start_index < static_cast<int>(grammar.start.size()));
-  SymbolId start = grammar.FindNonterminal(grammar.start[start_index]);
-  CFGMASK_CHECK(start >= 0);
-  return start;
-}
-
 // Bar-Hillel, Perles and Shamir (1961), on a grammar binarised first so that
 // the intersection has O(|rules| n^3) rules.  Triple (p, A, q) derives the
 // strings of L(A) that take the DFA from p to q.

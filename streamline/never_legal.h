@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/analysis.h"
 #include "grammar/grammar.h"
 #include "maskstore/compiled_store.h"
 #include "streamline/always_legal.h"
@@ -67,14 +68,6 @@ struct BarHillelStats {
 // Reference Bar-Hillel construction + emptiness: is L(start) ∩ L(dfa) ≠ ∅?
 bool BarHillelNonEmpty(const Grammar& grammar, SymbolId start, const TerminalDfa& dfa,
                        BarHillelStats* stats = nullptr);
-
-// Productive symbols (derive some terminal string); terminals are.
-std::vector<bool> ProductiveSymbols(const Grammar& grammar);
-// Rules usable in a derivation of a sentence from `start`: every rhs symbol
-// productive and the lhs reachable from `start` through such rules.
-std::vector<bool> UsefulRules(const Grammar& grammar, SymbolId start);
-// The symbol id of grammar.start[start_index]; CHECKs that it exists.
-SymbolId StartSymbol(const Grammar& grammar, int start_index);
 
 class NeverLegalAnalysis {
  public:
