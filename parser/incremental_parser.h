@@ -13,7 +13,7 @@
 // the input may end here, i.e. whether the reductions on $END reach the end
 // state, where Lark's parser returns; Consume(end_terminal) only reports it.
 // A cyclic grammar (A =>+ A) whose reductions on a terminal never end has
-// that terminal rejected (LrScratch's step bound), where Lark's parser hangs.
+// that terminal rejected (LrScratch's cycle check), where Lark's parser hangs.
 //
 // Thread safety: const methods may run concurrently; copies may be made and
 // destroyed on different threads (the reference counts are atomic).

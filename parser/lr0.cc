@@ -31,6 +31,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "grammar/analysis.h"
 #include "grammar/check.h"
 #include "parser/lalr_internal.h"
 
@@ -183,21 +184,14 @@ Status Augment(const Grammar& grammar, AugmentedGrammar* out) {
     }
   }
 
-  // Nullable nonterminals: least fixpoint over the rules.
+  // Nullable nonterminals (grammar/analysis.h); a root is nullable when its
+  // start symbol is.
+  const std::vector<uint8_t> nullable = NullableSymbols(grammar);
+  const int32_t gt = grammar.num_terminals();
   g.nullable.assign(g.num_nonterminals, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t r = 0; r < g.num_rules; ++r) {
-      if (g.nullable[g.rule_lhs[r]]) continue;
-      bool all = true;
-      for (int32_t i = g.rhs_begin[r]; i < g.rhs_begin[r + 1] && all; ++i) {
-        all = !g.IsTerminal(g.rhs[i]) && g.nullable[g.rhs[i] - g.num_terminals];
-      }
-      if (all) {
-        g.nullable[g.rule_lhs[r]] = 1;
-        changed = true;
-      }
-    }
+  for (int32_t k = 0; k < n; ++k) g.nullable[k] = nullable[gt + k];
+  for (int32_t s = 0; s < num_starts; ++s) {
+    g.nullable[n + s] = g.nullable[g.start_symbol[s] - g.num_terminals];
   }
   return Status::Ok();
 }

@@ -234,8 +234,8 @@ class LrOverlay {
 
 // A read-only simulation over (base nodes, a fixed overlay above them): the
 // reductions push onto a local buffer (64 states inline, the heap past
-// that).  `max_states` bounds the local buffer (a cyclic grammar can grow
-// it forever: Step() then gives up).
+// that).  An endless chain of reductions (a cyclic grammar) gives up
+// (kStopped): see kFirstCycleCheck.
 class LrScratch {
  public:
   LrScratch(const LrStack::Node* base, const int32_t* overlay, int32_t overlay_size,
@@ -269,7 +269,27 @@ class LrScratch {
     ++n_;
     return true;
   }
-  bool Step() { return ++steps_ <= kMaxSteps; }
+  // Brent's cycle detection: past kFirstCycleCheck actions, the
+  // configuration is saved at every power of two and compared with each
+  // later one; a repeat is an endless chain of reductions.
+  bool Step() {
+    if (++steps_ < kFirstCycleCheck) return true;
+    if (steps_ == next_save_) {
+      saved_base_ = base_;
+      saved_ov_ = ov_;
+      saved_.resize(static_cast<size_t>(n_));
+      for (int32_t i = 0; i < n_; ++i) saved_[i] = At(i);
+      next_save_ *= 2;
+      return true;
+    }
+    if (base_ != saved_base_ || ov_ != saved_ov_ || n_ != static_cast<int32_t>(saved_.size())) {
+      return true;
+    }
+    for (int32_t i = n_ - 1; i >= 0; --i) {
+      if (At(i) != saved_[i]) return true;
+    }
+    return false;
+  }
 
   // Where the simulation ended: the base node, how much of the fixed
   // overlay is left, and the local states above it.
@@ -278,9 +298,13 @@ class LrScratch {
   int32_t local_size() const { return n_; }
   int32_t At(int32_t i) const { return i < kInline ? inline_[i] : spill_[i - kInline]; }
 
-  // Reductions that neither shift nor stop in this many steps are a cyclic
-  // grammar (A =>+ A): the terminal is rejected, where Lark's parser hangs.
-  static constexpr int64_t kMaxSteps = int64_t{1} << 22;
+  // A cyclic grammar (A =>+ A) can make the reductions on one terminal go
+  // on forever, where Lark's parser hangs; the terminal is rejected instead.
+  // Such a chain either repeats a configuration exactly (Step) or grows the
+  // local overlay without bound (cut at kMaxStates).  Chains of fewer than
+  // kFirstCycleCheck actions, all of them in real grammars, never reach
+  // either check.
+  static constexpr int64_t kFirstCycleCheck = 64;
   static constexpr int32_t kMaxStates = int32_t{1} << 16;
 
  private:
@@ -293,6 +317,10 @@ class LrScratch {
   int32_t n_ = 0;
   std::vector<int32_t> spill_;
   int64_t steps_ = 0;
+  int64_t next_save_ = kFirstCycleCheck;
+  const LrStack::Node* saved_base_ = nullptr;
+  int32_t saved_ov_ = -1;
+  std::vector<int32_t> saved_;
 };
 
 // Would `terminal` be taken on top of `view`?  Nothing is written.
