@@ -10,7 +10,8 @@
 // emptiness test (research queries and the tests; the store's step above
 // works on items, which carry the lexer's context too):
 //
-//  * BarHillelNonEmpty, the reference: the grammar is binarised, intersected
+//  * BarHillelNonEmpty, the reference (tests/reference/bar_hillel.h): the
+//    grammar is binarised, intersected
 //    with a DFA over terminals by Bar-Hillel's triple construction
 //    (nonterminals (p, A, q), one rule per choice of intermediate states),
 //    and the intersection is tested for emptiness by the classic productive-
@@ -60,23 +61,12 @@ TerminalDfa SubstringDfa(int32_t num_terminals, std::span<const int32_t> w);
 // The DFA of w Σ* (|w| + 2 states: the prefix chain, accept, dead).
 TerminalDfa PrefixDfa(int32_t num_terminals, std::span<const int32_t> w);
 
-struct BarHillelStats {
-  int64_t triples = 0;  // nonterminals (p, A, q) of the intersection
-  int64_t rules = 0;    // rules of the intersection
-};
-
-// Reference Bar-Hillel construction + emptiness: is L(start) ∩ L(dfa) ≠ ∅?
-bool BarHillelNonEmpty(const Grammar& grammar, SymbolId start, const TerminalDfa& dfa,
-                       BarHillelStats* stats = nullptr);
-
 class NeverLegalAnalysis {
  public:
   NeverLegalAnalysis(const Grammar& grammar, int start_index);
 
   // True iff no sentence of the language contains x immediately followed by s.
   bool IsNeverLegal(int32_t x, std::span<const int32_t> s);
-  // Same answer by the reference construction (no cache, no filters).
-  bool IsNeverLegalBarHillel(int32_t x, std::span<const int32_t> s) const;
 
   // x y occur adjacently in some sentence (exact, precomputed).
   bool CanBeAdjacent(int32_t x, int32_t y) const {

@@ -18,6 +18,7 @@
 #include "grammar/lark_reader.h"
 #include "tests/random_grammar.h"
 #include "streamline/never_legal.h"
+#include "tests/reference/bar_hillel.h"
 
 namespace cfgmask {
 namespace {
