@@ -237,17 +237,16 @@ bool Validate(const CompiledStore& s, std::string* why) {
           queue.push_back(q);
         }
       };
-      for (size_t t = 0; t < A; ++t) {
-        const int32_t a = s.action[p * A + t];
-        if (a > 0) visit(a - 1);
-      }
-      for (size_t k = 0; k < N; ++k) visit(s.goto_table[p * N + k]);
+      const LrTables lr = s.lr();
+      for (size_t t = 0; t < A; ++t) visit(lr.ShiftTo(p, t));
+      for (size_t k = 0; k < N; ++k) visit(lr.Goto(p, k));
     }
     for (size_t p = 0; p < P; ++p) {
       if (depth[p] < 0) continue;  // never on a stack
+      const LrTables lr = s.lr();
       for (size_t t = 0; t < A; ++t) {
-        const int32_t a = s.action[p * A + t];
-        if (a < 0 && a != INT32_MIN && s.rule_length[-(a + 1)] >= depth[p]) {
+        const int32_t r = lr.ReduceBy(p, t);
+        if (r >= 0 && s.rule_length[r] >= depth[p]) {
           return fail("parse actions (reduction deeper than the stack)");
         }
       }

@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "parser/lalr.h"
+#include "parser/lr_core.h"
 #include "parser/lalr_internal.h"
 
 namespace cfgmask {
@@ -91,16 +92,16 @@ std::string ParseTables::DebugString(const Grammar& grammar) const {
     text += "state " + std::to_string(s);
     if (accessing_symbol[s] >= 0) text += " [" + grammar.SymbolName(accessing_symbol[s]) + "]";
     text += ":";
+    const LrTables lr = LrTables::Of(*this);
     for (int32_t t = 0; t < num_terminals; ++t) {
-      const int32_t a = Action(s, t);
-      if (a == 0) continue;
+      if (!lr.HasAction(s, t)) continue;
       text += " " + terminal_name(t) + "=";
-      if (a == kAcceptAction) {
+      if (lr.AcceptsOn(s, t)) {
         text += "acc";
-      } else if (a > 0) {
-        text += "s" + std::to_string(a - 1);
+      } else if (lr.ShiftTo(s, t) >= 0) {
+        text += "s" + std::to_string(lr.ShiftTo(s, t));
       } else {
-        text += "r" + std::to_string(-a - 1);
+        text += "r" + std::to_string(lr.ReduceBy(s, t));
       }
     }
     for (int32_t k = 0; k < num_nonterminals; ++k) {
