@@ -97,4 +97,15 @@ std::string Grammar::DebugString() const {
   return out;
 }
 
+std::string Grammar::WherePrefix(SymbolId s) const {
+  if (s < 0 || s >= num_symbols()) return "";
+  const std::string* where = nullptr;
+  if (IsTerminal(s)) {
+    where = &terminals[s].where;
+  } else if (static_cast<size_t>(s - num_terminals()) < nonterminal_where.size()) {
+    where = &nonterminal_where[s - num_terminals()];
+  }
+  return where == nullptr || where->empty() ? "" : *where + ": ";
+}
+
 }  // namespace cfgmask

@@ -28,6 +28,9 @@ struct TerminalDef {
   std::string value;                  // Lark's Pattern.value
   std::string flags;                  // sorted flag letters, e.g. "is"
   int32_t priority = 0;               // Lark's terminal priority (default 0)
+  // "FILE:LINE:COL" of its definition, for error messages; empty when it
+  // has none of its own (an anonymous terminal, a grammar built in memory).
+  std::string where;
 
   // Lark's Pattern.to_regexp(): re.escape(value) for strings; then each flag
   // wraps the text as "(?f:...)" in the order Lark iterates its flag set.
@@ -51,6 +54,9 @@ struct Grammar {
   std::vector<int32_t> ignore;             // terminal ids named by %ignore
   std::vector<int32_t> declared;           // terminal ids named by %declare
   std::vector<std::string> start;          // start rule names ("start" default)
+  // Per nonterminal: "FILE:LINE:COL" of the rule that defines it (empty for
+  // EBNF helpers and grammars built in memory, or when not filled).
+  std::vector<std::string> nonterminal_where;
 
   int32_t num_terminals() const { return static_cast<int32_t>(terminals.size()); }
   int32_t num_symbols() const {
@@ -60,6 +66,9 @@ struct Grammar {
   const std::string& SymbolName(SymbolId s) const {
     return IsTerminal(s) ? terminals[s].name : nonterminals[s - num_terminals()];
   }
+  // "FILE:LINE:COL: " for symbol s when its definition is known, else "":
+  // the prefix of an error message about s.
+  std::string WherePrefix(SymbolId s) const;
   // -1 when absent.
   int32_t FindTerminal(const std::string& name) const;
   SymbolId FindNonterminal(const std::string& name) const;  // symbol id

@@ -1093,6 +1093,7 @@ Status Compiler::Run(Grammar* out) {
     def.value = t.pattern.value;
     def.flags = t.pattern.flags;
     def.priority = static_cast<int32_t>(t.priority);
+    if (defs.Has(t.name)) def.where = lark::WhereString(defs.Get(t.name).pos);
     term_id[t.name] = g.num_terminals();
     g.terminals.push_back(std::move(def));
   }
@@ -1102,6 +1103,7 @@ Status Compiler::Run(Grammar* out) {
     TerminalDef def;
     def.name = name;
     def.kind = PatternKind::kDeclared;
+    def.where = lark::WhereString(d.pos);
     term_id[name] = g.num_terminals();
     g.declared.push_back(g.num_terminals());
     g.terminals.push_back(std::move(def));
@@ -1111,10 +1113,14 @@ Status Compiler::Run(Grammar* out) {
     if (it != term_id.end()) g.ignore.push_back(it->second);
   }
   std::unordered_map<std::string, int32_t> nonterm_index;
+  std::unordered_map<std::string, std::string> rule_where;
+  for (const auto& r : rule_defs_) rule_where.emplace(r.name, lark::WhereString(r.pos));
   for (const auto& c : compiled) {
     if (!nonterm_index.count(c.origin)) {
       nonterm_index[c.origin] = static_cast<int32_t>(g.nonterminals.size());
       g.nonterminals.push_back(c.origin);
+      auto it = rule_where.find(c.origin);
+      g.nonterminal_where.push_back(it == rule_where.end() ? "" : it->second);
     }
   }
   const int32_t t_count = g.num_terminals();

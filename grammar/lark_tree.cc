@@ -29,6 +29,13 @@ void AppendSized(std::string* out, const std::string& s) {
 
 }  // namespace
 
+std::string WhereString(const SourcePos& pos) {
+  if (pos.file == nullptr) return "";
+  std::string where = *pos.file;
+  if (pos.line > 0) where += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+  return where;
+}
+
 Status ErrorAt(ErrorCode code, const SourcePos& pos, const std::string& message) {
   std::string where = pos.file ? *pos.file : std::string("<grammar>");
   if (pos.line > 0) where += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);

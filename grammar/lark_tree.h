@@ -31,6 +31,8 @@ struct SourcePos {
 
 // "FILE:LINE:COL: message" (or "FILE: message" when the position is unknown).
 Status ErrorAt(ErrorCode code, const SourcePos& pos, const std::string& message);
+// "FILE:LINE:COL" (or "FILE"); empty when there is no file.
+std::string WhereString(const SourcePos& pos);
 
 // Lark's PatternStr / PatternRE.  `flags` is a sorted set of letters.
 struct Pattern {

@@ -283,13 +283,13 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     if (def.kind == PatternKind::kDeclared) continue;
     a->is_string_[t] = def.kind == PatternKind::kString;
     Status st = CompileRegex(def.ToRegexp(), "", def.name, &a->nfas_[t], &a->widths_[t]);
-    if (!st.ok()) return st;
+    if (!st.ok()) return def.where.empty() ? st : Status(st.code(), def.where + ": " + st.message());
     if (a->is_string_[t]) {
       a->widths_[t].lo = a->widths_[t].hi = static_cast<unsigned __int128>(chars(def.value));
     }
     if (a->widths_[t].lo == 0) {
       return Status(ErrorCode::kGrammarSemantics,
-                    "terminal " + def.name + ": matches the empty string (Lark does not allow "
+                    grammar.WherePrefix(t) + "terminal " + def.name + ": matches the empty string (Lark does not allow "
                     "zero-width terminals)");
     }
     lexed.push_back(t);
@@ -335,7 +335,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     Closure(&c, table->nfa->start, {}, 0);
     if (c.lookbehind_at_start) {
       return Status(ErrorCode::kRegexUnsupported,
-                    "terminal " + grammar.terminals[t].name +
+                    grammar.WherePrefix(t) + "terminal " + grammar.terminals[t].name +
                         ": a lookbehind at the start of a terminal depends on the previous "
                         "terminal's text and is not supported");
     }

@@ -111,7 +111,8 @@ Status ResolveConflicts(const AugmentedGrammar& g, const Lr0Automaton& lr0,
   }
   if (unresolved.empty()) return Status::Ok();
   const ParseTables::Conflict& c = unresolved.front();
-  std::string message = "reduce/reduce conflict on terminal '" + TerminalName(grammar, c.terminal) +
+  std::string message = grammar.WherePrefix(grammar.rules[c.rules[0]].lhs) +
+                        "reduce/reduce conflict on terminal '" + TerminalName(grammar, c.terminal) +
                         "' between rule '" + GrammarRuleString(grammar, c.rules[0]) +
                         "' and rule '" + GrammarRuleString(grammar, c.rules[1]) +
                         "' (equal priority " + std::to_string(grammar.rules[c.rules[0]].priority) +

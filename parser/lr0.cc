@@ -223,8 +223,11 @@ namespace {
 
 // The culprit of an automaton that outgrew a limit: the left side of the
 // rules whose items fill the most kernels built so far.
+// The nonterminal with items in the most kernels: its " (rule 'x' has items
+// in N kernels)" note, and the position of its definition in *where.
 std::string LargestContributor(const AugmentedGrammar& g, const Lr0Automaton& a,
-                               const std::vector<std::vector<int32_t>>& kernels) {
+                               const std::vector<std::vector<int32_t>>& kernels,
+                               std::string* where) {
   std::vector<int64_t> per_nonterminal(g.num_nonterminals, 0);
   for (const auto& kernel : kernels) {
     for (int32_t item : kernel) ++per_nonterminal[g.rule_lhs[a.item_rule[item]]];
@@ -232,6 +235,9 @@ std::string LargestContributor(const AugmentedGrammar& g, const Lr0Automaton& a,
   const auto most = std::max_element(per_nonterminal.begin(), per_nonterminal.end());
   if (most == per_nonterminal.end()) return "";
   const int32_t k = static_cast<int32_t>(most - per_nonterminal.begin());
+  if (k < static_cast<int32_t>(g.grammar->nonterminals.size())) {
+    *where = g.grammar->WherePrefix(g.grammar->num_terminals() + k);
+  }
   return "; rule '" + g.SymbolName(g.num_terminals + k) + "' has items in " +
          std::to_string(*most) + " kernels";
 }
@@ -294,11 +300,12 @@ Status BuildLr0(const AugmentedGrammar& g, const LalrLimits& limits, double seco
       limit = std::to_string(limits.max_seconds);
     }
     if (exceeded != nullptr) {
+      std::string where;
+      const std::string largest = LargestContributor(g, a, kernels, &where);
       return Status(ErrorCode::kResourceLimit,
-                    "LR(0) automaton exceeds the limit of " + limit + " " + exceeded + " (" +
-                        std::to_string(kernels.size()) + " states, " +
-                        std::to_string(a.closure.size()) + " items so far" +
-                        LargestContributor(g, a, kernels) + ")");
+                    where + "LR(0) automaton exceeds the limit of " + limit + " " + exceeded +
+                        " (" + std::to_string(kernels.size()) + " states, " +
+                        std::to_string(a.closure.size()) + " items so far" + largest + ")");
     }
     const size_t closure_start = a.closure.size();
     a.closure.insert(a.closure.end(), kernels[state].begin(), kernels[state].end());

@@ -1,0 +1,46 @@
+"""Errors about a grammar's terminal or rule name the FILE:LINE:COL of its
+definition: reduce/reduce conflicts, regex syntax errors and unsupported
+regex features, zero-width terminals, through the command line (exit 2, one
+line, no store written) and the Python package (cfgmask.Error)."""
+import os
+
+import pytest
+
+import cfgmask
+from test_cli import BIN, TOK, assert_one_line_error, run
+
+needs = pytest.mark.skipif(not (os.path.exists(BIN) and os.path.exists(TOK)),
+                           reason="cfgmask binary or llama-spm tokenizer not available")
+
+CASES = {
+    # name: (grammar text, line:col of the definition, words the message has)
+    "conflict": ('start: a | b\na: X\nb: X\nX: "x"\n', "2:1", "reduce/reduce conflict"),
+    "regex": ("start: X\nX: /a(/\n", "2:1", "terminal X: pattern offset 1"),
+    "lookbehind": ('start: X Y\nX: /(?<=a)b/\nY: "y"\n', "2:1", "lookbehind"),
+    "empty": ("start: X\n\nX: /a*/\n", "3:1", "matches the empty string"),
+}
+
+
+@needs
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_command_line_names_the_definition(name, tmp_path):
+    text, pos, words = CASES[name]
+    grammar = tmp_path / f"{name}.lark"
+    grammar.write_text(text)
+    out = tmp_path / "out.cfgm"
+    line = assert_one_line_error(run("compile", grammar, "--tokenizer", TOK, "-o", out))
+    assert line.startswith(f"cfgmask: {grammar}:{pos}: "), line
+    assert words in line, line
+    assert not out.exists()
+
+
+@needs
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_python_names_the_definition(name, tmp_path):
+    text, pos, words = CASES[name]
+    grammar = tmp_path / f"{name}.lark"
+    grammar.write_text(text)
+    with pytest.raises(cfgmask.Error) as e:
+        cfgmask.compile_grammar(str(grammar), TOK)
+    assert f"{grammar}:{pos}: " in str(e.value), str(e.value)
+    assert words in str(e.value)
