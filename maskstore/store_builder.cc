@@ -938,33 +938,27 @@ void CloseDeadStates(CompiledStore* s) {
   }
 }
 
-}  // namespace
+// ---------------------------------------------------------------- phases
+//
+// The compile is a pipeline: each phase below takes what the earlier ones
+// made and returns its own product; CompileStoreWith runs them in order,
+// times them and reports progress.
 
-// The tokenizer is asked for once the grammar's tables are built (a bad
-// grammar is reported before the tokenizer file is read).
-using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
-
-static Status CompileStoreWith(const std::string& grammar_path,
-                               const TokenizerSource& get_tokenizer,
-                               const CompileOptions& options, CompiledStore* out) {
-  auto progress = [&](const std::string& phase, double share) {
-    if (options.progress) options.progress(phase, share);
-  };
-  CompiledStore s;
-  auto t0 = std::chrono::steady_clock::now();
-  const auto deadline =
-      t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
-  progress("grammar", 0);
+// Phase 1: the .lark file read into BNF, and the indenter decided.
+struct GrammarPhase {
   Grammar g;
+  bool use_indenter = false;
+  int32_t nl = -1, ind = -1, ded = -1;  // _NEWLINE, _INDENT, _DEDENT (-1: none)
+};
+
+Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& options,
+                        GrammarPhase* out) {
+  Grammar& g = out->g;
   LarkReaderOptions ro;
   ro.import_paths = options.import_paths;
   if (!options.start.empty()) ro.start = {options.start};
   ro.warnings = options.warnings;
   CFGMASK_RETURN_IF_ERROR(ReadLarkFile(grammar_path, ro, &g));
-  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
-  s.start = g.start.empty() ? "start" : g.start[0];
-  s.stats.seconds_grammar = Since(t0);
 
   // The Python indenter (Lark's PythonIndenter) when asked for, or when the
   // grammar declares its _INDENT/_DEDENT terminals.
@@ -985,30 +979,31 @@ static Status CompileStoreWith(const std::string& grammar_path,
                                   "_INDENT and _DEDENT), so the rules that need it never match");
     }
   }
+  out->use_indenter = use_indenter;
+  out->nl = nl;
+  out->ind = ind;
+  out->ded = ded;
+  return Status::Ok();
+}
 
-  t0 = std::chrono::steady_clock::now();
-  progress("lalr", 0);
-  ParseTables pt;
-  CFGMASK_RETURN_IF_ERROR(BuildParseTables(g, &pt));
-  s.stats.seconds_lalr = Since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  progress("automaton", 0);
+// Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
+Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options,
+                           std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
-  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, use_indenter ? nl : -1, ao, &built));
-  std::shared_ptr<TerminalAutomaton> a(std::move(built));
+  CFGMASK_RETURN_IF_ERROR(
+      TerminalAutomaton::Build(gp.g, gp.use_indenter ? gp.nl : -1, ao, &built));
+  *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
+  return Status::Ok();
+}
 
-  const auto tok0 = std::chrono::steady_clock::now();
-  const PreparedTokenizer* tok = nullptr;
-  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
-  s.stats.seconds_tokenizer = Since(tok0);
-  CopyVocabulary(tok->tokens, &s);
-  VocabTrie subset_trie;
-  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
-  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
-
+// The store's grammar side: terminals, the parse tables and each parser
+// state's scanner, with the lookaheads no scanner can produce removed.
+void FillGrammarTables(const GrammarPhase& gp, const ParseTables& pt, const TerminalAutomaton& a,
+                       CompiledStore* out) {
+  const Grammar& g = gp.g;
+  CompiledStore& s = *out;
   // Terminals.
   const int32_t T = g.num_terminals();
   s.num_terminals = T;
@@ -1018,24 +1013,24 @@ static Status CompileStoreWith(const std::string& grammar_path,
   s.terminal_close_paren.assign(T, 0);
   for (int32_t t = 0; t < T; ++t) {
     s.terminal_names.push_back(g.terminals[t].name);
-    s.terminal_rank[t] = a->rank(t);
+    s.terminal_rank[t] = a.rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
   s.terminal_is_string.assign(T, 0);
   s.unless_offsets.assign(1, 0);
   for (int32_t t = 0; t < T; ++t) {
-    s.terminal_is_string[t] = a->IsLexed(t) && a->IsStringTerminal(t);
-    if (a->IsLexed(t) && !a->IsStringTerminal(t)) {
+    s.terminal_is_string[t] = a.IsLexed(t) && a.IsStringTerminal(t);
+    if (a.IsLexed(t) && !a.IsStringTerminal(t)) {
       for (int32_t k = 0; k < T; ++k) {
-        if (a->IsLexed(k) && a->UnlessOk(t, k)) s.unless_data.push_back(k);
+        if (a.IsLexed(k) && a.UnlessOk(t, k)) s.unless_data.push_back(k);
       }
     }
     s.unless_offsets.push_back(static_cast<int32_t>(s.unless_data.size()));
   }
-  if (use_indenter) {
-    s.indenter_nl = nl;
-    s.indenter_indent = ind;
-    s.indenter_dedent = ded;
+  if (gp.use_indenter) {
+    s.indenter_nl = gp.nl;
+    s.indenter_indent = gp.ind;
+    s.indenter_dedent = gp.ded;
     for (const char* n : {"LPAR", "LSQB", "LBRACE"}) {
       if (g.FindTerminal(n) >= 0) s.terminal_open_paren[g.FindTerminal(n)] = 1;
     }
@@ -1060,47 +1055,69 @@ static Status CompileStoreWith(const std::string& grammar_path,
     std::vector<uint8_t> in(T, 0);
     for (int32_t t : pt.AcceptedTerminals(st)) in[t] = 1;
     for (int32_t t : g.ignore) in[t] = 1;
-    if (use_indenter) in[nl] = 1;
+    if (gp.use_indenter) in[gp.nl] = 1;
     std::vector<uint8_t> alt = in;
     for (int32_t r = 0; r < T; ++r) {
-      if (!in[r] || !a->IsLexed(r) || a->IsStringTerminal(r)) continue;
+      if (!in[r] || !a.IsLexed(r) || a.IsStringTerminal(r)) continue;
       for (int32_t k = 0; k < T; ++k) {
-        if (in[k] && a->IsLexed(k) && a->Embeds(r, k)) alt[k] = 0;
+        if (in[k] && a.IsLexed(k) && a.Embeds(r, k)) alt[k] = 0;
       }
     }
     for (int32_t t = 0; t < T; ++t) {
-      if (!a->IsLexed(t)) continue;  // declared terminals are never scanned
+      if (!a.IsLexed(t)) continue;  // declared terminals are never scanned
       uint64_t bit = uint64_t{1} << (t & 63);
       if (in[t]) s.scanner_terms[static_cast<size_t>(st) * s.scanner_words + t / 64] |= bit;
       if (alt[t]) s.scanner_alt[static_cast<size_t>(st) * s.scanner_words + t / 64] |= bit;
     }
   }
 
-  PruneUnlexableLookaheads(g, *a, &s);
+  PruneUnlexableLookaheads(g, a, &s);
   CloseDeadStates(&s);
+}
 
-  Interner in;     // the store's item and sequence ids
+// What the vocabulary walk leaves for the store phase: the store's
+// interner, the roots (lexer states at token boundaries) in discovery order,
+// and the token-end data of every lexer state the walk ended a token in.
+struct WalkPhase {
+  Interner in;
+  std::vector<int32_t> roots;
+  std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
+  TokenEndData ends;
+  int64_t row_count = 0;
+};
+
+// Phase 4 and 5: the vocabulary walk from every root, and the mask-store
+// rows it yields, merged into `s` batch by batch.
+//
+// The walk runs in batches of roots: each batch is walked in parallel
+// passes; after each pass the automaton transitions the passes missed are
+// computed serially, in root order, then the batch's rows are merged in
+// root order.  The batch size is fixed (not the thread count), so every
+// choice below is the same for any number of threads.  `progress` receives
+// the share of the roots found so far that are walked.
+Status VocabularyWalkPhase(const std::string& grammar_path, const CompileOptions& options,
+                           const GrammarPhase& gp, TerminalAutomaton* a, const VocabTrie& trie,
+                           std::chrono::steady_clock::time_point deadline,
+                           const std::function<void(double)>& progress, CompiledStore* out,
+                           WalkPhase* w) {
+  CompiledStore& s = *out;
+  Interner& in = w->in;  // the store's item and sequence ids
   in.SeqIds({});  // seq 0: empty
+  const int32_t max_lexer_states = options.max_lexer_states;
 
   const int32_t V = s.vocab_size;
   int32_t text_tokens = 0;
   for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
-  int64_t row_count = 0;
+  int64_t& row_count = w->row_count;
   s.root_row_offsets.assign(1, 0);
 
-  // The vocabulary walk, in batches of roots: each batch is walked in
-  // parallel passes; after each pass the automaton transitions the passes
-  // missed are computed serially, in root order, then the batch's rows are
-  // merged in root order.  The batch size is fixed (not the thread count),
-  // so every choice below is the same for any number of threads.
-  progress("store", 0);
   constexpr size_t kRootsPerBatch = 64;
-  FollowRelation follow(g);
+  FollowRelation follow(gp.g);
   const bool keep_pairs = !options.prune_pairs ||
                           (options.record != nullptr && options.record->keep_impossible_pairs);
-  const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored,
+  const WalkContext walk{a, gp.use_indenter ? gp.nl : -1, &s.terminal_ignored,
                          keep_pairs ? nullptr : &follow};
-  TokenEndData ends;
+  TokenEndData& ends = w->ends;
   const WalkShared shared{&walk,
                           &trie,
                           &ends,
@@ -1109,14 +1126,11 @@ static Status CompileStoreWith(const std::string& grammar_path,
                           options.max_seconds > 0,
                           options.record != nullptr,
                           std::max(1, options.max_walk_hypotheses)};
-  std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
-  std::vector<int32_t> roots;
+  std::unordered_map<int32_t, int32_t>& root_of = w->root_of;
+  std::vector<int32_t>& roots = w->roots;
   auto add_root = [&](int32_t q) {
     if (root_of.count(q)) return;
     root_of[q] = static_cast<int32_t>(roots.size());
-    if (std::getenv("CFGMASK_DEBUG_ROOTS")) {
-      std::fprintf(stderr, "root %zu: %s\n", roots.size(), a->DebugString(q).c_str());
-    }
     roots.push_back(q);
   };
   add_root(a->initial_state());
@@ -1154,7 +1168,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
   std::vector<int32_t> slot_map;
   int64_t entries = 0;
   std::vector<std::vector<WalkState>> dlevel(trie.max_depth() + 2);
-  DeadEnds dead_ends(a.get());
+  DeadEnds dead_ends(a);
   // The compaction and Tail of lexer state q, where a token ends.
   auto compute_end = [&](int32_t q) -> Status {
     ends.Grow(a->num_states());
@@ -1162,7 +1176,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
       const int32_t to = a->CompactSlots(q, &slot_map);
       if (to < 0) {
         return Status(ErrorCode::kResourceLimit,
-                      grammar_path + ": more than " + std::to_string(ao.max_lexer_states) +
+                      grammar_path + ": more than " + std::to_string(max_lexer_states) +
                           " lexer states (max_lexer_states, --max-lexer-states)");
       }
       ends.compact_to[q] = to;
@@ -1212,7 +1226,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
         for (const Request& req : r->requests) {
           if (req.byte >= 0) {
             WalkState ws{req.q, 0, req.has_last ? scratch.Item(req.last) : -1, ColumnDelta{}};
-            ComputingAccess acc{a.get()};
+            ComputingAccess acc{a};
             scratch_out.clear();
             AdvanceOne(walk, acc, &scratch, ws, static_cast<uint8_t>(req.byte), &hits,
                        &scratch_out);
@@ -1238,7 +1252,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
             auto& cur = dlevel[d];
             cur.clear();
             for (const WalkState& ws : dlevel[d - 1]) {
-              ComputingAccess acc{a.get()};
+              ComputingAccess acc{a};
               scratch_out.clear();
               AdvanceOne(walk, acc, &scratch, ws, trie.byte(n), &hits, &scratch_out);
               for (WalkState w : scratch_out) {
@@ -1254,7 +1268,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
             cur.erase(std::unique(cur.begin(), cur.end(),
                                   [&](const WalkState& x, const WalkState& y) { return key(x) == key(y); }),
                       cur.end());
-            if (a->num_states() >= ao.max_lexer_states) break;  // reported below
+            if (a->num_states() >= max_lexer_states) break;  // reported below
             if (cur.empty()) {
               n = trie.subtree_end(n);
               continue;
@@ -1283,9 +1297,9 @@ static Status CompileStoreWith(const std::string& grammar_path,
         r->deferred.clear();
       }
       ends.Grow(a->num_states());
-      if (a->num_states() >= ao.max_lexer_states) {
+      if (a->num_states() >= max_lexer_states) {
         return Status(ErrorCode::kResourceLimit, grammar_path + ": more than " +
-                                                     std::to_string(ao.max_lexer_states) +
+                                                     std::to_string(max_lexer_states) +
                                                      " lexer states (max_lexer_states, --max-lexer-states)");
       }
       if (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline) {
@@ -1350,40 +1364,53 @@ static Status CompileStoreWith(const std::string& grammar_path,
     }
     for_each_root(all, [](RootWalk* r) { *r = RootWalk(); });
     next = batch_end;
-    progress("store", static_cast<double>(next) / roots.size());
+    progress(static_cast<double>(next) / roots.size());
   }
   s.stats.nfa_transition_entries = entries;
-  // One single-token row per simulated token, past every root's rows.
-  {
-    std::unordered_map<int32_t, int32_t> row_of_token;
-    s.sim_row.resize(s.sim_token.size());
-    for (size_t i = 0; i < s.sim_token.size(); ++i) {
-      const int32_t t = s.sim_token[i];
-      auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
-      if (inserted) {
-        s.row_seq.push_back(0);
-        s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
-        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-        s.row_length.push_back(1);
-        s.row_tokens.push_back(t);
-      }
-      s.sim_row[i] = it->second;
+  return Status::Ok();
+}
+
+// One single-token row per simulated token, past every root's rows.
+void AddSimulatedRows(CompiledStore* out) {
+  CompiledStore& s = *out;
+  std::unordered_map<int32_t, int32_t> row_of_token;
+  s.sim_row.resize(s.sim_token.size());
+  for (size_t i = 0; i < s.sim_token.size(); ++i) {
+    const int32_t t = s.sim_token[i];
+    auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
+    if (inserted) {
+      s.row_seq.push_back(0);
+      s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
+      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+      s.row_length.push_back(1);
+      s.row_tokens.push_back(t);
     }
-    s.stats.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
+    s.sim_row[i] = it->second;
   }
-  s.stats.seconds_automaton = Since(t0);
+  s.stats.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
+}
 
-  // End of input at each root.
-  std::vector<std::vector<int32_t>> eof(roots.size());
-  for (size_t r = 0; r < roots.size(); ++r) {
-    for (auto& alt : a->EndOfInput(roots[r])) eof[r].push_back(in.Seq(alt.items));
+// The end-of-input item sequences of every root, interned in root order.
+std::vector<std::vector<int32_t>> EndOfInputPhase(TerminalAutomaton* a, WalkPhase* w) {
+  std::vector<std::vector<int32_t>> eof(w->roots.size());
+  for (size_t r = 0; r < w->roots.size(); ++r) {
+    for (auto& alt : a->EndOfInput(w->roots[r])) eof[r].push_back(w->in.Seq(alt.items));
   }
+  return eof;
+}
 
-  // Freeze the automaton.
-  t0 = std::chrono::steady_clock::now();
-  const int32_t Q = a->num_states();
+// Phase 6: the store's lexer side.  The automaton is frozen (every
+// transition, boundary and compaction the walk computed), then the items,
+// sets and the sequences the runtime reads, renumbered densely.
+void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vector<int32_t>>& eof,
+                      WalkPhase* w, CompiledStore* out) {
+  TerminalAutomaton& a = *automaton;  // Tail() memoises
+  CompiledStore& s = *out;
+  Interner& in = w->in;
+  const TokenEndData& ends = w->ends;
+  const int32_t Q = a.num_states();
   s.num_lex_states = Q;
-  s.initial_lex_state = a->initial_state();
+  s.initial_lex_state = a.initial_state();
   s.step_offsets.assign(1, 0);
   s.cand_offsets.assign(1, 0);
   s.eof_offsets.assign(1, 0);
@@ -1394,38 +1421,38 @@ static Status CompileStoreWith(const std::string& grammar_path,
   s.root_index.assign(Q, -1);
   s.tail_item.assign(Q, -1);
   for (int32_t q = 0; q < Q; ++q) {
-    if (!a->AtTerminalStart(q)) s.tail_item[q] = in.Item(a->Tail(q));
-    for (auto& cs : a->ComputedSteps(q)) {
+    if (!a.AtTerminalStart(q)) s.tail_item[q] = in.Item(a.Tail(q));
+    for (auto& cs : a.ComputedSteps(q)) {
       s.step_byte.push_back(cs.byte);
       s.step_to.push_back(cs.to);
       s.step_hits.push_back(cs.hits.empty() ? 0 : in.Seq(cs.hits));
     }
     s.step_offsets.push_back(static_cast<int32_t>(s.step_byte.size()));
-    for (int32_t t : a->BoundaryCandidates(q)) {
+    for (int32_t t : a.BoundaryCandidates(q)) {
       LexItem emit;
-      int32_t to = a->BoundaryIfComputed(q, t, &emit);
+      int32_t to = a.BoundaryIfComputed(q, t, &emit);
       if (to < 0) continue;
       s.cand_terminal.push_back(t);
       s.cand_to.push_back(to);
       s.cand_item.push_back(in.Item(emit));
     }
     s.cand_offsets.push_back(static_cast<int32_t>(s.cand_terminal.size()));
-    s.num_slots[q] = a->NumOpenSlots(q);
-    s.at_start[q] = a->AtTerminalStart(q);
+    s.num_slots[q] = a.NumOpenSlots(q);
+    s.at_start[q] = a.AtTerminalStart(q);
     // A dead end keeps -1: the runtime ends no token there either.
     if (q < static_cast<int32_t>(ends.compact_to.size()) && ends.compact_to[q] >= 0 &&
         !ends.dead[q]) {
       s.compact_to[q] = ends.compact_to[q];
       s.compact_map[q] = ends.compact_map[q];
     }
-    auto r = root_of.find(q);
-    if (r != root_of.end()) {
+    auto r = w->root_of.find(q);
+    if (r != w->root_of.end()) {
       s.root_index[q] = r->second;
       for (int32_t seq : eof[r->second]) s.eof_seq.push_back(seq);
     }
     s.eof_offsets.push_back(static_cast<int32_t>(s.eof_seq.size()));
   }
-  CFGMASK_CHECK(a->num_states() == Q);
+  CFGMASK_CHECK(a.num_states() == Q);
 
   // Items, sets, sequences.
   for (const LexItem& it : in.item_list) {
@@ -1438,8 +1465,8 @@ static Status CompileStoreWith(const std::string& grammar_path,
     s.item_slot.push_back(it.slot);
   }
   s.set_offsets.assign(1, 0);
-  for (int32_t i = 0; i < a->num_sets(); ++i) {
-    for (int32_t v : a->Set(i)) s.set_data.push_back(v);
+  for (int32_t i = 0; i < a.num_sets(); ++i) {
+    for (int32_t v : a.Set(i)) s.set_data.push_back(v);
     s.set_offsets.push_back(static_cast<int32_t>(s.set_data.size()));
   }
   // Only the sequences the runtime reads are written (the walk also
@@ -1461,14 +1488,86 @@ static Status CompileStoreWith(const std::string& grammar_path,
   for (int32_t& v : s.eof_seq) v = new_id[v];
   for (int32_t& v : s.step_hits) v = new_id[v];
 
-  s.num_roots = static_cast<int32_t>(roots.size());
-  s.stats.rows_before_streamlining = row_count;
+  s.num_roots = static_cast<int32_t>(w->roots.size());
+  s.stats.rows_before_streamlining = w->row_count;
+}
+
+}  // namespace
+
+// The tokenizer is asked for once the grammar's tables are built (a bad
+// grammar is reported before the tokenizer file is read).
+using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
+
+// The driver: runs the phases in order, times each (the store's
+// seconds_* figures) and reports progress.
+static Status CompileStoreWith(const std::string& grammar_path,
+                               const TokenizerSource& get_tokenizer,
+                               const CompileOptions& options, CompiledStore* out) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  double walk_share = 0;  // of the vocabulary walk, for every report
+  auto progress = [&](const char* phase) {
+    if (options.progress) options.progress(CompileProgress{phase, walk_share, Since(start)});
+  };
+  CompiledStore s;
+  auto t0 = start;
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
+
+  progress("grammar");
+  GrammarPhase gp;
+  CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
+  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
+  s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
+  s.stats.seconds_grammar = Since(t0);
+
+  t0 = Clock::now();
+  progress("lalr");
+  ParseTables pt;
+  CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
+  s.stats.seconds_lalr = Since(t0);
+
+  // seconds_automaton spans the automaton, the tokenizer and the walk.
+  t0 = Clock::now();
+  progress("automaton");
+  std::shared_ptr<TerminalAutomaton> a;
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+
+  const auto tok0 = Clock::now();
+  progress("tokenizer");
+  const PreparedTokenizer* tok = nullptr;
+  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
+  s.stats.seconds_tokenizer = Since(tok0);
+  CopyVocabulary(tok->tokens, &s);
+  VocabTrie subset_trie;
+  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
+  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
+
+  FillGrammarTables(gp, pt, *a, &s);
+
+  progress("walk");
+  WalkPhase walk;
+  CFGMASK_RETURN_IF_ERROR(VocabularyWalkPhase(
+      grammar_path, options, gp, a.get(), trie, deadline,
+      [&](double share) {
+        walk_share = std::max(walk_share, share);  // roots found later lower the share
+        progress("walk");
+      },
+      &s, &walk));
+  walk_share = 1;
+  AddSimulatedRows(&s);
+  s.stats.seconds_automaton = Since(t0);
+
+  const std::vector<std::vector<int32_t>> eof = EndOfInputPhase(a.get(), &walk);
+  t0 = Clock::now();
+  progress("store");
+  FreezeStorePhase(a.get(), eof, &walk, &s);
   s.stats.seconds_store = Since(t0);
-  progress("store", 1);
   if (options.record != nullptr) {
     options.record->automaton = a;
-    options.record->roots = roots;
-    options.record->indenter_nl = use_indenter ? nl : -1;
+    options.record->roots = walk.roots;
+    options.record->indenter_nl = gp.use_indenter ? gp.nl : -1;
     options.record->ignored = s.terminal_ignored;
   }
   *out = std::move(s);
