@@ -9,24 +9,9 @@
 // progress (CompileOptions::progress).  Streamlining and writing the file
 // come after, in runtime/compile.h and maskstore/store_file.h.
 //
-// The walk visits the vocabulary trie once per lexer state q found at a token
-// boundary, in depth-first order; a prefix that kills every hypothesis skips
-// its whole subtree.  Lexer states reached at the end of a token are new
-// roots, until no new one appears.
-//
-// The walks of different roots are independent and run in parallel (oneTBB),
-// against the lazily built automaton read-only: a walk that needs a
-// transition not computed yet records the request and suspends that subtree.
-// Between parallel passes the requests are computed serially, in root order,
-// so automaton state ids, and hence the store bytes, do not depend on the
-// thread count.  Most steps inside a terminal are plain (one hypothesis,
-// no terminal can end, the byte's transition known and itemless): a tight
-// loop takes them, and a subtree all of whose bytes the state loops on (the
-// inside of a string or comment) is taken whole, its tokens being one
-// contiguous range of the trie (VocabTrie::BelowWithin).  Each root interns its item sequences locally; finished roots
-// are merged into the store in root order.  Tested by vocab_walk_test.cc
-// (against a brute-force byte-by-byte simulation of every token, thread-count
-// determinism and resource limits).
+// The walk and the store phase are maskstore/vocab_walk.h.  Tested by
+// vocab_walk_test.cc (against a brute-force byte-by-byte simulation of every
+// token, thread-count determinism and resource limits).
 //
 // The tokenizer may be prepared once (PrepareTokenizer: its file read, its
 // trie built) and shared by any number of compiles.
