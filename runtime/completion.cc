@@ -308,10 +308,6 @@ namespace {
 
 bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
 
-std::string TokenLabel(const CompiledStore& s, int32_t t) {
-  return "token " + std::to_string(t) + " \"" + Printable(s.TokenBytes(t)) + "\"";
-}
-
 std::string OneLine(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   return s;

@@ -144,4 +144,8 @@ std::string Printable(std::string_view bytes, size_t max_len) {
   return out;
 }
 
+std::string TokenLabel(const CompiledStore& store, int32_t token) {
+  return "token " + std::to_string(token) + " \"" + Printable(store.TokenBytes(token)) + "\"";
+}
+
 }  // namespace cfgmask

@@ -81,6 +81,9 @@ std::string TextPosition(std::string_view file, std::string_view text, size_t of
 // A token's bytes, printable: C-style escapes for control and non-ASCII bytes.
 std::string Printable(std::string_view bytes, size_t max_len = 40);
 
+// `token 42 "if"`: a token of the store's vocabulary for messages.
+std::string TokenLabel(const CompiledStore& store, int32_t token);
+
 }  // namespace cfgmask
 
 #endif  // CFGMASK_RUNTIME_SEGMENT_H_
