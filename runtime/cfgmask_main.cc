@@ -285,12 +285,6 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: KiB
 }
 
-bool IsEos(const CompiledStore& s, int32_t t) {
-  return std::find(s.eos_ids.begin(), s.eos_ids.end(), t) != s.eos_ids.end();
-}
-
-bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
-
 // ---------------------------------------------------------------- compile
 
 // Progress on a terminal: one line rewritten in place, at most 10 times a
@@ -553,40 +547,14 @@ int Sample(const CommandSpec& spec, const Args& args) {
   Completer completer(store);
   int64_t incomplete = 0;
   for (int64_t k = 1; k <= n; ++k) {
-    session.Reset();
-    std::string ending;
-    int64_t tokens = 0;
-    bool complete = false;
-    for (; tokens < max_tokens; ++tokens) {
-      const int32_t tok = DrawToken(store, session.Mask(), eos_bias, &rng, args.Has("--ascii"));
-      if (tok < 0) {
-        ending = "stopped: the mask is empty and EOS is not allowed (a prefix)";
-        break;
-      }
-      if (IsEos(store, tok)) {
-        ending = "ended with EOS";
-        complete = true;
-        break;
-      }
-      st = session.Advance(tok);
-      if (!st.ok()) {
-        ending = "stopped: " + TokenLabel(store, tok) + " is in the mask but Advance refuses it: " +
-                 OneLine(st.message()) + " (a prefix)";
-        break;
-      }
-    }
-    if (ending.empty()) {
-      std::string why;
-      const int64_t walked = tokens;
-      if (CompleteWithTokens(store, segmenter, &completer, &session, &tokens, &why)) {
-        ending = "reached --max-tokens " + std::to_string(max_tokens) + ", " + why +
-                 ", ended with EOS";
-        complete = true;
-      } else {
-        ending = "reached --max-tokens " + std::to_string(max_tokens) + " after " +
-                 std::to_string(walked) + " tokens; " + why + " (a prefix)";
-      }
-    }
+    SampleOptions options;
+    options.max_tokens = max_tokens;
+    options.eos_bias = eos_bias;
+    options.ascii_only = args.Has("--ascii");
+    const SampleResult r = SampleText(store, segmenter, &completer, &session, &rng, options);
+    const bool complete = r.complete;
+    const int64_t tokens = r.tokens;
+    const std::string& ending = r.ending;
     if (!complete) ++incomplete;
     const std::string path = (std::filesystem::path(dir) / ("sample_" + std::to_string(k) + ".txt")).string();
     std::string error;

@@ -37,4 +37,54 @@ int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask,
   return text[std::uniform_int_distribution<size_t>(0, text.size() - 1)(*rng)];
 }
 
+namespace {
+
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+}  // namespace
+
+SampleResult SampleText(const CompiledStore& store, const Segmenter& segmenter,
+                        Completer* completer, Session* session, std::mt19937_64* rng,
+                        const SampleOptions& options) {
+  SampleResult r;
+  session->Reset();
+  std::string& ending = r.ending;
+  int64_t& tokens = r.tokens;
+  bool& complete = r.complete;
+  for (; tokens < options.max_tokens; ++tokens) {
+    const int32_t tok = DrawToken(store, session->Mask(), options.eos_bias, rng, options.ascii_only);
+    if (tok < 0) {
+      ending = "stopped: the mask is empty and EOS is not allowed (a prefix)";
+      break;
+    }
+    if (std::find(store.eos_ids.begin(), store.eos_ids.end(), tok) != store.eos_ids.end()) {
+      ending = "ended with EOS";
+      complete = true;
+      break;
+    }
+    const Status st = session->Advance(tok);
+    if (!st.ok()) {
+      ending = "stopped: " + TokenLabel(store, tok) + " is in the mask but Advance refuses it: " +
+               OneLine(st.message()) + " (a prefix)";
+      break;
+    }
+  }
+  if (ending.empty()) {
+    std::string why;
+    const int64_t walked = tokens;
+    if (CompleteWithTokens(store, segmenter, completer, session, &tokens, &why)) {
+      ending = "reached --max-tokens " + std::to_string(options.max_tokens) + ", " + why +
+               ", ended with EOS";
+      complete = true;
+    } else {
+      ending = "reached --max-tokens " + std::to_string(options.max_tokens) + " after " +
+               std::to_string(walked) + " tokens; " + why + " (a prefix)";
+    }
+  }
+  return r;
+}
+
 }  // namespace cfgmask
