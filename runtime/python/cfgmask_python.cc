@@ -21,11 +21,10 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "grammar/utf8.h"
-#include "runtime/cli.h"
+#include "runtime/completion.h"
 #include "runtime/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
