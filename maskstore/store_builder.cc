@@ -1,778 +1,28 @@
-// Store compilation: see store_builder.h for the phases and for how the
-// vocabulary walk runs in parallel yet writes the same bytes for any thread
-// count.  Tested by vocab_walk_test.cc.
+// Store compilation: the phases before the vocabulary walk (grammar, LALR
+// tables, terminal automaton, tokenizer, the store's grammar tables) and the
+// driver that runs every phase in order, times it and reports progress; the
+// walk and the store phase are vocab_walk.cc.  See store_builder.h.
+// Tested by vocab_walk_test.cc.
 #include "maskstore/store_builder.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
-#include <span>
-#include <tuple>
-#include <unordered_map>
-#include <unordered_set>
-
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "grammar/check.h"
 #include "grammar/lark_reader.h"
 #include "lexer/terminal_automaton.h"
 #include "lexer/tokenizer.h"
 #include "lexer/vocab_trie.h"
-#include "maskstore/id_index.h"
+#include "maskstore/vocab_walk.h"
 #include "parser/lalr.h"
+#include "parser/lr_core.h"
 
 namespace cfgmask {
 namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string FormatSeconds(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
-// One lexing hypothesis of the walk: the lexer state, the items produced
-// since the root (an interned sequence), the last non-ignored Emit among
-// them (-1: none) and the column bookkeeping of the current terminal.
-struct WalkState {
-  int32_t q;
-  int32_t seq;
-  int32_t last_emit;
-  ColumnDelta col;
-  bool operator<(const WalkState& o) const {
-    return std::tie(q, seq, col.absolute, col.value) <
-           std::tie(o.q, o.seq, o.col.absolute, o.col.value);
-  }
-  bool operator==(const WalkState& o) const {
-    return q == o.q && seq == o.seq && col.absolute == o.col.absolute && col.value == o.col.value;
-  }
-};
-
-// A map from 64-bit keys to non-negative ids (open addressing, linear
-// probing; keys are never erased).
-class FlatIdMap {
- public:
-  // The id stored under key, or -1.
-  int32_t Find(uint64_t key) const {
-    if (keys_.empty()) return -1;
-    const size_t mask = keys_.size() - 1;
-    for (size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
-      if (ids_[i] < 0) return -1;
-      if (keys_[i] == key) return ids_[i];
-    }
-  }
-  void Insert(uint64_t key, int32_t id) {
-    if ((size_ + 1) * 2 > keys_.size()) Grow();
-    const size_t mask = keys_.size() - 1;
-    size_t i = Hash(key) & mask;
-    while (ids_[i] >= 0 && keys_[i] != key) i = (i + 1) & mask;
-    if (ids_[i] < 0) ++size_;
-    keys_[i] = key;
-    ids_[i] = id;
-  }
-
- private:
-  static uint64_t Hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return k;
-  }
-  void Grow() {
-    std::vector<uint64_t> keys(std::max<size_t>(16, keys_.size() * 2));
-    std::vector<int32_t> ids(keys.size(), -1);
-    keys.swap(keys_);
-    ids.swap(ids_);
-    size_ = 0;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (ids[i] >= 0) Insert(keys[i], ids[i]);
-    }
-  }
-  std::vector<uint64_t> keys_;
-  std::vector<int32_t> ids_;
-  size_t size_ = 0;
-};
-
-// Interns lexer items and item sequences as dense ids.  The indexes hold
-// ids only (IdIndex) and compare against item_list / seq_list, so a look-up
-// allocates nothing.
-class Interner {
- public:
-  int32_t Item(const LexItem& it) {
-    return item_index_.FindOrAdd(
-        HashItem(it), item_list.size(), [&](int32_t id) { return item_list[id] == it; },
-        [&] { item_list.push_back(it); }, [&](int32_t id) { return HashItem(item_list[id]); });
-  }
-  int32_t Seq(const std::vector<LexItem>& items) {
-    std::vector<int32_t> ids;
-    ids.reserve(items.size());
-    for (const LexItem& it : items) ids.push_back(Item(it));
-    return SeqIds(ids);
-  }
-  // The sequence `seq` followed by item `item`, memoised.
-  int32_t Append(int32_t seq, int32_t item) {
-    const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
-    const int32_t found = appended_.Find(key);
-    if (found >= 0) return found;
-    append_scratch_ = seq_list[seq];
-    append_scratch_.push_back(item);
-    const int32_t id = SeqIds(append_scratch_);
-    appended_.Insert(key, id);
-    return id;
-  }
-  int32_t SeqIds(const std::vector<int32_t>& ids) {
-    return seq_index_.FindOrAdd(
-        HashIds(ids), seq_list.size(), [&](int32_t id) { return seq_list[id] == ids; },
-        [&] { seq_list.push_back(ids); }, [&](int32_t id) { return HashIds(seq_list[id]); });
-  }
-  // Frees everything but item_list (a finished root's interner, before
-  // the serial merge that reads only its items).
-  void ReleaseSequences() {
-    std::vector<std::vector<int32_t>>().swap(seq_list);
-    item_index_.Clear();
-    seq_index_.Clear();
-    appended_ = FlatIdMap();
-  }
-  std::vector<LexItem> item_list;
-  std::vector<std::vector<int32_t>> seq_list;
-
- private:
-  static uint64_t Mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdULL;
-  }
-  static uint64_t HashItem(const LexItem& it) {
-    uint64_t h = it.kind;
-    for (int64_t v : {int64_t{it.terminal}, int64_t{it.blockers}, int64_t{it.full_match},
-                      int64_t{it.col_absolute}, int64_t{it.col}, int64_t{it.slot}}) {
-      h = Mix(h, static_cast<uint64_t>(v));
-    }
-    return h ^ (h >> 29);
-  }
-  static uint64_t HashIds(const std::vector<int32_t>& ids) {
-    uint64_t h = ids.size();
-    for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
-    return h ^ (h >> 29);
-  }
-  IdIndex item_index_, seq_index_;
-  FlatIdMap appended_;
-  std::vector<int32_t> append_scratch_;
-};
-
-// Which terminal can immediately follow which in some sentential form (the
-// FOLLOW sets of terminals, computed over all symbols).  Two terminals that
-// never touch cannot be consecutive Emits of one token, whatever the parser
-// state: pruning such splits keeps tokens like "================" from
-// producing exponentially many candidate lexings.
-class FollowRelation {
- public:
-  explicit FollowRelation(const Grammar& g) : T_(g.num_terminals()) {
-    const int32_t n = g.num_symbols();
-    std::vector<uint8_t> nullable(n, 0);
-    std::vector<std::vector<uint8_t>> first(n, std::vector<uint8_t>(T_, 0)),
-        follow(n, std::vector<uint8_t>(T_, 0));
-    for (int32_t t = 0; t < T_; ++t) first[t][t] = 1;
-    auto unite = [&](std::vector<uint8_t>& dst, const std::vector<uint8_t>& src) {
-      bool changed = false;
-      for (int32_t i = 0; i < T_; ++i) {
-        if (src[i] && !dst[i]) dst[i] = 1, changed = true;
-      }
-      return changed;
-    };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (const Rule& r : g.rules) {
-        bool all = true;
-        for (SymbolId x : r.rhs) {
-          changed |= unite(first[r.lhs], first[x]);
-          if (!nullable[x]) {
-            all = false;
-            break;
-          }
-        }
-        if (all && !nullable[r.lhs]) nullable[r.lhs] = 1, changed = true;
-      }
-    }
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (const Rule& r : g.rules) {
-        for (size_t i = 0; i < r.rhs.size(); ++i) {
-          bool rest_nullable = true;
-          for (size_t j = i + 1; j < r.rhs.size(); ++j) {
-            changed |= unite(follow[r.rhs[i]], first[r.rhs[j]]);
-            if (!nullable[r.rhs[j]]) {
-              rest_nullable = false;
-              break;
-            }
-          }
-          if (rest_nullable) changed |= unite(follow[r.rhs[i]], follow[r.lhs]);
-        }
-      }
-    }
-    can_follow_.assign(static_cast<size_t>(T_) * T_, 0);
-    for (int32_t a = 0; a < T_; ++a) {
-      for (int32_t b = 0; b < T_; ++b) can_follow_[static_cast<size_t>(a) * T_ + b] = follow[a][b];
-    }
-  }
-  bool CanFollow(int32_t a, int32_t b) const {
-    return can_follow_[static_cast<size_t>(a) * T_ + b];
-  }
-
- private:
-  int32_t T_;
-  std::vector<uint8_t> can_follow_;
-};
-
-struct WalkContext {
-  const TerminalAutomaton* a;
-  int32_t nl;                      // indenter newline terminal, -1 without indenter
-  const std::vector<uint8_t>* ignored;
-  const FollowRelation* follow;    // nullptr: every pair of Emits is kept
-};
-
-// Could Emit e2 come right after Emit e1 (either may be retyped by Lark's
-// "unless" into one of its full-match strings)?  A newline next to anything
-// is kept: the indenter may drop it or add _INDENT/_DEDENT around it.
-bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
-  if (c.follow == nullptr) return true;
-  if (e1.terminal == c.nl || e2.terminal == c.nl) return true;
-  auto types = [&](const LexItem& e) {
-    std::vector<int32_t> t = {e.terminal};
-    for (int32_t k : c.a->Set(e.full_match)) t.push_back(k);
-    return t;
-  };
-  for (int32_t x : types(e1)) {
-    for (int32_t y : types(e2)) {
-      if (c.follow->CanFollow(x, y)) return true;
-    }
-  }
-  return false;
-}
-
-// Automaton access of the parallel passes: reads only, and a transition not
-// computed yet is a miss.
-struct ReadOnlyAccess {
-  const TerminalAutomaton* a;
-  bool miss = false;
-  int32_t Step(int32_t q, uint8_t b, std::vector<LexItem>* hits) {
-    const int32_t r = a->StepIfComputed(q, b, hits);
-    if (r == -2) miss = true;
-    return r < 0 ? -1 : r;
-  }
-  const std::vector<int32_t>* Candidates(int32_t q) {
-    const std::vector<int32_t>* c = a->BoundaryCandidatesIfComputed(q);
-    if (c == nullptr) miss = true;
-    return c;
-  }
-  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) {
-    const int32_t r = a->BoundaryIfComputed(q, t, emit);
-    if (r == -2) miss = true;
-    return r < 0 ? -1 : r;
-  }
-};
-
-// Automaton access of the serial phase between passes: computes what is
-// missing.
-struct ComputingAccess {
-  TerminalAutomaton* a;
-  bool miss = false;  // never set
-  int32_t Step(int32_t q, uint8_t b, std::vector<LexItem>* hits) { return a->Step(q, b, hits); }
-  const std::vector<int32_t>* Candidates(int32_t q) { return &a->BoundaryCandidates(q); }
-  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) { return a->Boundary(q, t, emit); }
-};
-
-// Advances one walk state by one byte, taking every legal terminal boundary
-// before the byte.  Returns false on a miss of `acc` (`out` then holds a
-// partial result).
-template <class Access>
-bool AdvanceOne(const WalkContext& c, Access& acc, Interner* in, const WalkState& ws, uint8_t b,
-                std::vector<LexItem>* hits, std::vector<WalkState>* out) {
-  auto add_hits = [&](int32_t seq) {
-    for (const LexItem& h : *hits) seq = in->Append(seq, in->Item(h));
-    return seq;
-  };
-  hits->clear();
-  const int32_t q2 = acc.Step(ws.q, b, hits);
-  if (acc.miss) return false;
-  if (q2 >= 0) {
-    WalkState n{q2, add_hits(ws.seq), ws.last_emit, ws.col};
-    n.col.Feed(b);
-    out->push_back(n);
-  }
-  const std::vector<int32_t>* cands = acc.Candidates(ws.q);
-  if (acc.miss) return false;
-  // A copy: Item() below may grow item_list.
-  const bool has_last = ws.last_emit >= 0;
-  const LexItem last = has_last ? in->item_list[ws.last_emit] : LexItem();
-  for (int32_t t : *cands) {
-    LexItem emit;
-    const int32_t q1 = acc.Boundary(ws.q, t, &emit);
-    if (acc.miss) return false;
-    if (q1 < 0) continue;
-    if (has_last && !(*c.ignored)[t] && !PairPossible(c, last, emit)) continue;
-    if (t == c.nl) {
-      emit.col_absolute = ws.col.absolute;
-      emit.col = ws.col.value;
-    }
-    hits->clear();
-    const int32_t q3 = acc.Step(q1, b, hits);
-    if (acc.miss) return false;
-    if (q3 < 0) continue;
-    const int32_t emit_id = in->Item(emit);
-    WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
-                (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
-    n.col.Feed(b);
-    out->push_back(n);
-  }
-  return true;
-}
-
-// What a suspended walk needs computed: the byte step of one walk state
-// (byte >= 0; `last` is its last non-ignored Emit, if any), or the slot
-// compaction and Tail of a lexer state where a token ends (byte == -1).
-struct Request {
-  int32_t q;
-  int32_t byte;
-  bool has_last;
-  LexItem last;
-};
-
-// Is lexer state q a dead end: the text cannot end at q, and no string of
-// at most `depth` bytes leads from it to a state that can end the text or
-// still has `depth` bytes to go?  A token must not end in such a state: e.g.
-// "Insert" + 0xC4 after a statement, where 0xC4 can only start "İ" or "ı"
-// (case-insensitive "i" under Python's Unicode rules) and any character
-// completing it vetoes INSERT's look-ahead (?![a-z0-9_$]|[^\x00-\x7f]).
-// With depth 4 every partial UTF-8 character is resolved.  Sound: "alive"
-// when unsure (depth exhausted or `budget` spent).  Serial phase only.
-class DeadEnds {
- public:
-  explicit DeadEnds(TerminalAutomaton* a) : a_(a) {}
-  bool Dead(int32_t q) {
-    budget_ = 200000;
-    return DeadWithin(q, 4);
-  }
-
- private:
-  bool DeadWithin(int32_t q, int32_t depth) {
-    if (depth == 0) return false;
-    const int64_t key = static_cast<int64_t>(q) * 8 + depth;
-    auto it = memo_.find(key);
-    if (it != memo_.end()) return it->second;
-    bool dead = a_->EndOfInput(q).empty();
-    // A common byte first: a live state usually answers at once.
-    static constexpr uint8_t kFirst[] = {' ', 'a', 'e', '0', '\n', '(', '_', 'x', ';', '"', '\''};
-    for (int k = 0; dead && k < static_cast<int>(sizeof(kFirst)) + 256; ++k) {
-      const uint8_t b = k < static_cast<int>(sizeof(kFirst)) ? kFirst[k]
-                                                           : static_cast<uint8_t>(k - sizeof(kFirst));
-      if (--budget_ < 0) return false;
-      const int32_t to = a_->Step(q, b, &hits_);
-      if (to >= 0 && !DeadWithin(to, depth - 1)) dead = false;
-      if (!dead) break;
-      const std::vector<int32_t> cands = a_->BoundaryCandidates(q);
-      for (int32_t t : cands) {
-        LexItem emit;
-        const int32_t q1 = a_->Boundary(q, t, &emit);
-        if (q1 < 0) continue;
-        const int32_t q3 = a_->Step(q1, b, &hits_);
-        if (q3 >= 0 && !DeadWithin(q3, depth - 1)) {
-          dead = false;
-          break;
-        }
-      }
-    }
-    if (budget_ >= 0) memo_[key] = dead;
-    return dead;
-  }
-  TerminalAutomaton* a_;
-  std::unordered_map<int64_t, bool> memo_;
-  std::vector<LexItem> hits_;
-  int64_t budget_ = 0;
-};
-
-// Advances a set of walk states by one byte with read-only automaton access.
-// Returns false when some state missed; its request is appended.
-bool AdvanceWalk(const WalkContext& c, Interner* in, const std::vector<WalkState>& states,
-                 uint8_t b, std::vector<WalkState>* out, std::vector<Request>* requests) {
-  out->clear();
-  std::vector<LexItem> hits;
-  bool complete = true;
-  for (const WalkState& ws : states) {
-    ReadOnlyAccess acc{c.a};
-    if (!AdvanceOne(c, acc, in, ws, b, &hits, out)) {
-      const bool has_last = ws.last_emit >= 0;
-      requests->push_back(
-          {ws.q, b, has_last, has_last ? in->item_list[ws.last_emit] : LexItem()});
-      complete = false;
-    }
-  }
-  if (!complete) return false;
-  if (out->size() > 1) {
-    std::sort(out->begin(), out->end());
-    out->erase(std::unique(out->begin(), out->end()), out->end());
-  }
-  return true;
-}
-
-// A part of one root's walk still to do: the trie nodes [first, end), all of
-// depth >= depth(first), from the walk states `base` at depth(first) - 1.
-struct WalkTask {
-  int32_t first;
-  int32_t end;
-  bool single;                  // one walk state, kept inline (most tasks)
-  WalkState one;
-  std::vector<WalkState> many;  // else
-  static WalkTask Of(int32_t first, int32_t end, const std::vector<WalkState>& states) {
-    WalkTask t{first, end, states.size() == 1, states.empty() ? WalkState{} : states[0], {}};
-    if (!t.single) t.many = states;
-    return t;
-  }
-  std::span<const WalkState> base() const {
-    return single ? std::span<const WalkState>(&one, 1) : std::span<const WalkState>(many);
-  }
-};
-
-// One mask-store row of a root, its token set already stored adaptively;
-// `items` are ids of the root's local interner until the merge.
-struct EncodedRow {
-  std::vector<int32_t> items;
-  RowKind kind;
-  int32_t length;
-  std::vector<int32_t> ids;     // kList / kComplement
-  std::vector<uint32_t> bits;   // kBitset
-};
-
-// The walk of one root, across passes.
-struct RootWalk {
-  int32_t index = 0;  // root index
-  int32_t q = 0;      // its lexer state
-  Interner in;        // local: item and sequence ids of this root only
-  std::vector<std::vector<int32_t>> rows;  // local seq -> tokens (empty: no row)
-  std::vector<int32_t> tail_item;          // lexer state -> local id of its Tail (-1: not yet)
-  std::vector<WalkTask> tasks;
-  std::vector<Request> requests;
-  std::vector<int32_t> discovered;  // lexer states after compaction, first-seen order
-  std::vector<uint8_t> discovered_flag;  // by lexer state: in `discovered`
-  int64_t entries = 0;
-  bool over_entries = false;
-  bool over_time = false;
-  std::vector<EncodedRow> encoded;
-  std::vector<NfaTransitionEntry> record;
-  std::vector<WalkTask> deferred;   // subtrees with too many hypotheses
-  std::vector<int32_t> sim_tokens;  // their tokens, sorted at the merge
-};
-
-// Token-end data computed in the serial phase, read by the passes: per
-// lexer state, its compaction (target, slot-map set) and its Tail item.
-struct TokenEndData {
-  std::vector<int32_t> compact_to;   // -1: not computed
-  std::vector<int32_t> compact_map;
-  std::vector<uint8_t> tail_done;
-  std::vector<LexItem> tail;
-  std::vector<uint8_t> dead;         // no token may end here (LexicallyDead)
-  bool Ready(int32_t q) const {
-    return q < static_cast<int32_t>(tail_done.size()) && tail_done[q] && compact_to[q] >= 0;
-  }
-  void Grow(int32_t n) {
-    if (static_cast<int32_t>(tail_done.size()) >= n) return;
-    compact_to.resize(n, -1);
-    compact_map.resize(n, 0);
-    tail_done.resize(n, 0);
-    tail.resize(n);
-    dead.resize(n, 0);
-  }
-};
-
-struct WalkShared {
-  const WalkContext* ctx;
-  const VocabTrie* trie;
-  const TokenEndData* ends;
-  int64_t max_entries;
-  std::chrono::steady_clock::time_point deadline;
-  bool has_deadline;
-  bool recording;
-  int32_t max_hypotheses;
-};
-
-// The computed self-loop bytes of recently asked lexer states
-// (TerminalAutomaton::ComputedSelfLoops), direct-mapped.
-class SelfLoopCache {
- public:
-  const uint64_t* Get(const TerminalAutomaton& a, int32_t q) {
-    Entry& e = entries_[static_cast<uint32_t>(q) % kSize];
-    if (e.q != q) {
-      a.ComputedSelfLoops(q, e.bytes);
-      e.q = q;
-    }
-    return e.bytes;
-  }
-
- private:
-  static constexpr uint32_t kSize = 64;
-  struct Entry {
-    int32_t q = -1;
-    uint64_t bytes[2] = {0, 0};
-  };
-  Entry entries_[kSize];
-};
-
-// Runs the pending tasks of one root as far as the automaton allows; misses
-// become requests and new tasks.
-void RunRoot(const WalkShared& sh, RootWalk* r) {
-  const VocabTrie& trie = *sh.trie;
-  const TerminalAutomaton& a = *sh.ctx->a;
-  const TokenEndData& ends = *sh.ends;
-  // Per-thread scratch, kept across calls (a root is run once per pass).
-  thread_local std::vector<std::vector<WalkState>> level;
-  if (level.size() < static_cast<size_t>(trie.max_depth()) + 2) level.resize(trie.max_depth() + 2);
-  std::vector<WalkTask> tasks;
-  tasks.swap(r->tasks);
-  int64_t visited = 0;
-  auto out_of_time = [&]() {
-    if (sh.has_deadline && (++visited & 4095) == 0 &&
-        std::chrono::steady_clock::now() > sh.deadline) {
-      r->over_time = true;
-    }
-    return r->over_time;
-  };
-
-  // Adds tokens `toks`, read from the root to walk state (ws_seq, q), to
-  // their row: the walk state's items, then the Tail of q.  q is Ready.
-  int32_t last_seq = -1, last_q = -1, last_row_seq = -1;
-  auto add_tokens = [&](int32_t ws_seq, int32_t q, std::span<const int32_t> toks) {
-    if (ends.dead[q]) return;  // no text goes on from here
-    const int32_t to = ends.compact_to[q];
-    if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
-    if (!r->discovered_flag[to]) {
-      r->discovered_flag[to] = 1;
-      r->discovered.push_back(to);
-    }
-    // The last row looked up is kept: consecutive tokens usually end in the
-    // same walk state.
-    int32_t seq = last_row_seq;
-    if (ws_seq != last_seq || q != last_q) {
-      if (q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(q + 1, -1);
-      int32_t& tail = r->tail_item[q];
-      if (tail < 0) tail = r->in.Item(ends.tail[q]);
-      seq = r->in.Append(ws_seq, tail);
-      last_seq = ws_seq;
-      last_q = q;
-      last_row_seq = seq;
-    }
-    if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
-    auto& row = r->rows[seq];
-    row.insert(row.end(), toks.begin(), toks.end());
-    r->entries += static_cast<int64_t>(toks.size());
-    if (sh.recording) {
-      std::vector<LexItem> items;
-      for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
-      for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
-    }
-  };
-
-  // A plain step: no terminal may end at q, and q's step on b is known and
-  // produces no item (*to = -1: rejected).  Most steps inside a terminal.
-  auto plain_step = [&](int32_t q, uint8_t b, int32_t* to) {
-    const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
-    return cands != nullptr && cands->empty() && a.StepIfComputedWithoutItems(q, b, to);
-  };
-  // Does the one walk state q at node n loop over n's whole subtree (no
-  // terminal can end at q, every byte below n steps q to itself with no
-  // item)?  Then all its tokens end in q, taken at once: inside a string or
-  // a comment this skips most of the trie.
-  SelfLoopCache loops;
-  auto loops_over_subtree = [&](int32_t n, int32_t q) {
-    if (trie.subtree_end(n) <= n + 1 || !trie.BelowAscii(n)) return false;
-    const std::vector<int32_t>* cands = a.BoundaryCandidatesIfComputed(q);
-    return cands != nullptr && cands->empty() && ends.Ready(q) &&
-           trie.BelowWithin(n, loops.Get(a, q));
-  };
-
-  // Walks nodes [n, limit) from the single walk state at level[depth(n) - 1]
-  // (every node there descends from it) while every step is plain: the
-  // walk state only changes its lexer state and column, so it is kept per
-  // depth on a plain path.  Returns the first node left to the general walk
-  // below (limit when none), with level[] set along its path.
-  thread_local std::vector<int32_t> path_q;
-  thread_local std::vector<ColumnDelta> path_col;
-  path_q.resize(std::max(path_q.size(), level.size()));
-  path_col.resize(std::max(path_col.size(), level.size()));
-  auto run_single = [&](int32_t n, int32_t limit) {
-    const int32_t d0 = trie.depth(n);
-    const WalkState base = level[d0 - 1][0];
-    path_q[d0 - 1] = base.q;
-    path_col[d0 - 1] = base.col;
-    while (n < limit) {
-      if (out_of_time()) return limit;
-      const int32_t d = trie.depth(n);
-      const uint8_t b = trie.byte(n);
-      int32_t to;
-      if (!plain_step(path_q[d - 1], b, &to)) break;
-      if (to < 0) {
-        n = trie.subtree_end(n);
-        continue;
-      }
-      const bool whole = loops_over_subtree(n, to);
-      const auto toks = whole ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
-      if (!toks.empty()) {
-        if (!ends.Ready(to)) break;  // the general walk requests it
-        add_tokens(base.seq, to, toks);
-        if (r->entries > sh.max_entries) {
-          r->over_entries = true;
-          return limit;
-        }
-      }
-      if (whole) {
-        n = trie.subtree_end(n);
-        continue;
-      }
-      path_q[d] = to;
-      path_col[d] = path_col[d - 1];
-      path_col[d].Feed(b);
-      ++n;
-    }
-    if (n < limit) {
-      for (int32_t j = d0; j < trie.depth(n); ++j) {
-        WalkState ws = base;
-        ws.q = path_q[j];
-        ws.col = path_col[j];
-        level[j].assign(1, ws);
-      }
-    }
-    return n;
-  };
-
-  for (WalkTask& task : tasks) {
-    if (r->over_entries || r->over_time) break;
-    const auto base = task.base();
-    level[trie.depth(task.first) - 1].assign(base.begin(), base.end());
-    for (int32_t n = task.first; n < task.end;) {
-      const int32_t d = trie.depth(n);
-      if (level[d - 1].size() == 1) {
-        const int32_t limit = std::min(task.end, trie.subtree_end(trie.parent(n)));
-        const int32_t m = run_single(n, limit);
-        if (r->over_entries || r->over_time) return;
-        if (m != n) {
-          n = m;
-          continue;
-        }
-        // Node n's step is not plain: the general walk below takes it.
-      }
-      if (out_of_time()) return;
-      if (!AdvanceWalk(*sh.ctx, &r->in, level[d - 1], trie.byte(n), &level[d], &r->requests)) {
-        r->tasks.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
-        n = trie.subtree_end(n);
-        continue;
-      }
-      if (level[d].empty()) {
-        n = trie.subtree_end(n);
-        continue;
-      }
-      if (static_cast<int32_t>(level[d].size()) > sh.max_hypotheses) {
-        // Too many lexings: every token below n is simulated at run time
-        // (the serial phase walks the subtree collapsed, for the automaton).
-        r->deferred.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
-        n = trie.subtree_end(n);
-        continue;
-      }
-      const bool whole = level[d].size() == 1 && loops_over_subtree(n, level[d][0].q);
-      const auto toks = whole ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
-      if (!toks.empty()) {
-        bool ready = true;
-        for (const WalkState& ws : level[d]) {
-          if (!ends.Ready(ws.q)) {
-            r->requests.push_back({ws.q, -1, false, LexItem()});
-            ready = false;
-          }
-        }
-        if (!ready) {
-          r->tasks.push_back(WalkTask::Of(n, trie.subtree_end(n), level[d - 1]));
-          n = trie.subtree_end(n);
-          continue;
-        }
-        for (const WalkState& ws : level[d]) add_tokens(ws.seq, ws.q, toks);
-        if (r->entries > sh.max_entries) {
-          r->over_entries = true;
-          return;
-        }
-      }
-      n = whole ? trie.subtree_end(n) : n + 1;
-    }
-  }
-}
-
-// Stores the finished root's rows adaptively (sorted ids, complement or
-// bitset, by size); their order is fixed at the merge.
-void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
-  const int32_t V = s.vocab_size;
-  const int32_t words = s.mask_words();
-  std::vector<uint32_t> bits;
-  for (size_t seq = 0; seq < r->rows.size(); ++seq) {
-    std::vector<int32_t>& toks = r->rows[seq];
-    if (toks.empty()) continue;
-    EncodedRow row;
-    row.items = r->in.seq_list[seq];
-    int64_t n;
-    const bool via_bits = static_cast<int64_t>(toks.size()) > words / 4;
-    if (via_bits) {
-      // A long list (in trie order, perhaps with repeats): its bitset
-      // dedups and sorts it in one pass.
-      bits.assign(words, 0);
-      for (int32_t t : toks) bits[t / 32] |= 1u << (t % 32);
-      n = 0;
-      for (uint32_t w : bits) n += __builtin_popcount(w);
-    } else {
-      std::sort(toks.begin(), toks.end());
-      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-      n = static_cast<int64_t>(toks.size());
-    }
-    const int64_t comp = text_tokens - n;
-    auto has = [&](int32_t t) { return (bits[t / 32] >> (t % 32)) & 1u; };
-    // Long lists are ORed faster as bitsets (word-wise, SIMD) than scattered.
-    if (n <= comp && n <= words / 4) {
-      row.kind = RowKind::kList;
-      row.length = static_cast<int32_t>(n);
-      if (via_bits) {
-        row.ids.clear();
-        for (int32_t w = 0; w < words; ++w) {
-          for (uint32_t x = bits[w]; x != 0; x &= x - 1) row.ids.push_back(w * 32 + __builtin_ctz(x));
-        }
-      } else {
-        row.ids = std::move(toks);
-      }
-    } else if (comp <= words / 4) {
-      row.kind = RowKind::kComplement;
-      if (!via_bits) {
-        bits.assign(words, 0);
-        for (int32_t t : toks) bits[t / 32] |= 1u << (t % 32);
-      }
-      for (int32_t t = 0; t < V; ++t) {
-        if (!s.token_special[t] && !has(t)) row.ids.push_back(t);
-      }
-      row.length = static_cast<int32_t>(row.ids.size());
-    } else {
-      row.kind = RowKind::kBitset;
-      row.length = words;
-      if (via_bits) {
-        row.bits = bits;
-      } else {
-        row.bits.assign(words, 0);
-        for (int32_t t : toks) row.bits[t / 32] |= 1u << (t % 32);
-      }
-    }
-    std::vector<int32_t>().swap(toks);
-    r->encoded.push_back(std::move(row));
-  }
-  std::vector<std::vector<int32_t>>().swap(r->rows);
-  std::vector<int32_t>().swap(r->tail_item);
-  r->in.ReleaseSequences();
 }
 
 void CopyVocabulary(const CompiledStore& from, CompiledStore* s) {
@@ -870,51 +120,23 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
 // the rest are dead: their actions and the shifts into them go.  Run after
 // PruneUnlexableLookaheads, whose removals can leave states stranded.
 void CloseDeadStates(CompiledStore* s) {
-  const int32_t NT = s->num_parse_terminals;
-  const int32_t S = s->num_states, NN = s->num_nonterminals;
-  std::vector<std::vector<int32_t>> preds(S);
-  for (int32_t st = 0; st < S; ++st) {
-    for (int32_t t = 0; t < NT; ++t) {
-      const int32_t act = s->action[static_cast<size_t>(st) * NT + t];
-      if (act > 0) preds[act - 1].push_back(st);
-    }
-    for (int32_t n = 0; n < NN; ++n) {
-      const int32_t to = s->goto_table[static_cast<size_t>(st) * NN + n];
-      if (to >= 0) preds[to].push_back(st);
-    }
-  }
-  for (auto& v : preds) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-  }
+  const LrTables lr = s->lr();
+  const int32_t NT = lr.num_terminals, S = lr.num_states;
+  const LrPredecessors preds(lr, -1);
   std::vector<std::vector<int32_t>> dependents(S);  // live(x) makes each of dependents[x] live
   std::vector<int32_t> work;
   std::vector<uint8_t> live(S, 0);
-  std::vector<int32_t> layer, next_layer, targets;
-  std::vector<uint8_t> mark(S, 0);
+  std::vector<int32_t> targets;
   for (int32_t q = 0; q < S; ++q) {
     targets.clear();
     for (int32_t t = 0; t < NT; ++t) {
-      const int32_t act = s->action[static_cast<size_t>(q) * NT + t];
-      if (act == kAcceptAction) {
+      if (lr.AcceptsOn(q, t)) {
         if (!live[q]) live[q] = 1, work.push_back(q);
-      } else if (act > 0) {
-        targets.push_back(act - 1);
-      } else if (act < 0) {
-        const int32_t r = -act - 1;
-        layer.assign(1, q);
-        for (int32_t k = 0; k < s->rule_length[r] && !layer.empty(); ++k) {
-          next_layer.clear();
-          for (int32_t x : layer) {
-            for (int32_t p : preds[x]) {
-              if (!mark[p]) mark[p] = 1, next_layer.push_back(p);
-            }
-          }
-          for (int32_t p : next_layer) mark[p] = 0;
-          layer.swap(next_layer);
-        }
-        for (int32_t p : layer) {
-          const int32_t to = s->goto_table[static_cast<size_t>(p) * NN + s->rule_lhs[r]];
+      } else if (const int32_t to = lr.ShiftTo(q, t); to >= 0) {
+        targets.push_back(to);
+      } else if (const int32_t r = lr.ReduceBy(q, t); r >= 0) {
+        for (int32_t p : preds.Frontier(q, lr.rule_length[r])) {
+          const int32_t to = lr.Goto(p, lr.rule_lhs[r]);
           if (to >= 0) targets.push_back(to);
         }
       }
@@ -930,41 +152,36 @@ void CloseDeadStates(CompiledStore* s) {
       if (!live[q]) live[q] = 1, work.push_back(q);
     }
   }
+  // Removing actions edits the tables (as their builder does).
   for (int32_t st = 0; st < S; ++st) {
     for (int32_t t = 0; t < NT; ++t) {
-      int32_t& act = s->action[static_cast<size_t>(st) * NT + t];
-      if (!live[st] || (act > 0 && !live[act - 1])) act = 0;
+      const int32_t to = lr.ShiftTo(st, t);
+      if (!live[st] || (to >= 0 && !live[to])) s->action[static_cast<size_t>(st) * NT + t] = 0;
     }
   }
 }
 
-}  // namespace
+// ---------------------------------------------------------------- phases
+//
+// The compile is a pipeline: each phase below takes what the earlier ones
+// made and returns its own product; CompileStoreWith runs them in order,
+// times them and reports progress.
 
-// The tokenizer is asked for once the grammar's tables are built (a bad
-// grammar is reported before the tokenizer file is read).
-using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
-
-static Status CompileStoreWith(const std::string& grammar_path,
-                               const TokenizerSource& get_tokenizer,
-                               const CompileOptions& options, CompiledStore* out) {
-  auto progress = [&](const std::string& phase, double share) {
-    if (options.progress) options.progress(phase, share);
-  };
-  CompiledStore s;
-  auto t0 = std::chrono::steady_clock::now();
-  const auto deadline =
-      t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
-  progress("grammar", 0);
+// Phase 1: the .lark file read into BNF, and the indenter decided.
+struct GrammarPhase {
   Grammar g;
+  bool use_indenter = false;
+  int32_t nl = -1, ind = -1, ded = -1;  // _NEWLINE, _INDENT, _DEDENT (-1: none)
+};
+
+Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& options,
+                        GrammarPhase* out) {
+  Grammar& g = out->g;
   LarkReaderOptions ro;
   ro.import_paths = options.import_paths;
   if (!options.start.empty()) ro.start = {options.start};
   ro.warnings = options.warnings;
   CFGMASK_RETURN_IF_ERROR(ReadLarkFile(grammar_path, ro, &g));
-  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
-  s.start = g.start.empty() ? "start" : g.start[0];
-  s.stats.seconds_grammar = Since(t0);
 
   // The Python indenter (Lark's PythonIndenter) when asked for, or when the
   // grammar declares its _INDENT/_DEDENT terminals.
@@ -985,30 +202,31 @@ static Status CompileStoreWith(const std::string& grammar_path,
                                   "_INDENT and _DEDENT), so the rules that need it never match");
     }
   }
+  out->use_indenter = use_indenter;
+  out->nl = nl;
+  out->ind = ind;
+  out->ded = ded;
+  return Status::Ok();
+}
 
-  t0 = std::chrono::steady_clock::now();
-  progress("lalr", 0);
-  ParseTables pt;
-  CFGMASK_RETURN_IF_ERROR(BuildParseTables(g, &pt));
-  s.stats.seconds_lalr = Since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  progress("automaton", 0);
+// Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
+Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options,
+                           std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
-  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, use_indenter ? nl : -1, ao, &built));
-  std::shared_ptr<TerminalAutomaton> a(std::move(built));
+  CFGMASK_RETURN_IF_ERROR(
+      TerminalAutomaton::Build(gp.g, gp.use_indenter ? gp.nl : -1, ao, &built));
+  *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
+  return Status::Ok();
+}
 
-  const auto tok0 = std::chrono::steady_clock::now();
-  const PreparedTokenizer* tok = nullptr;
-  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
-  s.stats.seconds_tokenizer = Since(tok0);
-  CopyVocabulary(tok->tokens, &s);
-  VocabTrie subset_trie;
-  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
-  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
-
+// The store's grammar side: terminals, the parse tables and each parser
+// state's scanner, with the lookaheads no scanner can produce removed.
+void FillGrammarTables(const GrammarPhase& gp, const ParseTables& pt, const TerminalAutomaton& a,
+                       CompiledStore* out) {
+  const Grammar& g = gp.g;
+  CompiledStore& s = *out;
   // Terminals.
   const int32_t T = g.num_terminals();
   s.num_terminals = T;
@@ -1018,24 +236,24 @@ static Status CompileStoreWith(const std::string& grammar_path,
   s.terminal_close_paren.assign(T, 0);
   for (int32_t t = 0; t < T; ++t) {
     s.terminal_names.push_back(g.terminals[t].name);
-    s.terminal_rank[t] = a->rank(t);
+    s.terminal_rank[t] = a.rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
   s.terminal_is_string.assign(T, 0);
   s.unless_offsets.assign(1, 0);
   for (int32_t t = 0; t < T; ++t) {
-    s.terminal_is_string[t] = a->IsLexed(t) && a->IsStringTerminal(t);
-    if (a->IsLexed(t) && !a->IsStringTerminal(t)) {
+    s.terminal_is_string[t] = a.IsLexed(t) && a.IsStringTerminal(t);
+    if (a.IsLexed(t) && !a.IsStringTerminal(t)) {
       for (int32_t k = 0; k < T; ++k) {
-        if (a->IsLexed(k) && a->UnlessOk(t, k)) s.unless_data.push_back(k);
+        if (a.IsLexed(k) && a.UnlessOk(t, k)) s.unless_data.push_back(k);
       }
     }
     s.unless_offsets.push_back(static_cast<int32_t>(s.unless_data.size()));
   }
-  if (use_indenter) {
-    s.indenter_nl = nl;
-    s.indenter_indent = ind;
-    s.indenter_dedent = ded;
+  if (gp.use_indenter) {
+    s.indenter_nl = gp.nl;
+    s.indenter_indent = gp.ind;
+    s.indenter_dedent = gp.ded;
     for (const char* n : {"LPAR", "LSQB", "LBRACE"}) {
       if (g.FindTerminal(n) >= 0) s.terminal_open_paren[g.FindTerminal(n)] = 1;
     }
@@ -1060,415 +278,106 @@ static Status CompileStoreWith(const std::string& grammar_path,
     std::vector<uint8_t> in(T, 0);
     for (int32_t t : pt.AcceptedTerminals(st)) in[t] = 1;
     for (int32_t t : g.ignore) in[t] = 1;
-    if (use_indenter) in[nl] = 1;
+    if (gp.use_indenter) in[gp.nl] = 1;
     std::vector<uint8_t> alt = in;
     for (int32_t r = 0; r < T; ++r) {
-      if (!in[r] || !a->IsLexed(r) || a->IsStringTerminal(r)) continue;
+      if (!in[r] || !a.IsLexed(r) || a.IsStringTerminal(r)) continue;
       for (int32_t k = 0; k < T; ++k) {
-        if (in[k] && a->IsLexed(k) && a->Embeds(r, k)) alt[k] = 0;
+        if (in[k] && a.IsLexed(k) && a.Embeds(r, k)) alt[k] = 0;
       }
     }
     for (int32_t t = 0; t < T; ++t) {
-      if (!a->IsLexed(t)) continue;  // declared terminals are never scanned
+      if (!a.IsLexed(t)) continue;  // declared terminals are never scanned
       uint64_t bit = uint64_t{1} << (t & 63);
       if (in[t]) s.scanner_terms[static_cast<size_t>(st) * s.scanner_words + t / 64] |= bit;
       if (alt[t]) s.scanner_alt[static_cast<size_t>(st) * s.scanner_words + t / 64] |= bit;
     }
   }
 
-  PruneUnlexableLookaheads(g, *a, &s);
+  PruneUnlexableLookaheads(g, a, &s);
   CloseDeadStates(&s);
+}
 
-  Interner in;     // the store's item and sequence ids
-  in.SeqIds({});  // seq 0: empty
+}  // namespace
 
-  const int32_t V = s.vocab_size;
-  int32_t text_tokens = 0;
-  for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
-  int64_t row_count = 0;
-  s.root_row_offsets.assign(1, 0);
+// The tokenizer is asked for once the grammar's tables are built (a bad
+// grammar is reported before the tokenizer file is read).
+using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
 
-  // The vocabulary walk, in batches of roots: each batch is walked in
-  // parallel passes; after each pass the automaton transitions the passes
-  // missed are computed serially, in root order, then the batch's rows are
-  // merged in root order.  The batch size is fixed (not the thread count),
-  // so every choice below is the same for any number of threads.
-  progress("store", 0);
-  constexpr size_t kRootsPerBatch = 64;
-  FollowRelation follow(g);
-  const bool keep_pairs = !options.prune_pairs ||
-                          (options.record != nullptr && options.record->keep_impossible_pairs);
-  const WalkContext walk{a.get(), use_indenter ? nl : -1, &s.terminal_ignored,
-                         keep_pairs ? nullptr : &follow};
-  TokenEndData ends;
-  const WalkShared shared{&walk,
-                          &trie,
-                          &ends,
-                          options.max_store_entries,
-                          deadline,
-                          options.max_seconds > 0,
-                          options.record != nullptr,
-                          std::max(1, options.max_walk_hypotheses)};
-  std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
-  std::vector<int32_t> roots;
-  auto add_root = [&](int32_t q) {
-    if (root_of.count(q)) return;
-    root_of[q] = static_cast<int32_t>(roots.size());
-    if (std::getenv("CFGMASK_DEBUG_ROOTS")) {
-      std::fprintf(stderr, "root %zu: %s\n", roots.size(), a->DebugString(q).c_str());
-    }
-    roots.push_back(q);
+// The driver: runs the phases in order, times each (the store's
+// seconds_* figures) and reports progress.
+static Status CompileStoreWith(const std::string& grammar_path,
+                               const TokenizerSource& get_tokenizer,
+                               const CompileOptions& options, CompiledStore* out) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  double walk_share = 0;  // of the vocabulary walk, for every report
+  auto progress = [&](const char* phase) {
+    if (options.progress) options.progress(CompileProgress{phase, walk_share, Since(start)});
   };
-  add_root(a->initial_state());
-  const int32_t threads =
-      options.num_threads > 0 ? options.num_threads : tbb::this_task_arena::max_concurrency();
-  tbb::task_arena arena(std::max(threads, 1));
-  // Runs fn on every root of the list, in parallel unless serial.
-  auto for_each_root = [&](const std::vector<RootWalk*>& list, auto&& fn) {
-    if (threads <= 1 || list.size() == 1) {
-      for (RootWalk* r : list) fn(r);
-      return;
-    }
-    arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, list.size(), 1),
-                        [&](const tbb::blocked_range<size_t>& range) {
-                          for (size_t i = range.begin(); i != range.end(); ++i) fn(list[i]);
-                        });
-    });
+  CompiledStore s;
+  auto t0 = start;
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
+
+  progress("grammar");
+  GrammarPhase gp;
+  CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
+  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
+  s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
+  s.stats.seconds_grammar = Since(t0);
+
+  t0 = Clock::now();
+  progress("lalr");
+  ParseTables pt;
+  CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
+  s.stats.seconds_lalr = Since(t0);
+
+  // seconds_automaton spans the automaton, the tokenizer and the walk.
+  t0 = Clock::now();
+  progress("automaton");
+  std::shared_ptr<TerminalAutomaton> a;
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+
+  const auto tok0 = Clock::now();
+  progress("tokenizer");
+  const PreparedTokenizer* tok = nullptr;
+  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
+  s.stats.seconds_tokenizer = Since(tok0);
+  CopyVocabulary(tok->tokens, &s);
+  VocabTrie subset_trie;
+  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
+  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
+
+  FillGrammarTables(gp, pt, *a, &s);
+
+  progress("walk");
+  VocabularyWalkInput input;
+  input.grammar_path = grammar_path;
+  input.options = &options;
+  input.grammar = &gp.g;
+  input.indenter_nl = gp.use_indenter ? gp.nl : -1;
+  input.automaton = a.get();
+  input.trie = &trie;
+  input.deadline = deadline;
+  input.progress = [&](double share) {
+    walk_share = std::max(walk_share, share);  // roots found later lower the share
+    progress("walk");
   };
-  auto time_out = [&]() {
-    return Status(ErrorCode::kResourceLimit,
-                  grammar_path + ": compile exceeded " + FormatSeconds(options.max_seconds) +
-                      " s (max_seconds) in the vocabulary walk, after " +
-                      std::to_string(roots.size()) + " lexer states at token boundaries");
-  };
-  auto too_many_entries = [&]() {
-    return Status(ErrorCode::kResourceLimit,
-                  grammar_path + ": more than " + std::to_string(options.max_store_entries) +
-                      " nfa_transition entries (max_store_entries)");
-  };
-  Interner scratch;  // the serial phase's walk states, discarded
-  scratch.SeqIds({});
-  std::vector<LexItem> hits;
-  std::vector<WalkState> scratch_out;
-  std::vector<int32_t> slot_map;
-  int64_t entries = 0;
-  std::vector<std::vector<WalkState>> dlevel(trie.max_depth() + 2);
-  DeadEnds dead_ends(a.get());
-  // The compaction and Tail of lexer state q, where a token ends.
-  auto compute_end = [&](int32_t q) -> Status {
-    ends.Grow(a->num_states());
-    if (ends.compact_to[q] < 0) {
-      const int32_t to = a->CompactSlots(q, &slot_map);
-      if (to < 0) {
-        return Status(ErrorCode::kResourceLimit,
-                      grammar_path + ": more than " + std::to_string(ao.max_lexer_states) +
-                          " lexer states (max_lexer_states, --max-lexer-states)");
-      }
-      ends.compact_to[q] = to;
-      ends.compact_map[q] = a->InternSet(slot_map);
-      ends.Grow(a->num_states());
-      ends.dead[q] = dead_ends.Dead(to);
-      ends.Grow(a->num_states());
-    }
-    if (!ends.tail_done[q]) {
-      ends.tail[q] = a->Tail(q);
-      ends.tail_done[q] = 1;
-    }
-    return Status::Ok();
-  };
-  s.root_sim_offsets.assign(1, 0);
-  for (size_t next = 0; next < roots.size();) {
-    if (static_cast<int64_t>(roots.size()) > options.max_roots) {
-      return Status(ErrorCode::kResourceLimit,
-                    grammar_path + ": more than " + std::to_string(options.max_roots) +
-                        " lexer states at token boundaries (max_roots)");
-    }
-    const size_t batch_end = std::min(roots.size(), next + kRootsPerBatch);
-    std::vector<std::unique_ptr<RootWalk>> batch;
-    for (size_t i = next; i < batch_end; ++i) {
-      auto r = std::make_unique<RootWalk>();
-      r->index = static_cast<int32_t>(i);
-      r->q = roots[i];
-      r->in.SeqIds({});
-      r->tasks.push_back(
-          WalkTask::Of(1, trie.num_nodes(), {WalkState{r->q, 0, -1, ColumnDelta{false, 0}}}));
-      batch.push_back(std::move(r));
-    }
-    for (;;) {
-      std::vector<RootWalk*> active;
-      for (auto& r : batch) {
-        if (!r->tasks.empty()) active.push_back(r.get());
-      }
-      if (active.empty()) break;
-      for_each_root(active, [&](RootWalk* r) {
-        RunRoot(shared, r);
-        if (r->tasks.empty() && !r->over_entries && !r->over_time) EncodeRows(s, text_tokens, r);
-      });
-      // The serial phase: compute what the pass missed, in root order.
-      for (RootWalk* r : active) {
-        if (r->over_time) return time_out();
-        if (r->over_entries) return too_many_entries();
-        for (const Request& req : r->requests) {
-          if (req.byte >= 0) {
-            WalkState ws{req.q, 0, req.has_last ? scratch.Item(req.last) : -1, ColumnDelta{}};
-            ComputingAccess acc{a.get()};
-            scratch_out.clear();
-            AdvanceOne(walk, acc, &scratch, ws, static_cast<uint8_t>(req.byte), &hits,
-                       &scratch_out);
-            continue;
-          }
-          CFGMASK_RETURN_IF_ERROR(compute_end(req.q));
-        }
-        r->requests.clear();
-        // Subtrees left to simulation: walk them with the hypotheses
-        // collapsed to (lexer state, last Emit, column), which computes every
-        // automaton transition and token end the runtime will need, and
-        // finds the lexer states where their tokens end (new roots).
-        for (const WalkTask& task : r->deferred) {
-          const int32_t d0 = trie.depth(task.first);
-          auto& lv0 = dlevel[d0 - 1];
-          lv0.clear();
-          for (const WalkState& ws : task.base()) {
-            lv0.push_back({ws.q, 0, ws.last_emit >= 0 ? scratch.Item(r->in.item_list[ws.last_emit]) : -1,
-                           ws.col});
-          }
-          for (int32_t n = task.first; n < task.end;) {
-            const int32_t d = trie.depth(n);
-            auto& cur = dlevel[d];
-            cur.clear();
-            for (const WalkState& ws : dlevel[d - 1]) {
-              ComputingAccess acc{a.get()};
-              scratch_out.clear();
-              AdvanceOne(walk, acc, &scratch, ws, trie.byte(n), &hits, &scratch_out);
-              for (WalkState w : scratch_out) {
-                w.seq = 0;
-                cur.push_back(w);
-              }
-            }
-            auto key = [](const WalkState& w) {
-              return std::tie(w.q, w.last_emit, w.col.absolute, w.col.value);
-            };
-            std::sort(cur.begin(), cur.end(),
-                      [&](const WalkState& x, const WalkState& y) { return key(x) < key(y); });
-            cur.erase(std::unique(cur.begin(), cur.end(),
-                                  [&](const WalkState& x, const WalkState& y) { return key(x) == key(y); }),
-                      cur.end());
-            if (a->num_states() >= ao.max_lexer_states) break;  // reported below
-            if (cur.empty()) {
-              n = trie.subtree_end(n);
-              continue;
-            }
-            auto toks = trie.tokens_at(n);
-            if (!toks.empty()) {
-              bool any = false;
-              for (const WalkState& ws : cur) {
-                CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
-                if (ends.dead[ws.q]) continue;
-                const int32_t to = ends.compact_to[ws.q];
-                if (to >= static_cast<int32_t>(r->discovered_flag.size())) {
-                  r->discovered_flag.resize(to + 1, 0);
-                }
-                if (!r->discovered_flag[to]) {
-                  r->discovered_flag[to] = 1;
-                  r->discovered.push_back(to);
-                }
-                any = true;
-              }
-              if (any) r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());
-            }
-            ++n;
-          }
-        }
-        r->deferred.clear();
-      }
-      ends.Grow(a->num_states());
-      if (a->num_states() >= ao.max_lexer_states) {
-        return Status(ErrorCode::kResourceLimit, grammar_path + ": more than " +
-                                                     std::to_string(ao.max_lexer_states) +
-                                                     " lexer states (max_lexer_states, --max-lexer-states)");
-      }
-      if (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline) {
-        return time_out();
-      }
-      if (scratch.seq_list.size() > (1u << 20)) {
-        scratch = Interner();
-        scratch.SeqIds({});
-      }
-    }
-    // Merge in root order: global item ids, rows sorted by their item
-    // sequences so that the runtime walks them as a trie (a shared prefix
-    // is checked once, a rejected prefix skips every row below it).
-    std::vector<RootWalk*> all;
-    std::vector<std::vector<int32_t>> global(batch.size());
-    for (size_t b = 0; b < batch.size(); ++b) {
-      all.push_back(batch[b].get());
-      for (const LexItem& it : batch[b]->in.item_list) global[b].push_back(in.Item(it));
-    }
-    for_each_root(all, [&](RootWalk* r) {
-      const std::vector<int32_t>& ids = global[r->index - next];
-      for (EncodedRow& row : r->encoded) {
-        for (int32_t& v : row.items) v = ids[v];
-      }
-      std::sort(r->encoded.begin(), r->encoded.end(),
-                [](const EncodedRow& x, const EncodedRow& y) { return x.items < y.items; });
-    });
-    for (auto& r : batch) {
-      for (EncodedRow& row : r->encoded) {
-        s.row_seq.push_back(in.SeqIds(row.items));
-        s.row_kind.push_back(static_cast<int32_t>(row.kind));
-        s.row_length.push_back(row.length);
-        if (row.kind == RowKind::kBitset) {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-          s.row_bits.insert(s.row_bits.end(), row.bits.begin(), row.bits.end());
-        } else {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-          s.row_tokens.insert(s.row_tokens.end(), row.ids.begin(), row.ids.end());
-        }
-      }
-      row_count += static_cast<int64_t>(r->encoded.size());
-      s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
-      // By bytes: the runtime walks them as a trie (Session::CheckSimulated).
-      std::sort(r->sim_tokens.begin(), r->sim_tokens.end());
-      r->sim_tokens.erase(std::unique(r->sim_tokens.begin(), r->sim_tokens.end()), r->sim_tokens.end());
-      std::stable_sort(r->sim_tokens.begin(), r->sim_tokens.end(), [&](int32_t x, int32_t y) {
-        return s.TokenBytes(x) < s.TokenBytes(y);
-      });
-      s.sim_token.insert(s.sim_token.end(), r->sim_tokens.begin(), r->sim_tokens.end());
-      s.root_sim_offsets.push_back(static_cast<int32_t>(s.sim_token.size()));
-      entries += r->entries;
-      for (int32_t q : r->discovered) add_root(q);
-      if (options.record != nullptr) {
-        for (auto& e : r->record) options.record->entries.push_back(std::move(e));
-      }
-      if (row_count > options.max_store_rows) {
-        return Status(ErrorCode::kResourceLimit,
-                      grammar_path + ": more than " + std::to_string(options.max_store_rows) +
-                          " mask-store rows (max_store_rows)");
-      }
-      if (entries > options.max_store_entries) return too_many_entries();
-    }
-    for_each_root(all, [](RootWalk* r) { *r = RootWalk(); });
-    next = batch_end;
-    progress("store", static_cast<double>(next) / roots.size());
-  }
-  s.stats.nfa_transition_entries = entries;
-  // One single-token row per simulated token, past every root's rows.
-  {
-    std::unordered_map<int32_t, int32_t> row_of_token;
-    s.sim_row.resize(s.sim_token.size());
-    for (size_t i = 0; i < s.sim_token.size(); ++i) {
-      const int32_t t = s.sim_token[i];
-      auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
-      if (inserted) {
-        s.row_seq.push_back(0);
-        s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
-        s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-        s.row_length.push_back(1);
-        s.row_tokens.push_back(t);
-      }
-      s.sim_row[i] = it->second;
-    }
-    s.stats.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
-  }
+  VocabularyWalk walk;
+  CFGMASK_RETURN_IF_ERROR(walk.Run(input, &s));
+  walk_share = 1;
   s.stats.seconds_automaton = Since(t0);
 
-  // End of input at each root.
-  std::vector<std::vector<int32_t>> eof(roots.size());
-  for (size_t r = 0; r < roots.size(); ++r) {
-    for (auto& alt : a->EndOfInput(roots[r])) eof[r].push_back(in.Seq(alt.items));
-  }
-
-  // Freeze the automaton.
-  t0 = std::chrono::steady_clock::now();
-  const int32_t Q = a->num_states();
-  s.num_lex_states = Q;
-  s.initial_lex_state = a->initial_state();
-  s.step_offsets.assign(1, 0);
-  s.cand_offsets.assign(1, 0);
-  s.eof_offsets.assign(1, 0);
-  s.compact_to.assign(Q, -1);
-  s.compact_map.assign(Q, 0);
-  s.num_slots.resize(Q);
-  s.at_start.resize(Q);
-  s.root_index.assign(Q, -1);
-  s.tail_item.assign(Q, -1);
-  for (int32_t q = 0; q < Q; ++q) {
-    if (!a->AtTerminalStart(q)) s.tail_item[q] = in.Item(a->Tail(q));
-    for (auto& cs : a->ComputedSteps(q)) {
-      s.step_byte.push_back(cs.byte);
-      s.step_to.push_back(cs.to);
-      s.step_hits.push_back(cs.hits.empty() ? 0 : in.Seq(cs.hits));
-    }
-    s.step_offsets.push_back(static_cast<int32_t>(s.step_byte.size()));
-    for (int32_t t : a->BoundaryCandidates(q)) {
-      LexItem emit;
-      int32_t to = a->BoundaryIfComputed(q, t, &emit);
-      if (to < 0) continue;
-      s.cand_terminal.push_back(t);
-      s.cand_to.push_back(to);
-      s.cand_item.push_back(in.Item(emit));
-    }
-    s.cand_offsets.push_back(static_cast<int32_t>(s.cand_terminal.size()));
-    s.num_slots[q] = a->NumOpenSlots(q);
-    s.at_start[q] = a->AtTerminalStart(q);
-    // A dead end keeps -1: the runtime ends no token there either.
-    if (q < static_cast<int32_t>(ends.compact_to.size()) && ends.compact_to[q] >= 0 &&
-        !ends.dead[q]) {
-      s.compact_to[q] = ends.compact_to[q];
-      s.compact_map[q] = ends.compact_map[q];
-    }
-    auto r = root_of.find(q);
-    if (r != root_of.end()) {
-      s.root_index[q] = r->second;
-      for (int32_t seq : eof[r->second]) s.eof_seq.push_back(seq);
-    }
-    s.eof_offsets.push_back(static_cast<int32_t>(s.eof_seq.size()));
-  }
-  CFGMASK_CHECK(a->num_states() == Q);
-
-  // Items, sets, sequences.
-  for (const LexItem& it : in.item_list) {
-    s.item_kind.push_back(it.kind);
-    s.item_terminal.push_back(it.terminal);
-    s.item_blockers.push_back(it.blockers);
-    s.item_full.push_back(it.full_match);
-    s.item_col_abs.push_back(it.col_absolute);
-    s.item_col.push_back(it.col);
-    s.item_slot.push_back(it.slot);
-  }
-  s.set_offsets.assign(1, 0);
-  for (int32_t i = 0; i < a->num_sets(); ++i) {
-    for (int32_t v : a->Set(i)) s.set_data.push_back(v);
-    s.set_offsets.push_back(static_cast<int32_t>(s.set_data.size()));
-  }
-  // Only the sequences the runtime reads are written (the walk also
-  // interned every prefix), renumbered densely; seq 0 stays the empty one.
-  std::vector<int32_t> new_id(in.seq_list.size(), -1);
-  new_id[0] = 0;
-  for (int32_t v : s.row_seq) new_id[v] = 0;
-  for (int32_t v : s.eof_seq) new_id[v] = 0;
-  for (int32_t v : s.step_hits) new_id[v] = 0;
-  s.seq_offsets.assign(1, 0);
-  int32_t next_id = 0;
-  for (size_t i = 0; i < in.seq_list.size(); ++i) {
-    if (new_id[i] < 0) continue;
-    new_id[i] = next_id++;
-    s.seq_data.insert(s.seq_data.end(), in.seq_list[i].begin(), in.seq_list[i].end());
-    s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
-  }
-  for (int32_t& v : s.row_seq) v = new_id[v];
-  for (int32_t& v : s.eof_seq) v = new_id[v];
-  for (int32_t& v : s.step_hits) v = new_id[v];
-
-  s.num_roots = static_cast<int32_t>(roots.size());
-  s.stats.rows_before_streamlining = row_count;
+  t0 = Clock::now();
+  progress("store");
+  walk.Freeze(a.get(), &s);
   s.stats.seconds_store = Since(t0);
-  progress("store", 1);
   if (options.record != nullptr) {
     options.record->automaton = a;
-    options.record->roots = roots;
-    options.record->indenter_nl = use_indenter ? nl : -1;
+    options.record->roots = walk.roots();
+    options.record->indenter_nl = gp.use_indenter ? gp.nl : -1;
     options.record->ignored = s.terminal_ignored;
   }
   *out = std::move(s);

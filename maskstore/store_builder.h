@@ -1,26 +1,17 @@
-// Compiles a grammar and a tokenizer into a CompiledStore: the .lark reader,
-// LALR(1) tables, the terminal automaton, then the vocabulary walk that
-// fills nfa_transition and the mask store (streamlining seed, section 2:
-// mask_store[(q, S)] = tokens whose walk from q yields terminal sequence S).
+// Compiles a grammar and a tokenizer into a CompiledStore, as a pipeline of
+// phases, each taking what the earlier ones made (store_builder.cc): read
+// the grammar (the .lark reader: BNF, terminals) -> LALR(1) tables -> the
+// terminal automaton -> the tokenizer -> the vocabulary walk, which fills
+// nfa_transition and the mask-store rows (streamlining seed, section 2:
+// mask_store[(q, S)] = tokens whose walk from q yields terminal sequence S)
+// -> the store (the automaton frozen, items and sequences numbered).  A
+// driver runs them in order, times each (CompiledStore::Stats) and reports
+// progress (CompileOptions::progress).  Streamlining and writing the file
+// come after, in runtime/compile.h and maskstore/store_file.h.
 //
-// The walk visits the vocabulary trie once per lexer state q found at a token
-// boundary, in depth-first order; a prefix that kills every hypothesis skips
-// its whole subtree.  Lexer states reached at the end of a token are new
-// roots, until no new one appears.
-//
-// The walks of different roots are independent and run in parallel (oneTBB),
-// against the lazily built automaton read-only: a walk that needs a
-// transition not computed yet records the request and suspends that subtree.
-// Between parallel passes the requests are computed serially, in root order,
-// so automaton state ids, and hence the store bytes, do not depend on the
-// thread count.  Most steps inside a terminal are plain (one hypothesis,
-// no terminal can end, the byte's transition known and itemless): a tight
-// loop takes them, and a subtree all of whose bytes the state loops on (the
-// inside of a string or comment) is taken whole, its tokens being one
-// contiguous range of the trie (VocabTrie::BelowWithin).  Each root interns its item sequences locally; finished roots
-// are merged into the store in root order.  Tested by vocab_walk_test.cc
-// (against a brute-force byte-by-byte simulation of every token, thread-count
-// determinism and resource limits).
+// The walk and the store phase are maskstore/vocab_walk.h.  Tested by
+// vocab_walk_test.cc (against a brute-force byte-by-byte simulation of every
+// token, thread-count determinism and resource limits).
 //
 // The tokenizer may be prepared once (PrepareTokenizer: its file read, its
 // trie built) and shared by any number of compiles.
@@ -41,6 +32,16 @@
 namespace cfgmask {
 
 struct WalkRecord;
+
+// A progress report of the compile (CompileOptions::progress).
+struct CompileProgress {
+  // The phase starting or under way, in this order: "grammar", "lalr",
+  // "automaton", "tokenizer", "walk", "store" (maskstore/), then
+  // "streamline" (runtime/compile.h).
+  std::string phase;
+  double walk_fraction = 0;  // share of the vocabulary walk done, in [0,1]; never decreases
+  double seconds = 0;        // since the compile began
+};
 
 struct CompileOptions {
   std::string start;              // start rule; empty = "start"
@@ -75,8 +76,10 @@ struct CompileOptions {
   // byte-identical for every value.
   int32_t num_threads = 0;
   std::vector<std::string> import_paths;
-  // Progress: phase name, share done in [0,1].
-  std::function<void(const std::string&, double)> progress;
+  // Receives a report when each phase begins and, during the vocabulary
+  // walk, after each batch of roots, on the thread that called the compile.
+  // It may throw: the compile then unwinds and `out` is left empty.
+  std::function<void(const CompileProgress&)> progress;
   // Tests only: walk just these token ids (empty: the whole vocabulary).
   std::vector<int32_t> vocab_subset;
   // Tests only: receives the automaton and every nfa_transition entry.

@@ -98,9 +98,9 @@ LrPredecessors::LrPredecessors(const LrTables& t, int32_t start_state) {
       if (g >= 0) edges[q].push_back(g);
     }
   }
-  reachable_.assign(n, 0);
-  std::vector<int32_t> work{start_state};
-  reachable_[start_state] = 1;
+  reachable_.assign(n, start_state < 0 ? 1 : 0);
+  std::vector<int32_t> work;
+  if (start_state >= 0) work.push_back(start_state), reachable_[start_state] = 1;
   while (!work.empty()) {
     const int32_t q = work.back();
     work.pop_back();

@@ -335,6 +335,7 @@ inline bool LrWouldTake(const LrTables& t, const LrOverlay& view, int32_t termin
 // the states each terminal's shift enters.
 class LrPredecessors {
  public:
+  // start_state < 0: every state counts as reachable.
   LrPredecessors(const LrTables& t, int32_t start_state);
   // Every reachable state with a path of `distance` transitions to `state`
   // (distance 0: state itself), sorted.

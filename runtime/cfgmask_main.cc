@@ -2,7 +2,9 @@
 // describe a store, teacher-force files through a Session (`check`, `bench`)
 // and draw random texts from the masks (`sample`).  Argument handling and
 // printing only; the engine is maskstore/ and runtime/session.h, the
-// segmentation and token drawing are runtime/cli.h.
+// segmentation runtime/segment.h, the completion search
+// runtime/completion.h, the token drawing runtime/cli.h and the statistics
+// and their text and JSON renderings runtime/report.h.
 //
 // Exit status: 0 success, 1 `check` found a failing file or `sample` could
 // not end a sample with EOS, 2 an error on user input (bad arguments,
@@ -33,11 +35,12 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/cli.h"
 #include "runtime/compile.h"
+#include "runtime/report.h"
 #include "runtime/session.h"
+#include "runtime/teacher_force.h"
 
 namespace cfgmask {
 namespace {
@@ -276,51 +279,10 @@ int64_t FileSize(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
-std::string Bytes(int64_t n) {
-  char buf[64];
-  if (n < 1024) std::snprintf(buf, sizeof buf, "%" PRId64 " B", n);
-  else if (n < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
-  else if (n < int64_t{1024} * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", n / 1048576.0);
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", n / 1073741824.0);
-  return buf;
-}
-
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through
-        }
-    }
-  }
-  return out + "\"";
-}
-
 int64_t PeakRssBytes() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: KiB
-}
-
-bool IsEos(const CompiledStore& s, int32_t t) {
-  return std::find(s.eos_ids.begin(), s.eos_ids.end(), t) != s.eos_ids.end();
-}
-
-bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
-
-std::string TokenLabel(const CompiledStore& s, int32_t t) {
-  return "token " + std::to_string(t) + " \"" + Printable(s.TokenBytes(t)) + "\"";
 }
 
 // ---------------------------------------------------------------- compile
@@ -359,67 +321,8 @@ class Progress {
   bool shown_ = false;
 };
 
-struct RowCounts {
-  int64_t list = 0, complement = 0, bitset = 0;
-};
-
-RowCounts CountRows(const CompiledStore& s) {
-  RowCounts c;
-  for (int32_t k : s.row_kind) {
-    switch (static_cast<RowKind>(k)) {
-      case RowKind::kList: ++c.list; break;
-      case RowKind::kComplement: ++c.complement; break;
-      case RowKind::kBitset: ++c.bitset; break;
-    }
-  }
-  return c;
-}
-
-std::string EosList(const CompiledStore& s) {
-  std::string out;
-  for (int32_t e : s.eos_ids) out += (out.empty() ? "" : ", ") + std::to_string(e);
-  return out.empty() ? "none" : out;
-}
-
-// The human-readable description shared by `compile` and `stats`.
-std::string StreamlineLine(const CompiledStore& s) {
-  const auto& st = s.stats;
-  if (!st.streamlined) return "off (compiled with --no-streamline)";
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "rows %" PRId64 " -> %" PRId64 " (%.2fx): %" PRId64 " never legal deleted, %" PRId64
-                " always-legal suffixes folded, %.2f s",
-                st.rows_before_streamlining, st.rows_after_fold,
-                st.rows_after_fold ? static_cast<double>(st.rows_before_streamlining) / st.rows_after_fold
-                                   : 0.0,
-                st.rows_deleted, st.fold_proved, st.seconds_streamline);
-  return buf;
-}
-
 void PrintSummary(const CompiledStore& s, const std::string& path) {
-  const RowCounts rc = CountRows(s);
-  const auto& st = s.stats;
-  const double total = st.seconds_grammar + st.seconds_lalr + st.seconds_automaton +
-                       st.seconds_store + st.seconds_streamline;
-  std::printf("%s: grammar %s (start: %s)\n", path.c_str(), s.grammar_name.c_str(), s.start.c_str());
-  std::printf("  tokenizer        %s, %d tokens, EOS %s\n", s.tokenizer_name.c_str(), s.vocab_size,
-              EosList(s).c_str());
-  std::printf("  terminals        %d\n", s.num_terminals);
-  std::printf("  rules            %zu (%d nonterminals)\n", s.rule_lhs.size(), s.num_nonterminals);
-  std::printf("  LALR states      %d\n", s.num_states);
-  std::printf("  lexer states     %d (%d at token boundaries)\n", s.num_lex_states, s.num_roots);
-  std::printf("  nfa_transition   %" PRId64 " entries\n", st.nfa_transition_entries);
-  std::printf("  store rows       %zu (list %" PRId64 ", complement %" PRId64 ", bitset %" PRId64
-              "); %" PRId64 " keyed by terminals alone\n",
-              s.row_seq.size(), rc.list, rc.complement, rc.bitset, TerminalSequenceKeys(s));
-  std::printf("  simulated tokens %zu (root, token) pairs checked at run time\n", s.sim_token.size());
-  std::printf("  streamlining     %s\n", StreamlineLine(s).c_str());
-  std::printf("  size             %s on disk, %s in memory\n", Bytes(FileSize(path)).c_str(),
-              Bytes(static_cast<int64_t>(s.MemoryBytes())).c_str());
-  std::printf("  seconds          grammar %.2f, lalr %.2f, automaton+walk %.2f (tokenizer %.2f), "
-              "store %.2f, streamline %.2f, total %.2f\n",
-              st.seconds_grammar, st.seconds_lalr, st.seconds_automaton, st.seconds_tokenizer,
-              st.seconds_store, st.seconds_streamline, total);
+  std::fputs(StoreReportText(MakeStoreReport(s, path, FileSize(path))).c_str(), stdout);
 }
 
 int Compile(const CommandSpec& spec, const Args& args) {
@@ -460,9 +363,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
     }
   }
   Progress progress(!quiet && isatty(STDERR_FILENO));
-  options.progress = [&](const std::string& phase, double share) {
-    progress.Update(phase, share);
-  };
+  options.progress = [&](const CompileProgress& p) { progress.Update(p.phase, p.walk_fraction); };
   std::vector<std::string> warnings;
   options.warnings = &warnings;
   CompiledStore store;
@@ -496,61 +397,7 @@ int Stats(const CommandSpec& spec, const Args& args) {
     PrintSummary(s, path);
     return kExitOk;
   }
-  const RowCounts rc = CountRows(s);
-  const auto& t = s.stats;
-  std::string eos = "[";
-  for (size_t i = 0; i < s.eos_ids.size(); ++i) eos += (i ? ", " : "") + std::to_string(s.eos_ids[i]);
-  eos += "]";
-  char identity[32];
-  std::snprintf(identity, sizeof identity, "%016" PRIx64, s.tokenizer_identity);
-  std::printf("{\n");
-  std::printf("  \"file\": %s,\n", JsonString(path).c_str());
-  std::printf("  \"grammar\": %s,\n", JsonString(s.grammar_name).c_str());
-  std::printf("  \"start\": %s,\n", JsonString(s.start).c_str());
-  std::printf("  \"tokenizer\": {\"name\": %s, \"vocab_size\": %d, \"eos_ids\": %s, "
-              "\"identity\": \"%s\"},\n",
-              JsonString(s.tokenizer_name).c_str(), s.vocab_size, eos.c_str(), identity);
-  std::printf("  \"terminals\": %d,\n", s.num_terminals);
-  std::printf("  \"rules\": %zu,\n", s.rule_lhs.size());
-  std::printf("  \"nonterminals\": %d,\n", s.num_nonterminals);
-  std::printf("  \"lalr_states\": %d,\n", s.num_states);
-  std::printf("  \"lexer_states\": %d,\n", s.num_lex_states);
-  std::printf("  \"roots\": %d,\n", s.num_roots);
-  std::printf("  \"items\": %zu,\n", s.item_kind.size());
-  std::printf("  \"sequences\": %zu,\n", s.seq_offsets.empty() ? 0 : s.seq_offsets.size() - 1);
-  std::printf("  \"nfa_transition_entries\": %" PRId64 ",\n", t.nfa_transition_entries);
-  std::printf("  \"rows\": %zu,\n", s.row_seq.size());
-  std::printf("  \"rows_before_streamlining\": %" PRId64 ",\n", t.rows_before_streamlining);
-  std::printf("  \"terminal_sequence_keys\": %" PRId64 ",\n", TerminalSequenceKeys(s));
-  std::printf("  \"simulated_pairs\": %zu,\n", s.sim_token.size());
-  std::printf("  \"streamlining\": {\"applied\": %s, \"steps\": [\n"
-              "    {\"step\": \"nfa_transition\", \"rows\": %" PRId64 ", \"row_bytes\": %" PRId64 "}",
-              t.streamlined ? "true" : "false", t.rows_before_streamlining, t.row_bytes_before);
-  if (t.streamlined) {
-    std::printf(",\n    {\"step\": \"delete_never_legal\", \"rows\": %" PRId64
-                ", \"rows_deleted\": %" PRId64 ", \"queries\": %" PRId64 "}",
-                t.rows_before_streamlining - t.rows_deleted, t.rows_deleted, t.never_queries);
-    std::printf(",\n    {\"step\": \"fold_always_legal\", \"rows\": %" PRId64
-                ", \"row_bytes\": %" PRId64 ", \"queries\": %" PRId64
-                ", \"rows_folded\": %" PRId64 ", \"seconds\": %.6f}",
-                t.rows_after_fold, t.row_bytes_after, t.fold_queries, t.fold_proved,
-                t.seconds_streamline);
-  }
-  std::printf("]},\n");
-  std::printf("  \"row_kinds\": {\"list\": %" PRId64 ", \"complement\": %" PRId64
-              ", \"bitset\": %" PRId64 "},\n",
-              rc.list, rc.complement, rc.bitset);
-  std::printf("  \"row_token_entries\": %zu,\n", s.row_tokens.size());
-  std::printf("  \"row_bitset_words\": %zu,\n", s.row_bits.size());
-  std::printf("  \"file_bytes\": %" PRId64 ",\n", FileSize(path));
-  std::printf("  \"memory_bytes\": %zu,\n", s.MemoryBytes());
-  std::printf("  \"seconds\": {\"grammar\": %.6f, \"lalr\": %.6f, \"automaton\": %.6f, "
-              "\"tokenizer\": %.6f, \"store\": %.6f, \"streamline\": %.6f, \"total\": %.6f}\n",
-              t.seconds_grammar, t.seconds_lalr, t.seconds_automaton, t.seconds_tokenizer,
-              t.seconds_store, t.seconds_streamline,
-              t.seconds_grammar + t.seconds_lalr + t.seconds_automaton + t.seconds_store +
-                  t.seconds_streamline);
-  std::printf("}\n");
+  std::fputs(StoreReportJson(MakeStoreReport(s, path, FileSize(path))).c_str(), stdout);
   return kExitOk;
 }
 
@@ -630,80 +477,11 @@ int Check(const CommandSpec& spec, const Args& args) {
     const std::string& file = t.files[f];
     const std::string& text = t.texts[f];
     const std::vector<Segment> steps = t.Steps(segmenter, f, &rng);
+    const TeacherForceResult r = TeacherForce(store, &session, file, text, steps, verify);
+    for (const std::string& note : r.notes) std::printf("%s\n", note.c_str());
+    const std::string& failure = r.failure;
+    const int64_t raw_bytes = r.raw_bytes;
     const size_t n = steps.size();
-    // Mask checks at steps 0..n (step n: the end of the file, where only EOS
-    // matters); --verify-masks picks N of them evenly.
-    std::set<size_t> verify_at;
-    for (int64_t k = 0; k < verify && static_cast<size_t>(k) <= n; ++k) {
-      verify_at.insert(verify >= static_cast<int64_t>(n + 1)
-                           ? static_cast<size_t>(k)
-                           : static_cast<size_t>(k * static_cast<int64_t>(n + 1) / verify));
-    }
-    session.Reset();
-    std::string failure;
-    int64_t mismatches = 0, raw_bytes = 0;
-    std::vector<uint32_t> mask(store.mask_words());
-    for (size_t i = 0; i <= n && failure.empty(); ++i) {
-      const bool at_end = i == n;
-      const size_t offset = at_end ? text.size() : static_cast<size_t>(steps[i].offset);
-      const bool need_mask = verify_at.count(i) || at_end || steps[i].token >= 0;
-      if (need_mask) session.FillMask(mask.data());
-      if (verify_at.count(i)) {
-        int64_t here = 0;
-        for (int32_t tok = 0; tok < store.vocab_size; ++tok) {
-          const bool fast = Allowed(mask, tok), slow = session.AllowsSlow(tok);
-          if (fast == slow) continue;
-          if (++here <= 3) {
-            std::printf("%s: mask mismatch: %s is %s by the mask, %s by the slow reference\n",
-                        TextPosition(file, text, offset).c_str(), TokenLabel(store, tok).c_str(),
-                        fast ? "allowed" : "refused", slow ? "allowed" : "refused");
-          }
-        }
-        if (here > 3) {
-          std::printf("%s: mask mismatch: %" PRId64 " tokens in all at this step\n",
-                      TextPosition(file, text, offset).c_str(), here);
-        }
-        mismatches += here;
-      }
-      if (at_end) {
-        const bool can_end = session.CanEnd();
-        bool eos_in_mask = false;
-        for (int32_t e : store.eos_ids) eos_in_mask |= Allowed(mask, e);
-        if (!can_end) {
-          failure = TextPosition(file, text, offset) + ": end of file: EOS is not allowed";
-        } else if (!eos_in_mask && !store.eos_ids.empty()) {
-          failure = TextPosition(file, text, offset) +
-                    ": end of file: CanEnd() is true but no EOS id is in the mask";
-        }
-        break;
-      }
-      const Segment& seg = steps[i];
-      Status st;
-      if (seg.token >= 0) {
-        if (!Allowed(mask, seg.token)) {
-          failure = TextPosition(file, text, offset) + ": " + TokenLabel(store, seg.token) +
-                    " is not in the mask (slow reference: " +
-                    (session.AllowsSlow(seg.token) ? "allowed" : "refused") + ")";
-          break;
-        }
-        st = session.Advance(seg.token);
-        if (!st.ok()) {
-          failure = TextPosition(file, text, offset) + ": " + TokenLabel(store, seg.token) +
-                    " is in the mask but Advance refuses it: " + OneLine(st.message());
-        }
-      } else {
-        ++raw_bytes;
-        st = session.AdvanceBytes(std::string_view(text).substr(offset, seg.length));
-        if (!st.ok()) {
-          failure = TextPosition(file, text, offset) + ": byte \"" +
-                    Printable(std::string_view(text).substr(offset, 1)) +
-                    "\" refused: " + OneLine(st.message());
-        }
-      }
-    }
-    if (failure.empty() && mismatches > 0) {
-      failure = file + ": " + std::to_string(mismatches) + " mask bits differ from the slow reference";
-    }
     if (failure.empty()) {
       ++passed;
       std::printf("%s: ok (%zu steps%s)\n", file.c_str(), n,
@@ -739,73 +517,6 @@ bool WriteFileAtomically(const std::string& path, const std::string& data, std::
   return true;
 }
 
-// Ends the walk of `session` with a shortest completion, cut into tokens
-// each checked against its mask, then EOS.  When the search runs out of its
-// node budget, the walk is rolled back by 8, 16, 32... tokens and the search
-// retried from there.  When no completion is found at all (the search proves
-// there is none, or every retry runs out of budget), the session is put back
-// where the walk stopped and *why says which.  Sets *why to what was done.
-bool Complete(const CompiledStore& store, const Segmenter& segmenter, Completer* completer,
-              Session* session, int64_t* tokens, std::string* why) {
-  constexpr int64_t kNodes = 20000;
-  const Session walked = session->Fork();
-  const int64_t walked_tokens = *tokens;
-  auto give_up = [&](std::string reason) {  // back to where the walk stopped
-    *why = std::move(reason);
-    *session = walked;
-    *tokens = walked_tokens;
-    return false;
-  };
-  int64_t back = 0;
-  for (int64_t step = 8;; step *= 2) {
-    std::string text;
-    int64_t nodes = 0;
-    const CompletionResult found = completer->Search(session, kNodes, &text, &nodes);
-    if (found == CompletionResult::kFound) {
-      std::mt19937_64 unused;
-      std::vector<uint32_t> mask(store.mask_words());
-      int64_t added = 0;
-      for (const Segment& seg : segmenter.Cut(text, SegmentMode::kGreedy, &unused)) {
-        session->FillMask(mask.data());
-        if (seg.token < 0 || !Allowed(mask, seg.token)) {
-          return give_up("the completion \"" + Printable(text) + "\" needs " +
-                         (seg.token < 0 ? std::string("a byte with no token")
-                                        : TokenLabel(store, seg.token) + ", which is not in the mask"));
-        }
-        Status st = session->Advance(seg.token);
-        if (!st.ok()) {
-          return give_up("the completion: " + OneLine(st.message()));
-        }
-        ++added;
-      }
-      session->FillMask(mask.data());
-      bool eos = false;
-      for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
-      if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
-        return give_up("the completion \"" + Printable(text) + "\" does not end the text");
-      }
-      *tokens += added;
-      *why = (back ? "rolled back " + std::to_string(back) + " tokens, " : std::string()) +
-             "completed with " + std::to_string(added) + " tokens (\"" + Printable(text) + "\")";
-      return true;
-    }
-    if (found == CompletionResult::kNone && back == 0) {
-      // Proved: nothing completes the text as walked.
-      return give_up("no completion exists: the search went through all " +
-                     std::to_string(nodes) + " configurations reachable from here");
-    }
-    const int64_t k = std::min<int64_t>(step, session->HistoryLength());
-    if (k == 0) {
-      return give_up("no completion found within the search budget of " +
-                     std::to_string(kNodes) + " nodes, from the text as walked or after rolling back " +
-                     std::to_string(back) + " tokens");
-    }
-    session->Rollback(static_cast<int32_t>(k));
-    *tokens -= k;
-    back += k;
-  }
-}
-
 int Sample(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("-n")) return UsageError(&spec, "missing -n N");
   if (!args.values.count("-o")) return UsageError(&spec, "missing -o DIR");
@@ -836,40 +547,14 @@ int Sample(const CommandSpec& spec, const Args& args) {
   Completer completer(store);
   int64_t incomplete = 0;
   for (int64_t k = 1; k <= n; ++k) {
-    session.Reset();
-    std::string ending;
-    int64_t tokens = 0;
-    bool complete = false;
-    for (; tokens < max_tokens; ++tokens) {
-      const int32_t tok = DrawToken(store, session.Mask(), eos_bias, &rng, args.Has("--ascii"));
-      if (tok < 0) {
-        ending = "stopped: the mask is empty and EOS is not allowed (a prefix)";
-        break;
-      }
-      if (IsEos(store, tok)) {
-        ending = "ended with EOS";
-        complete = true;
-        break;
-      }
-      st = session.Advance(tok);
-      if (!st.ok()) {
-        ending = "stopped: " + TokenLabel(store, tok) + " is in the mask but Advance refuses it: " +
-                 OneLine(st.message()) + " (a prefix)";
-        break;
-      }
-    }
-    if (ending.empty()) {
-      std::string why;
-      const int64_t walked = tokens;
-      if (Complete(store, segmenter, &completer, &session, &tokens, &why)) {
-        ending = "reached --max-tokens " + std::to_string(max_tokens) + ", " + why +
-                 ", ended with EOS";
-        complete = true;
-      } else {
-        ending = "reached --max-tokens " + std::to_string(max_tokens) + " after " +
-                 std::to_string(walked) + " tokens; " + why + " (a prefix)";
-      }
-    }
+    SampleOptions options;
+    options.max_tokens = max_tokens;
+    options.eos_bias = eos_bias;
+    options.ascii_only = args.Has("--ascii");
+    const SampleResult r = SampleText(store, segmenter, &completer, &session, &rng, options);
+    const bool complete = r.complete;
+    const int64_t tokens = r.tokens;
+    const std::string& ending = r.ending;
     if (!complete) ++incomplete;
     const std::string path = (std::filesystem::path(dir) / ("sample_" + std::to_string(k) + ".txt")).string();
     std::string error;
@@ -886,12 +571,6 @@ int Sample(const CommandSpec& spec, const Args& args) {
 }
 
 // ---------------------------------------------------------------- bench
-
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t i = static_cast<size_t>(p * (sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
-}
 
 int Bench(const CommandSpec& spec, const Args& args) {
   CompiledStore store;
@@ -942,50 +621,25 @@ int Bench(const CommandSpec& spec, const Args& args) {
       max_live = std::max(max_live, session.num_live());
     }
   }
-  std::vector<double> sorted = mask_us;
-  std::sort(sorted.begin(), sorted.end());
-  double sum = 0;
-  for (double v : sorted) sum += v;
-  const double mean = sorted.empty() ? 0 : sum / sorted.size();
-  const double tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;
-  const int64_t rss = PeakRssBytes();
-  std::sort(hit_us.begin(), hit_us.end());
-  std::sort(miss_us.begin(), miss_us.end());
-  const int64_t hits = session.memo_hits(), misses = session.memo_misses();
-  if (args.Has("--json")) {
-    std::printf("{\n  \"files\": %zu,\n  \"files_not_finished\": %" PRId64 ",\n"
-                "  \"steps\": %zu,\n  \"segment\": %s,\n"
-                "  \"mask_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"max\": %.3f, "
-                "\"mean\": %.3f},\n"
-                "  \"advance_tokens_per_s\": %.1f,\n  \"max_live\": %zu,\n"
-                "  \"store_load_seconds\": %.6f,\n  \"peak_rss_bytes\": %" PRId64 ",\n"
-                "  \"memo\": {\"mb\": %" PRId64 ", \"hits\": %" PRId64 ", \"misses\": %" PRId64
-                ", \"steps_without_miss\": %zu, \"p50_without_miss\": %.3f, "
-                "\"p50_with_miss\": %.3f}\n}\n",
-                t.files.size(), bad_files, sorted.size(),
-                JsonString(args.Get("--segment", "greedy")).c_str(), Percentile(sorted, 0.5),
-                Percentile(sorted, 0.9), Percentile(sorted, 0.99),
-                sorted.empty() ? 0 : sorted.back(), mean, tokens_per_s, max_live, load_seconds,
-                rss, memo_mb, hits, misses, hit_us.size(), Percentile(hit_us, 0.5),
-                Percentile(miss_us, 0.5));
-  } else {
-    std::printf("%zu files, %zu steps (%s segmentation)\n", t.files.size(), sorted.size(),
-                args.Get("--segment", "greedy").c_str());
-    std::printf("  FillMask µs      p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  mean %.1f\n",
-                Percentile(sorted, 0.5), Percentile(sorted, 0.9), Percentile(sorted, 0.99),
-                sorted.empty() ? 0 : sorted.back(), mean);
-    std::printf("  Advance          %.0f tokens/s, at most %zu live hypotheses\n", tokens_per_s,
-                max_live);
-    std::printf("  store load       %.3f s\n", load_seconds);
-    std::printf("  peak RSS         %s\n", Bytes(rss).c_str());
-    if (memo_mb > 0) {
-      std::printf("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64
-                  " misses; steps without a miss %zu (p50 %.1f µs), with one %zu (p50 %.1f µs)\n",
-                  memo_mb, hits, misses, hit_us.size(), Percentile(hit_us, 0.5), miss_us.size(),
-                  Percentile(miss_us, 0.5));
-    }
-    if (bad_files) std::printf("  %" PRId64 " files not teacher-forced to the end\n", bad_files);
+  BenchReport report;
+  report.files = static_cast<int64_t>(t.files.size());
+  report.files_not_finished = bad_files;
+  report.segment = args.Get("--segment", "greedy");
+  report.mask_us = std::move(mask_us);
+  report.mask_us_hit = std::move(hit_us);
+  report.mask_us_miss = std::move(miss_us);
+  for (auto* v : {&report.mask_us, &report.mask_us_hit, &report.mask_us_miss}) {
+    std::sort(v->begin(), v->end());
   }
+  report.advance_tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;
+  report.max_live = static_cast<int64_t>(max_live);
+  report.store_load_seconds = load_seconds;
+  report.peak_rss_bytes = PeakRssBytes();
+  report.memo_mb = memo_mb;
+  report.memo_hits = session.memo_hits();
+  report.memo_misses = session.memo_misses();
+  const std::string text = args.Has("--json") ? BenchReportJson(report) : BenchReportText(report);
+  std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 

@@ -1,404 +1,10 @@
-// Segmentation and token drawing for the `cfgmask` command: see cli.h.
+// Token drawing: see cli.h.
 #include "runtime/cli.h"
 
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
-#include <queue>
 #include <string>
-#include <tuple>
-
-#include "lexer/tokenizer.h"
-#include "parser/lalr.h"
 
 namespace cfgmask {
-VocabTrie StoreVocabTrie(const CompiledStore& store) {
-  Vocabulary v;
-  v.tokens.reserve(store.vocab_size);
-  for (int32_t t = 0; t < store.vocab_size; ++t) v.tokens.emplace_back(store.TokenBytes(t));
-  v.special = store.token_special;
-  v.special.resize(store.vocab_size, 0);
-  return VocabTrie::Build(v);
-}
-
-Segmenter::Segmenter(const CompiledStore& store) : trie_(StoreVocabTrie(store)) {}
-
-void Segmenter::Matches(std::string_view rest,
-                        std::vector<std::pair<int32_t, int32_t>>* out) const {
-  int32_t n = 0;
-  for (size_t k = 0; k < rest.size(); ++k) {
-    const uint8_t b = static_cast<uint8_t>(rest[k]);
-    int32_t c = trie_.first_child(n);
-    while (c >= 0 && trie_.byte(c) < b) c = trie_.next_sibling(c);
-    if (c < 0 || trie_.byte(c) != b) return;
-    n = c;
-    for (int32_t t : trie_.tokens_at(n)) out->emplace_back(t, static_cast<int32_t>(k + 1));
-  }
-}
-
-std::vector<Segment> Segmenter::Cut(std::string_view text, SegmentMode mode,
-                                    std::mt19937_64* rng) const {
-  std::vector<Segment> out;
-  std::vector<std::pair<int32_t, int32_t>> m;
-  size_t i = 0;
-  while (i < text.size()) {
-    m.clear();
-    if (mode != SegmentMode::kBytes) Matches(text.substr(i), &m);
-    Segment s{-1, static_cast<int32_t>(i), 1};
-    if (!m.empty()) {
-      // Matches come in order of length; ids of equal bytes are adjacent.
-      size_t pick = m.size() - 1;
-      if (mode == SegmentMode::kRandom) {
-        pick = std::uniform_int_distribution<size_t>(0, m.size() - 1)(*rng);
-      } else {
-        while (pick > 0 && m[pick - 1].second == m[pick].second) --pick;  // lowest id
-      }
-      s.token = m[pick].first;
-      s.length = m[pick].second;
-    }
-    out.push_back(s);
-    i += s.length;
-  }
-  return out;
-}
-
-Status ReadTokenIds(const CompiledStore& store, std::string_view ids_path,
-                    std::string_view ids_text, std::string_view text_path,
-                    std::string_view text, std::vector<Segment>* out) {
-  out->clear();
-  size_t i = 0, pos = 0;  // pos: bytes of `text` spelled so far
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (true) {
-    while (i < ids_text.size() && space(ids_text[i])) ++i;
-    if (i == ids_text.size()) break;
-    const size_t start = i;
-    while (i < ids_text.size() && !space(ids_text[i])) ++i;
-    const std::string word(ids_text.substr(start, i - start));
-    const std::string where = TextPosition(ids_path, ids_text, start);
-    char* end = nullptr;
-    const long long id = std::strtoll(word.c_str(), &end, 10);
-    if (word.empty() || *end != '\0' || !(word[0] >= '0' && word[0] <= '9')) {
-      return Status(ErrorCode::kInvalidArgument,
-                    where + ": expected a token id, got '" + Printable(word) + "'");
-    }
-    if (id >= store.vocab_size) {
-      return Status(ErrorCode::kInvalidArgument,
-                    where + ": token id " + word + " is out of range (vocabulary of " +
-                        std::to_string(store.vocab_size) + ")");
-    }
-    const int32_t t = static_cast<int32_t>(id);
-    if (store.token_special[t]) {
-      return Status(ErrorCode::kInvalidArgument,
-                    where + ": token id " + word + " is a special token, not text");
-    }
-    const std::string_view bytes = store.TokenBytes(t);
-    if (text.substr(pos, bytes.size()) != bytes) {
-      size_t k = 0;
-      while (pos + k < text.size() && k < bytes.size() && text[pos + k] == bytes[k]) ++k;
-      return Status(ErrorCode::kInvalidArgument,
-                    TextPosition(text_path, text, pos + k) + ": token id " + word + " (" +
-                        where + ") spells \"" + Printable(bytes) + "\" but the file has \"" +
-                        Printable(text.substr(pos, bytes.size() + 8)) + "\"");
-    }
-    out->push_back(Segment{t, static_cast<int32_t>(pos), static_cast<int32_t>(bytes.size())});
-    pos += bytes.size();
-  }
-  if (pos != text.size()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  TextPosition(text_path, text, pos) + ": the token ids of " +
-                      std::string(ids_path) + " end here, before the end of the file");
-  }
-  return Status::Ok();
-}
-
-// ---------------------------------------------------------------- Completer
-
-namespace {
-
-uint64_t Fnv(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= (v >> (8 * i)) & 0xff;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-
-}  // namespace
-
-// Everything that decides the session's future: two sessions with equal
-// keys accept the same continuations.
-uint64_t SessionKey(const Session& session) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const LiveState& l : session.live()) {
-    h = Fnv(h, static_cast<uint32_t>(l.q));
-    h = Fnv(h, static_cast<uint32_t>(l.col));
-    for (uint64_t w : l.slot_bits) h = Fnv(h, w);
-    h = Fnv(h, l.stack.Hash());
-    for (int32_t x : l.indent) h = Fnv(h, static_cast<uint32_t>(x));
-    h = Fnv(h, static_cast<uint32_t>(l.paren));
-    h = Fnv(h, 0x5eed);
-  }
-  return h;
-}
-
-constexpr int32_t kInf = INT32_MAX / 4;
-
-Completer::Completer(const CompiledStore& store) : s_(store) {
-  const int32_t S = s_.num_states, P = s_.num_parse_terminals, N = s_.num_nonterminals;
-  for (int32_t len : s_.rule_length) max_rule_length_ = std::max(max_rule_length_, len);
-  terminal_cost_.assign(P, 1);
-  if (s_.indenter_indent >= 0) terminal_cost_[s_.indenter_indent] = 0;
-  if (s_.indenter_dedent >= 0) terminal_cost_[s_.indenter_dedent] = 0;
-
-  // The accessing symbol of every state (terminal t, or P + nonterminal) and
-  // one predecessor: walking predecessors back from a state that reduces by
-  // rule r spells r's right-hand side, since all transitions into an LR(0)
-  // state carry the same symbol.
-  std::vector<int32_t> access(S, -1), pred(S, -1);
-  moves_.assign(S, {});
-  reduces_.assign(S, {});
-  accepts_.assign(S, 0);
-  std::vector<std::vector<int32_t>> reduce_rules(S);
-  for (int32_t st = 0; st < S; ++st) {
-    for (int32_t t = 0; t < P; ++t) {
-      const int32_t a = s_.action[static_cast<size_t>(st) * P + t];
-      if (a == kAcceptAction) {
-        accepts_[st] = 1;
-      } else if (a > 0) {
-        access[a - 1] = t;
-        pred[a - 1] = st;
-        moves_[st].emplace_back(a - 1, terminal_cost_[t]);
-      } else if (a < 0) {
-        reduces_[st].push_back(-(a + 1));
-      }
-    }
-    std::sort(reduces_[st].begin(), reduces_[st].end());
-    reduces_[st].erase(std::unique(reduces_[st].begin(), reduces_[st].end()), reduces_[st].end());
-    for (int32_t x = 0; x < N; ++x) {
-      const int32_t g = s_.goto_table[static_cast<size_t>(st) * N + x];
-      if (g >= 0) {
-        access[g] = P + x;
-        pred[g] = st;
-      }
-    }
-  }
-  std::vector<std::vector<int32_t>> rhs(s_.rule_length.size());
-  std::vector<uint8_t> known(s_.rule_length.size(), 0);
-  for (int32_t st = 0; st < S; ++st) {
-    for (int32_t r : reduces_[st]) {
-      if (known[r]) continue;
-      std::vector<int32_t> symbols(s_.rule_length[r]);
-      int32_t cur = st;
-      bool ok = true;
-      for (int32_t k = s_.rule_length[r] - 1; k >= 0; --k) {
-        if (cur < 0 || access[cur] < 0) {
-          ok = false;
-          break;
-        }
-        symbols[k] = access[cur];
-        cur = pred[cur];
-      }
-      if (!ok) continue;
-      rhs[r] = std::move(symbols);
-      known[r] = 1;
-    }
-  }
-  // nonterminal_cost_[st][A]: the fewest shifts that take the parser from a
-  // stack topped by st to goto(st, A), a fixed point over the rules of A
-  // (the shortest-derivation lengths of Knuth's grammar problem, per state).
-  std::vector<std::vector<int32_t>> rules_of(N);
-  for (size_t r = 0; r < rhs.size(); ++r) {
-    if (known[r]) rules_of[s_.rule_lhs[r]].push_back(static_cast<int32_t>(r));
-  }
-  nonterminal_cost_.assign(static_cast<size_t>(S) * N, kInf);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t st = 0; st < S; ++st) {
-      for (int32_t x = 0; x < N; ++x) {
-        if (s_.goto_table[static_cast<size_t>(st) * N + x] < 0) continue;
-        int32_t& best = nonterminal_cost_[static_cast<size_t>(st) * N + x];
-        for (int32_t r : rules_of[x]) {
-          int32_t cur = st, cost = 0;
-          for (int32_t sym : rhs[r]) {
-            if (sym < P) {
-              const int32_t a = s_.action[static_cast<size_t>(cur) * P + sym];
-              if (a <= 0 || a == kAcceptAction) {
-                cost = kInf;
-                break;
-              }
-              cost += terminal_cost_[sym];
-              cur = a - 1;
-            } else {
-              const int32_t c = nonterminal_cost_[static_cast<size_t>(cur) * N + (sym - P)];
-              const int32_t g = s_.goto_table[static_cast<size_t>(cur) * N + (sym - P)];
-              if (g < 0 || c >= kInf) {
-                cost = kInf;
-                break;
-              }
-              cost += c;
-              cur = g;
-            }
-          }
-          if (cost < best) {
-            best = cost;
-            changed = true;
-          }
-        }
-      }
-    }
-  }
-  for (int32_t st = 0; st < S; ++st) {
-    for (int32_t x = 0; x < N; ++x) {
-      const int32_t g = s_.goto_table[static_cast<size_t>(st) * N + x];
-      const int32_t c = nonterminal_cost_[static_cast<size_t>(st) * N + x];
-      if (g >= 0 && c < kInf) moves_[st].emplace_back(g, c);
-    }
-  }
-}
-
-int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
-  // Dijkstra over (j, t, m): the stack cut to stack[0..j], then m states
-  // pushed over it, the last one t.  Shifting a terminal or deriving a
-  // nonterminal pushes a state; a reduction of m or more states pops back to
-  // the real stack (shorter ones are already counted by nonterminal_cost_:
-  // deriving their left side from the state they uncover).
-  const int32_t N = s_.num_nonterminals;
-  using Entry = std::tuple<int32_t, int32_t, int32_t, int32_t>;  // cost, j, t, m
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  std::unordered_map<uint64_t, int32_t> dist;
-  auto key = [&](int32_t j, int32_t t, int32_t m) {
-    return (static_cast<uint64_t>(j) << 40) | (static_cast<uint64_t>(t) << 8) |
-           static_cast<uint64_t>(m);
-  };
-  auto push = [&](int32_t c, int32_t j, int32_t t, int32_t m) {
-    auto [it, fresh] = dist.emplace(key(j, t, m), c);
-    if (!fresh && it->second <= c) return;
-    it->second = c;
-    heap.emplace(c, j, t, m);
-  };
-  const int32_t n = static_cast<int32_t>(stack.size()) - 1;
-  if (n < 0) return INT32_MAX;
-  push(0, n, stack[n], 0);
-  while (!heap.empty()) {
-    auto [c, j, t, m] = heap.top();
-    heap.pop();
-    if (dist[key(j, t, m)] < c) continue;
-    if (accepts_[t]) return c;
-    if (m < max_rule_length_) {
-      for (auto [to, cost] : moves_[t]) push(c + cost, j, to, m + 1);
-    }
-    for (int32_t r : reduces_[t]) {
-      const int32_t len = s_.rule_length[r];
-      if (len < m) continue;
-      const int32_t jj = j - (len - m);
-      if (jj < 0) continue;
-      const int32_t g = s_.goto_table[static_cast<size_t>(stack[jj]) * N + s_.rule_lhs[r]];
-      if (g >= 0) push(c, jj, g, 1);
-    }
-  }
-  return INT32_MAX;
-}
-
-int32_t Completer::Estimate(const Session& session) {
-  int32_t best = INT32_MAX;
-  for (const LiveState& l : session.live()) {
-    const uint64_t h = l.stack.Hash();
-    auto it = stack_cost_memo_.find(h);
-    if (it == stack_cost_memo_.end()) {
-      if (stack_cost_memo_.size() > (1u << 20)) stack_cost_memo_.clear();
-      it = stack_cost_memo_.emplace(h, StackCost(l.stack.States())).first;
-    }
-    best = std::min(best, it->second);
-  }
-  return best;
-}
-
-CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::string* completion,
-                                    int64_t* nodes_used) {
-  if (nodes_used) *nodes_used = 0;
-  completion->clear();
-  if (session->CanEnd()) return CompletionResult::kFound;
-  // A* over appended bytes: f = bytes so far + estimate; ties go to the
-  // deeper node.  A node is its parent and one byte (16 bytes), replayed
-  // from the session's state when expanded, so memory is linear in the
-  // nodes made; every node made counts against the budget.
-  struct Node {
-    int64_t parent;
-    uint8_t byte;
-  };
-  struct Open {
-    int32_t f, g;
-    int64_t id;
-    bool operator>(const Open& o) const {
-      return std::tie(f, o.g, id) > std::tie(o.f, g, o.id);
-    }
-  };
-  std::vector<Node> nodes{Node{-1, 0}};
-  std::priority_queue<Open, std::vector<Open>, std::greater<Open>> open;
-  std::unordered_map<uint64_t, int32_t> seen{{SessionKey(*session), 0}};
-  const int32_t h0 = Estimate(*session);
-  if (h0 == INT32_MAX) return CompletionResult::kNone;
-  open.push(Open{h0, 0, 0});
-  std::string path;
-  auto path_of = [&](int64_t id) {
-    path.clear();
-    for (; id > 0; id = nodes[id].parent) path.push_back(static_cast<char>(nodes[id].byte));
-    std::reverse(path.begin(), path.end());
-  };
-  bool budget_hit = false;
-  while (!open.empty()) {
-    const Open node = open.top();
-    open.pop();
-    path_of(node.id);
-    if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
-    for (int pass = 0; pass < 2; ++pass) {
-      // Printable ASCII, tab and newline first; other bytes only where none
-      // of those fits (inside a multi-byte character).
-      bool any = false;
-      for (int b = 0; b < 256; ++b) {
-        const bool ascii = (b >= 0x20 && b < 0x7f) || b == '\n' || b == '\t';
-        if (ascii != (pass == 0)) continue;
-        const char byte = static_cast<char>(b);
-        if (!session->AdvanceBytes(std::string_view(&byte, 1)).ok()) continue;
-        any = true;
-        if (session->CanEnd()) {
-          session->Rollback(path.empty() ? 1 : 2);
-          *completion = path + byte;
-          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
-          return CompletionResult::kFound;
-        }
-        const uint64_t k = SessionKey(*session);
-        auto [it, fresh] = seen.emplace(k, node.g + 1);
-        if (fresh || it->second > node.g + 1) {
-          it->second = node.g + 1;
-          const int32_t h = Estimate(*session);
-          if (h != INT32_MAX) {
-            if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
-              budget_hit = true;
-            } else {
-              nodes.push_back(Node{node.id, static_cast<uint8_t>(b)});
-              open.push(Open{node.g + 1 + h, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
-            }
-          }
-        }
-        session->Rollback(1);
-      }
-      if (any) break;
-    }
-    if (!path.empty()) session->Rollback(1);
-    if (budget_hit) break;
-  }
-  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
-  // With the budget never hit, every configuration reachable from here was
-  // expanded: the text has no completion at all.
-  return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;
-}
-
-bool Completer::Find(Session* session, int64_t max_nodes, std::string* completion,
-                     int64_t* nodes_used) {
-  return Search(session, max_nodes, completion, nodes_used) == CompletionResult::kFound;
-}
 
 int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask, double eos_bias,
                   std::mt19937_64* rng, bool ascii_only) {
@@ -431,41 +37,54 @@ int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask,
   return text[std::uniform_int_distribution<size_t>(0, text.size() - 1)(*rng)];
 }
 
-std::string TextPosition(std::string_view file, std::string_view text, size_t offset) {
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return std::string(file) + ":" + std::to_string(line) + ":" +
-         std::to_string(offset - line_start + 1);
+namespace {
+
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
 }
 
-std::string Printable(std::string_view bytes, size_t max_len) {
-  std::string out;
-  for (size_t i = 0; i < bytes.size() && i < max_len; ++i) {
-    const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          static const char kHex[] = "0123456789abcdef";
-          out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
+}  // namespace
+
+SampleResult SampleText(const CompiledStore& store, const Segmenter& segmenter,
+                        Completer* completer, Session* session, std::mt19937_64* rng,
+                        const SampleOptions& options) {
+  SampleResult r;
+  session->Reset();
+  std::string& ending = r.ending;
+  int64_t& tokens = r.tokens;
+  bool& complete = r.complete;
+  for (; tokens < options.max_tokens; ++tokens) {
+    const int32_t tok = DrawToken(store, session->Mask(), options.eos_bias, rng, options.ascii_only);
+    if (tok < 0) {
+      ending = "stopped: the mask is empty and EOS is not allowed (a prefix)";
+      break;
+    }
+    if (std::find(store.eos_ids.begin(), store.eos_ids.end(), tok) != store.eos_ids.end()) {
+      ending = "ended with EOS";
+      complete = true;
+      break;
+    }
+    const Status st = session->Advance(tok);
+    if (!st.ok()) {
+      ending = "stopped: " + TokenLabel(store, tok) + " is in the mask but Advance refuses it: " +
+               OneLine(st.message()) + " (a prefix)";
+      break;
     }
   }
-  if (bytes.size() > max_len) out += "...";
-  return out;
+  if (ending.empty()) {
+    std::string why;
+    const int64_t walked = tokens;
+    if (CompleteWithTokens(store, segmenter, completer, session, &tokens, &why)) {
+      ending = "reached --max-tokens " + std::to_string(options.max_tokens) + ", " + why +
+               ", ended with EOS";
+      complete = true;
+    } else {
+      ending = "reached --max-tokens " + std::to_string(options.max_tokens) + " after " +
+               std::to_string(walked) + " tokens; " + why + " (a prefix)";
+    }
+  }
+  return r;
 }
 
 }  // namespace cfgmask

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <new>
@@ -23,7 +24,7 @@ Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
   stats.row_bytes_before = RowPayloadBytes(*out);
   if (!streamline) return Status::Ok();
-  if (options.progress) options.progress("streamline", 0);
+  if (options.progress) options.progress(CompileProgress{"streamline", 1, 0});
   StreamlineStats sl;
   st = StreamlineStore(out, StreamlineOptions{}, &sl);
   if (!st.ok()) return st;
@@ -35,7 +36,6 @@ Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out
   stats.fold_queries = sl.queries;
   stats.fold_proved = sl.proved;
   stats.seconds_streamline = sl.seconds;
-  if (options.progress) options.progress("streamline", 1);
   return Status::Ok();
 }
 
@@ -109,10 +109,14 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
   CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
   const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMaxMemory();
   std::string phase = "grammar";
+  const auto start = std::chrono::steady_clock::now();
   CompileOptions tracked = options;
-  tracked.progress = [&](const std::string& p, double share) {
-    phase = p;
-    if (options.progress) options.progress(p, share);
+  tracked.progress = [&](const CompileProgress& p) {
+    phase = p.phase;
+    if (!options.progress) return;
+    CompileProgress report = p;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    options.progress(report);
   };
   try {
     MemoryBudget guard(budget);
@@ -124,6 +128,9 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
                   grammar_path + ": out of memory in the " + phase + " phase of the compile " +
                       "(memory limit " + std::to_string(budget) +
                       " bytes; raise it with --max-memory / max_memory)");
+  } catch (...) {  // from the progress callback
+    *out = CompiledStore();
+    throw;
   }
 }
 

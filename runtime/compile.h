@@ -1,7 +1,9 @@
 // The whole offline pipeline behind `cfgmask compile` and the Python
-// package's compile_grammar: the store build (maskstore/store_builder.h),
-// then, unless turned off, the streamlining merge pass (streamline/streamline.h),
-// whose figures go into the store's statistics.
+// package's compile_grammar: the store build (maskstore/store_builder.h, its
+// phases from the grammar to the store), then, unless turned off, the
+// streamlining pass (streamline/streamline.h), whose figures go into the
+// store's statistics.  Progress goes to options.progress, "streamline" last,
+// with seconds counted from the start of the whole compile.
 #ifndef CFGMASK_RUNTIME_COMPILE_H_
 #define CFGMASK_RUNTIME_COMPILE_H_
 

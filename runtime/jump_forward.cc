@@ -6,7 +6,7 @@
 #include <span>
 
 #include "lexer/tokenizer.h"
-#include "runtime/cli.h"
+#include "runtime/segment.h"
 
 namespace cfgmask {
 

@@ -21,14 +21,14 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/row_codec.h"
 #include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "grammar/utf8.h"
-#include "runtime/cli.h"
+#include "runtime/completion.h"
 #include "runtime/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
+#include "runtime/report.h"
 #include "runtime/row_memo.h"
 #include "runtime/session.h"
 
@@ -167,63 +167,56 @@ Buffer2D BitmaskBuffer(const py::buffer& b) {
   return out;
 }
 
-py::dict StoreStats(const CompiledStore& s) {
+// Store.stats(): the figures of runtime/report.h as a dict.
+py::dict StoreStats(const CompiledStore& store) {
+  const StoreReport r = MakeStoreReport(store, "", 0);
   py::dict d;
-  d["grammar"] = s.grammar_name;
-  d["start"] = s.start;
-  d["tokenizer"] = s.tokenizer_name;
-  d["vocab_size"] = s.vocab_size;
-  d["eos_ids"] = s.eos_ids;
-  d["terminals"] = s.num_terminals;
-  d["rules"] = s.rule_lhs.size();
-  d["nonterminals"] = s.num_nonterminals;
-  d["lalr_states"] = s.num_states;
-  d["lexer_states"] = s.num_lex_states;
-  d["roots"] = s.num_roots;
-  d["nfa_transition_entries"] = s.stats.nfa_transition_entries;
-  d["rows"] = s.row_seq.size();
-  d["rows_before_streamlining"] = s.stats.rows_before_streamlining;
-  d["terminal_sequence_keys"] = TerminalSequenceKeys(s);
-  d["simulated_pairs"] = s.sim_token.size();
-  int64_t kinds[3] = {0, 0, 0};
-  for (int32_t k : s.row_kind) {
-    if (k >= 0 && k < 3) ++kinds[k];
-  }
+  d["grammar"] = r.grammar;
+  d["start"] = r.start;
+  d["tokenizer"] = r.tokenizer_name;
+  d["vocab_size"] = r.vocab_size;
+  d["eos_ids"] = r.eos_ids;
+  d["terminals"] = r.terminals;
+  d["rules"] = r.rules;
+  d["nonterminals"] = r.nonterminals;
+  d["lalr_states"] = r.lalr_states;
+  d["lexer_states"] = r.lexer_states;
+  d["roots"] = r.roots;
+  d["nfa_transition_entries"] = r.nfa_transition_entries;
+  d["rows"] = r.rows;
+  d["rows_before_streamlining"] = r.rows_before_streamlining;
+  d["terminal_sequence_keys"] = r.terminal_sequence_keys;
+  d["simulated_pairs"] = r.simulated_pairs;
   py::dict row_kinds;
-  row_kinds["list"] = kinds[0];
-  row_kinds["complement"] = kinds[1];
-  row_kinds["bitset"] = kinds[2];
+  row_kinds["list"] = r.rows_list;
+  row_kinds["complement"] = r.rows_complement;
+  row_kinds["bitset"] = r.rows_bitset;
   d["row_kinds"] = row_kinds;
-  d["memory_bytes"] = s.MemoryBytes();
+  d["memory_bytes"] = r.memory_bytes;
   py::dict seconds;
-  seconds["grammar"] = s.stats.seconds_grammar;
-  seconds["lalr"] = s.stats.seconds_lalr;
-  seconds["automaton"] = s.stats.seconds_automaton;
-  seconds["tokenizer"] = s.stats.seconds_tokenizer;
-  seconds["store"] = s.stats.seconds_store;
-  seconds["streamline"] = s.stats.seconds_streamline;
+  for (const auto& [phase, value] : r.seconds) seconds[py::str(phase)] = value;
   d["seconds"] = seconds;
   // Rows after each streamlining step (the same figures as `cfgmask stats --json`).
   py::list steps;
   py::dict first;
   first["step"] = "nfa_transition";
-  first["rows"] = s.stats.rows_before_streamlining;
-  first["row_bytes"] = s.stats.row_bytes_before;
+  first["rows"] = r.rows_before_streamlining;
+  first["row_bytes"] = r.row_bytes_before;
   steps.append(first);
-  if (s.stats.streamlined) {
+  if (r.streamlined) {
     py::dict never, fold;
     never["step"] = "delete_never_legal";
-    never["rows"] = s.stats.rows_before_streamlining - s.stats.rows_deleted;
-    never["rows_deleted"] = s.stats.rows_deleted;
+    never["rows"] = r.rows_before_streamlining - r.rows_deleted;
+    never["rows_deleted"] = r.rows_deleted;
     steps.append(never);
     fold["step"] = "fold_always_legal";
-    fold["rows"] = s.stats.rows_after_fold;
-    fold["row_bytes"] = s.stats.row_bytes_after;
-    fold["rows_folded"] = s.stats.fold_proved;
+    fold["rows"] = r.rows_after_fold;
+    fold["row_bytes"] = r.row_bytes_after;
+    fold["rows_folded"] = r.rows_folded;
     steps.append(fold);
   }
   py::dict streamlining;
-  streamlining["applied"] = s.stats.streamlined != 0;
+  streamlining["applied"] = r.streamlined;
   streamlining["steps"] = steps;
   d["streamlining"] = streamlining;
   return d;
@@ -250,14 +243,31 @@ TokenizerPtr PrepareTokenizerFile(const std::string& path) {
       [&](PreparedTokenizer* tok) { return PrepareTokenizer(path, tok); });
 }
 
+// Thrown through the engine when the Python progress callback raised; the
+// Python error stays set on the thread until the GIL is taken back.
+struct ProgressRaised {};
+
 // Store.compile: `Tokenizer` is a file path or a prepared tokenizer.
+// `progress` (None or a callable) gets (phase, walk fraction, seconds).
 template <class Tokenizer>
 StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& tokenizer,
                           const std::string& start, const std::string& indenter,
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
                           bool streamline, int32_t num_threads, bool prune_pairs,
-                          int32_t max_roots, int64_t max_memory, const std::string& eos) {
+                          int32_t max_roots, int64_t max_memory, const std::string& eos,
+                          const py::object& progress) {
   CompileOptions options;
+  if (!progress.is_none()) {
+    options.progress = [&progress](const CompileProgress& p) {
+      py::gil_scoped_acquire gil;
+      try {
+        progress(p.phase, p.walk_fraction, p.seconds);
+      } catch (py::error_already_set& e) {
+        e.restore();
+        throw ProgressRaised{};
+      }
+    };
+  }
   options.max_roots = max_roots;
   options.max_memory = max_memory;
   options.num_threads = num_threads;
@@ -268,13 +278,18 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   options.import_paths = import_paths;
   std::vector<std::string> warnings;
   options.warnings = &warnings;
-  StorePtr store = MakeWithoutGil<CompiledStore>([&](CompiledStore* out) {
-    if constexpr (std::is_same_v<Tokenizer, TokenizerPtr>) {
-      return CompileGrammar(grammar_path, *tokenizer, options, streamline, out, eos);
-    } else {
-      return CompileGrammar(grammar_path, tokenizer, options, streamline, out, eos);
-    }
-  });
+  StorePtr store;
+  try {
+    store = MakeWithoutGil<CompiledStore>([&](CompiledStore* out) {
+      if constexpr (std::is_same_v<Tokenizer, TokenizerPtr>) {
+        return CompileGrammar(grammar_path, *tokenizer, options, streamline, out, eos);
+      } else {
+        return CompileGrammar(grammar_path, tokenizer, options, streamline, out, eos);
+      }
+    });
+  } catch (const ProgressRaised&) {
+    throw py::error_already_set();  // the callback's own exception
+  }
   // Likely mistakes the compile accepted, as Python warnings (UserWarning).
   py::object warn = py::module_::import("warnings").attr("warn");
   for (const std::string& w : warnings) warn(Utf8Escaped(w));
@@ -418,7 +433,7 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("import_paths") = std::vector<std::string>{},
                   py::arg("streamline") = true, py::arg("num_threads") = 0,
                   py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "")
+                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = "auto",
@@ -426,7 +441,7 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("import_paths") = std::vector<std::string>{},
                   py::arg("streamline") = true, py::arg("num_threads") = 0,
                   py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "")
+                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("load", &LoadStoreFile, py::arg("path"))
       .def(
           "save",

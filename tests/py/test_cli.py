@@ -319,6 +319,63 @@ def test_no_pair_pruning_streamlines_to_the_same_masks(store, tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
 
 
+def run_on_pty(*args):
+    """Runs the binary with stderr on a pseudo-terminal; returns (status,
+    stdout, what the terminal received)."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([BIN, *map(str, args)], stdout=subprocess.PIPE,
+                             stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        slave = -1
+        seen = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every writer closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = p.stdout.read()
+        p.wait(timeout=120)
+        return p.returncode, out.decode(errors="replace"), seen.decode(errors="replace")
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+
+
+def test_compile_progress_on_a_terminal(tmp_path):
+    """On a terminal, compile shows its phases on one line rewritten in place
+    and clears it at the end; --quiet shows nothing and prints no summary."""
+    grammar = tmp_path / "json.lark"
+    grammar.write_text(JSON_GRAMMAR)
+    code, out, tty = run_on_pty("compile", grammar, "--tokenizer", TOK, "-o", tmp_path / "a.cfgm")
+    assert code == 0, tty
+    assert "LALR states" in out
+    lines = [l for l in tty.split("\r") if l.strip("\x1b[K")]
+    assert lines and all(l.startswith("\x1b[Kcfgmask: compile: ") for l in lines), tty
+    phases = [l.split()[2] for l in lines]
+    assert phases[0] == "grammar" and "walk" in phases, phases
+    assert tty.endswith("\r\x1b[K")  # cleared
+    code, out, tty = run_on_pty("compile", grammar, "--tokenizer", TOK, "--quiet",
+                                "-o", tmp_path / "b.cfgm")
+    assert code == 0 and tty == "" and out == ""
+
+
+def test_compile_quiet_not_a_terminal(tmp_path):
+    grammar = tmp_path / "json.lark"
+    grammar.write_text(JSON_GRAMMAR)
+    r = run("compile", grammar, "--tokenizer", TOK, "--quiet", "-o", tmp_path / "q.cfgm")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+
+
 def test_compile_threads_same_store(store, tmp_path):
     """The walk's thread count does not change the store."""
     grammar = tmp_path / "json.lark"

@@ -7,6 +7,7 @@ Uses a small JSON grammar with the LLaMA SentencePiece tokenizer
 """
 import json
 import os
+import tempfile
 import threading
 
 import numpy as np
@@ -97,6 +98,51 @@ def test_compile_from_path_equals_text(store, tmp_path):
     assert other.stats()["rows"] == store.stats()["rows"]
     assert np.array_equal(mask_of(cfgmask.GrammarMatcher(other)),
                           mask_of(cfgmask.GrammarMatcher(store)))
+
+
+PHASES = ["grammar", "lalr", "automaton", "tokenizer", "walk", "store", "streamline"]
+
+
+def test_compile_progress_reports_the_phases_in_order(store):
+    reports = []
+    other = cfgmask.compile_grammar(JSON_GRAMMAR, TOK,
+                                    progress=lambda *a: reports.append(a))
+    assert other.stats()["rows"] == store.stats()["rows"]
+    phases = [p for p, _, _ in reports]
+    seen = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
+    assert seen == PHASES
+    fractions = [f for _, f, _ in reports]
+    assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert all(f == 1.0 for p, f, _ in reports if p in ("store", "streamline"))
+    seconds = [s for _, _, s in reports]
+    assert seconds == sorted(seconds) and seconds[0] >= 0.0
+    # Without streamlining the last phase is the store's.
+    reports.clear()
+    cfgmask.compile_grammar(JSON_GRAMMAR, TOK, streamline=False,
+                            progress=lambda *a: reports.append(a))
+    assert reports[-1][0] == "store" and reports[-1][1] == 1.0
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("at", ["grammar", "walk", "streamline"])
+def test_compile_progress_exception_aborts_the_compile(tmp_path, monkeypatch, at):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the text grammar's file
+
+    def progress(phase, fraction, seconds):
+        if phase == at:
+            raise _Stop(phase)
+
+    tok = cfgmask.Tokenizer(TOK)
+    with pytest.raises(_Stop, match=at):
+        cfgmask.compile_grammar(JSON_GRAMMAR, tok, progress=progress)
+    # No temporary grammar file left behind, and the engine still compiles.
+    assert list(tmp_path.iterdir()) == []
+    assert cfgmask.compile_grammar(JSON_GRAMMAR, tok).stats()["rows"] > 0
+    with pytest.raises(TypeError, match="progress"):
+        cfgmask.compile_grammar(JSON_GRAMMAR, tok, progress=3)
 
 
 def test_prepared_tokenizer_compiles_the_same_store(store, tmp_path):

@@ -18,7 +18,7 @@ import numbers
 import os
 import tempfile
 import warnings
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -45,7 +45,8 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     import_paths: Sequence[str] = (), streamline: bool = True,
                     num_threads: int = 0, prune_pairs: bool = True,
                     max_roots: int = 200_000, max_memory: int = 0,
-                    eos: Union[str, int, None] = None) -> Store:
+                    eos: Union[str, int, None] = None,
+                    progress: Optional[Callable[[str, float, float], None]] = None) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -73,11 +74,19 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     end-of-sequence token (an id, or the token's exact text) where the
     tokenizer names none (``--eos``); a store without one warns
     (:class:`UserWarning`), since generation under it can never end.
+    `progress`, when given, is called as ``progress(phase, fraction, seconds)``
+    when each phase of the compile begins ("grammar", "lalr", "automaton",
+    "tokenizer", "walk", "store", then "streamline") and during the vocabulary
+    walk: `fraction` is the share of the walk done (never decreasing, 1.0 once
+    the walk is over), `seconds` the time since the compile began.  An
+    exception it raises stops the compile and propagates, no store made.
     """
     for name, value in (("max_lexer_states", max_lexer_states), ("max_roots", max_roots),
                         ("max_memory", max_memory), ("num_threads", num_threads)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     if indenter not in ("auto", "python", "none"):
         raise Error(f"indenter: expected 'auto', 'python' or 'none', got {indenter!r}")
     if eos is None:
@@ -90,7 +99,7 @@ def compile_grammar(grammar: Union[str, os.PathLike],
             raise Error("eos: the empty string is no token")
     store = _compile(os.fspath(grammar), tokenizer, start, indenter, max_lexer_states,
                      import_paths, streamline, num_threads, prune_pairs, max_roots,
-                     max_memory, eos)
+                     max_memory, eos, progress)
     if not store.eos_ids:
         warnings.warn("the tokenizer names no end-of-sequence token, so generation under this "
                       "store can never end; name one with eos=", UserWarning, stacklevel=2)
@@ -98,13 +107,13 @@ def compile_grammar(grammar: Union[str, os.PathLike],
 
 
 def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths, streamline,
-             num_threads, prune_pairs, max_roots, max_memory, eos):
+             num_threads, prune_pairs, max_roots, max_memory, eos, progress):
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
                              list(import_paths), streamline, num_threads, prune_pairs,
-                                 max_roots, max_memory, eos)
+                             max_roots, max_memory, eos, progress)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -112,7 +121,7 @@ def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
                                  list(import_paths), streamline, num_threads, prune_pairs,
-                                 max_roots, max_memory, eos)
+                                 max_roots, max_memory, eos, progress)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:

@@ -1,0 +1,375 @@
+// The shortest-completion search (A* over appended bytes): see completion.h.
+#include "runtime/completion.h"
+
+#include <algorithm>
+#include <climits>
+#include <queue>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "parser/lr_core.h"
+
+namespace cfgmask {
+
+namespace {
+
+uint64_t Fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+
+}  // namespace
+
+// Everything that decides the session's future: two sessions with equal
+// keys accept the same continuations.
+uint64_t SessionKey(const Session& session) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const LiveState& l : session.live()) {
+    h = Fnv(h, static_cast<uint32_t>(l.q));
+    h = Fnv(h, static_cast<uint32_t>(l.col));
+    for (uint64_t w : l.slot_bits) h = Fnv(h, w);
+    h = Fnv(h, l.stack.Hash());
+    for (int32_t x : l.indent) h = Fnv(h, static_cast<uint32_t>(x));
+    h = Fnv(h, static_cast<uint32_t>(l.paren));
+    h = Fnv(h, 0x5eed);
+  }
+  return h;
+}
+
+constexpr int32_t kInf = INT32_MAX / 4;
+
+Completer::Completer(const CompiledStore& store) : s_(store) {
+  const int32_t S = s_.num_states, P = s_.num_parse_terminals, N = s_.num_nonterminals;
+  const LrTables lr = s_.lr();
+  for (int32_t len : s_.rule_length) max_rule_length_ = std::max(max_rule_length_, len);
+  terminal_cost_.assign(P, 1);
+  if (s_.indenter_indent >= 0) terminal_cost_[s_.indenter_indent] = 0;
+  if (s_.indenter_dedent >= 0) terminal_cost_[s_.indenter_dedent] = 0;
+
+  // The accessing symbol of every state (terminal t, or P + nonterminal) and
+  // one predecessor: walking predecessors back from a state that reduces by
+  // rule r spells r's right-hand side, since all transitions into an LR(0)
+  // state carry the same symbol.
+  std::vector<int32_t> access(S, -1), pred(S, -1);
+  moves_.assign(S, {});
+  reduces_.assign(S, {});
+  accepts_.assign(S, 0);
+  std::vector<std::vector<int32_t>> reduce_rules(S);
+  for (int32_t st = 0; st < S; ++st) {
+    for (int32_t t = 0; t < P; ++t) {
+      if (lr.AcceptsOn(st, t)) {
+        accepts_[st] = 1;
+      } else if (const int32_t to = lr.ShiftTo(st, t); to >= 0) {
+        access[to] = t;
+        pred[to] = st;
+        moves_[st].emplace_back(to, terminal_cost_[t]);
+      } else if (const int32_t r = lr.ReduceBy(st, t); r >= 0) {
+        reduces_[st].push_back(r);
+      }
+    }
+    std::sort(reduces_[st].begin(), reduces_[st].end());
+    reduces_[st].erase(std::unique(reduces_[st].begin(), reduces_[st].end()), reduces_[st].end());
+    for (int32_t x = 0; x < N; ++x) {
+      const int32_t g = lr.Goto(st, x);
+      if (g >= 0) {
+        access[g] = P + x;
+        pred[g] = st;
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> rhs(s_.rule_length.size());
+  std::vector<uint8_t> known(s_.rule_length.size(), 0);
+  for (int32_t st = 0; st < S; ++st) {
+    for (int32_t r : reduces_[st]) {
+      if (known[r]) continue;
+      std::vector<int32_t> symbols(s_.rule_length[r]);
+      int32_t cur = st;
+      bool ok = true;
+      for (int32_t k = s_.rule_length[r] - 1; k >= 0; --k) {
+        if (cur < 0 || access[cur] < 0) {
+          ok = false;
+          break;
+        }
+        symbols[k] = access[cur];
+        cur = pred[cur];
+      }
+      if (!ok) continue;
+      rhs[r] = std::move(symbols);
+      known[r] = 1;
+    }
+  }
+  // nonterminal_cost_[st][A]: the fewest shifts that take the parser from a
+  // stack topped by st to goto(st, A), a fixed point over the rules of A
+  // (the shortest-derivation lengths of Knuth's grammar problem, per state).
+  std::vector<std::vector<int32_t>> rules_of(N);
+  for (size_t r = 0; r < rhs.size(); ++r) {
+    if (known[r]) rules_of[s_.rule_lhs[r]].push_back(static_cast<int32_t>(r));
+  }
+  nonterminal_cost_.assign(static_cast<size_t>(S) * N, kInf);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t st = 0; st < S; ++st) {
+      for (int32_t x = 0; x < N; ++x) {
+        if (lr.Goto(st, x) < 0) continue;
+        int32_t& best = nonterminal_cost_[static_cast<size_t>(st) * N + x];
+        for (int32_t r : rules_of[x]) {
+          int32_t cur = st, cost = 0;
+          for (int32_t sym : rhs[r]) {
+            const int32_t to = lr.Transition(cur, sym);  // a shift or a goto
+            if (sym < P) {
+              if (to < 0) {
+                cost = kInf;
+                break;
+              }
+              cost += terminal_cost_[sym];
+              cur = to;
+            } else {
+              const int32_t c = nonterminal_cost_[static_cast<size_t>(cur) * N + (sym - P)];
+              const int32_t g = to;
+              if (g < 0 || c >= kInf) {
+                cost = kInf;
+                break;
+              }
+              cost += c;
+              cur = g;
+            }
+          }
+          if (cost < best) {
+            best = cost;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+  for (int32_t st = 0; st < S; ++st) {
+    for (int32_t x = 0; x < N; ++x) {
+      const int32_t g = lr.Goto(st, x);
+      const int32_t c = nonterminal_cost_[static_cast<size_t>(st) * N + x];
+      if (g >= 0 && c < kInf) moves_[st].emplace_back(g, c);
+    }
+  }
+}
+
+int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
+  // Dijkstra over (j, t, m): the stack cut to stack[0..j], then m states
+  // pushed over it, the last one t.  Shifting a terminal or deriving a
+  // nonterminal pushes a state; a reduction of m or more states pops back to
+  // the real stack (shorter ones are already counted by nonterminal_cost_:
+  // deriving their left side from the state they uncover).
+  const LrTables lr = s_.lr();
+  using Entry = std::tuple<int32_t, int32_t, int32_t, int32_t>;  // cost, j, t, m
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::unordered_map<uint64_t, int32_t> dist;
+  auto key = [&](int32_t j, int32_t t, int32_t m) {
+    return (static_cast<uint64_t>(j) << 40) | (static_cast<uint64_t>(t) << 8) |
+           static_cast<uint64_t>(m);
+  };
+  auto push = [&](int32_t c, int32_t j, int32_t t, int32_t m) {
+    auto [it, fresh] = dist.emplace(key(j, t, m), c);
+    if (!fresh && it->second <= c) return;
+    it->second = c;
+    heap.emplace(c, j, t, m);
+  };
+  const int32_t n = static_cast<int32_t>(stack.size()) - 1;
+  if (n < 0) return INT32_MAX;
+  push(0, n, stack[n], 0);
+  while (!heap.empty()) {
+    auto [c, j, t, m] = heap.top();
+    heap.pop();
+    if (dist[key(j, t, m)] < c) continue;
+    if (accepts_[t]) return c;
+    if (m < max_rule_length_) {
+      for (auto [to, cost] : moves_[t]) push(c + cost, j, to, m + 1);
+    }
+    for (int32_t r : reduces_[t]) {
+      const int32_t len = s_.rule_length[r];
+      if (len < m) continue;
+      const int32_t jj = j - (len - m);
+      if (jj < 0) continue;
+      const int32_t g = lr.Goto(stack[jj], s_.rule_lhs[r]);
+      if (g >= 0) push(c, jj, g, 1);
+    }
+  }
+  return INT32_MAX;
+}
+
+int32_t Completer::Estimate(const Session& session) {
+  int32_t best = INT32_MAX;
+  for (const LiveState& l : session.live()) {
+    const uint64_t h = l.stack.Hash();
+    auto it = stack_cost_memo_.find(h);
+    if (it == stack_cost_memo_.end()) {
+      if (stack_cost_memo_.size() > (1u << 20)) stack_cost_memo_.clear();
+      it = stack_cost_memo_.emplace(h, StackCost(l.stack.States())).first;
+    }
+    best = std::min(best, it->second);
+  }
+  return best;
+}
+
+CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::string* completion,
+                                    int64_t* nodes_used) {
+  if (nodes_used) *nodes_used = 0;
+  completion->clear();
+  if (session->CanEnd()) return CompletionResult::kFound;
+  // A* over appended bytes: f = bytes so far + estimate; ties go to the
+  // deeper node.  A node is its parent and one byte (16 bytes), replayed
+  // from the session's state when expanded, so memory is linear in the
+  // nodes made; every node made counts against the budget.
+  struct Node {
+    int64_t parent;
+    uint8_t byte;
+  };
+  struct Open {
+    int32_t f, g;
+    int64_t id;
+    bool operator>(const Open& o) const {
+      return std::tie(f, o.g, id) > std::tie(o.f, g, o.id);
+    }
+  };
+  std::vector<Node> nodes{Node{-1, 0}};
+  std::priority_queue<Open, std::vector<Open>, std::greater<Open>> open;
+  std::unordered_map<uint64_t, int32_t> seen{{SessionKey(*session), 0}};
+  const int32_t h0 = Estimate(*session);
+  if (h0 == INT32_MAX) return CompletionResult::kNone;
+  open.push(Open{h0, 0, 0});
+  std::string path;
+  auto path_of = [&](int64_t id) {
+    path.clear();
+    for (; id > 0; id = nodes[id].parent) path.push_back(static_cast<char>(nodes[id].byte));
+    std::reverse(path.begin(), path.end());
+  };
+  bool budget_hit = false;
+  while (!open.empty()) {
+    const Open node = open.top();
+    open.pop();
+    path_of(node.id);
+    if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
+    for (int pass = 0; pass < 2; ++pass) {
+      // Printable ASCII, tab and newline first; other bytes only where none
+      // of those fits (inside a multi-byte character).
+      bool any = false;
+      for (int b = 0; b < 256; ++b) {
+        const bool ascii = (b >= 0x20 && b < 0x7f) || b == '\n' || b == '\t';
+        if (ascii != (pass == 0)) continue;
+        const char byte = static_cast<char>(b);
+        if (!session->AdvanceBytes(std::string_view(&byte, 1)).ok()) continue;
+        any = true;
+        if (session->CanEnd()) {
+          session->Rollback(path.empty() ? 1 : 2);
+          *completion = path + byte;
+          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
+          return CompletionResult::kFound;
+        }
+        const uint64_t k = SessionKey(*session);
+        auto [it, fresh] = seen.emplace(k, node.g + 1);
+        if (fresh || it->second > node.g + 1) {
+          it->second = node.g + 1;
+          const int32_t h = Estimate(*session);
+          if (h != INT32_MAX) {
+            if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
+              budget_hit = true;
+            } else {
+              nodes.push_back(Node{node.id, static_cast<uint8_t>(b)});
+              open.push(Open{node.g + 1 + h, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
+            }
+          }
+        }
+        session->Rollback(1);
+      }
+      if (any) break;
+    }
+    if (!path.empty()) session->Rollback(1);
+    if (budget_hit) break;
+  }
+  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
+  // With the budget never hit, every configuration reachable from here was
+  // expanded: the text has no completion at all.
+  return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;
+}
+
+bool Completer::Find(Session* session, int64_t max_nodes, std::string* completion,
+                     int64_t* nodes_used) {
+  return Search(session, max_nodes, completion, nodes_used) == CompletionResult::kFound;
+}
+
+namespace {
+
+bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
+
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+}  // namespace
+
+bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
+                        Completer* completer, Session* session, int64_t* tokens,
+                        std::string* why) {
+  constexpr int64_t kNodes = 20000;
+  const Session walked = session->Fork();
+  const int64_t walked_tokens = *tokens;
+  auto give_up = [&](std::string reason) {  // back to where the walk stopped
+    *why = std::move(reason);
+    *session = walked;
+    *tokens = walked_tokens;
+    return false;
+  };
+  int64_t back = 0;
+  for (int64_t step = 8;; step *= 2) {
+    std::string text;
+    int64_t nodes = 0;
+    const CompletionResult found = completer->Search(session, kNodes, &text, &nodes);
+    if (found == CompletionResult::kFound) {
+      std::mt19937_64 unused;
+      std::vector<uint32_t> mask(store.mask_words());
+      int64_t added = 0;
+      for (const Segment& seg : segmenter.Cut(text, SegmentMode::kGreedy, &unused)) {
+        session->FillMask(mask.data());
+        if (seg.token < 0 || !Allowed(mask, seg.token)) {
+          return give_up("the completion \"" + Printable(text) + "\" needs " +
+                         (seg.token < 0 ? std::string("a byte with no token")
+                                        : TokenLabel(store, seg.token) + ", which is not in the mask"));
+        }
+        Status st = session->Advance(seg.token);
+        if (!st.ok()) {
+          return give_up("the completion: " + OneLine(st.message()));
+        }
+        ++added;
+      }
+      session->FillMask(mask.data());
+      bool eos = false;
+      for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
+      if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
+        return give_up("the completion \"" + Printable(text) + "\" does not end the text");
+      }
+      *tokens += added;
+      *why = (back ? "rolled back " + std::to_string(back) + " tokens, " : std::string()) +
+             "completed with " + std::to_string(added) + " tokens (\"" + Printable(text) + "\")";
+      return true;
+    }
+    if (found == CompletionResult::kNone && back == 0) {
+      // Proved: nothing completes the text as walked.
+      return give_up("no completion exists: the search went through all " +
+                     std::to_string(nodes) + " configurations reachable from here");
+    }
+    const int64_t k = std::min<int64_t>(step, session->HistoryLength());
+    if (k == 0) {
+      return give_up("no completion found within the search budget of " +
+                     std::to_string(kNodes) + " nodes, from the text as walked or after rolling back " +
+                     std::to_string(back) + " tokens");
+    }
+    session->Rollback(static_cast<int32_t>(k));
+    *tokens -= k;
+    back += k;
+  }
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,84 @@
+// Shortest completions of a session's text, for `cfgmask sample` and the
+// Python matcher's steering: when a walk reaches its token budget, Completer
+// searches for a shortest byte string that makes the text complete (A* over
+// single bytes, each step taken on the session itself and rolled back; the
+// estimate of the remaining length is a lower bound on the terminals the
+// parser still has to shift, from its LALR tables), and CompleteWithTokens
+// cuts the string into tokens, each checked against its mask, rolling the
+// walk back further when no completion is found within the budget.
+// Tested by tests/py/test_cli.py (sample), viable_prefix_test.cc and
+// tests/py/test_package.py.
+#ifndef CFGMASK_RUNTIME_COMPLETION_H_
+#define CFGMASK_RUNTIME_COMPLETION_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+#include "runtime/segment.h"
+#include "runtime/session.h"
+
+namespace cfgmask {
+
+// A hash of everything that decides the session's future (lexer state,
+// column, open slots, parser stack, indentation): sessions with equal keys
+// accept the same continuations (up to hash collisions).
+uint64_t SessionKey(const Session& session);
+
+enum class CompletionResult { kFound, kNone, kBudget };
+
+// Shortest completions for `sample`.
+class Completer {
+ public:
+  explicit Completer(const CompiledStore& store);
+
+  // Searches for a shortest byte string c such that the session's text + c
+  // is a complete program (Session::CanEnd), making at most `max_nodes`
+  // search nodes: time and memory are linear in that budget.  kFound sets
+  // *completion (possibly empty); kNone means every configuration reachable
+  // from here was searched and none can end (a dead end); kBudget, that the
+  // budget ran out first.  The session is left as it was.  `nodes_used`
+  // receives the nodes made.
+  CompletionResult Search(Session* session, int64_t max_nodes, std::string* completion,
+                          int64_t* nodes_used = nullptr);
+  // Search() == kFound.
+  bool Find(Session* session, int64_t max_nodes, std::string* completion,
+            int64_t* nodes_used = nullptr);
+
+  // A lower bound on the number of terminals the parser must still shift
+  // from `stack` to accept (lookaheads relaxed: any action of a state may be
+  // taken; the indenter's _INDENT/_DEDENT cost nothing).  INT32_MAX if the
+  // parser can never accept from there.
+  int32_t StackCost(const std::vector<int32_t>& stack) const;
+
+ private:
+  int32_t Estimate(const Session& session);
+
+  const CompiledStore& s_;
+  int32_t max_rule_length_ = 0;
+  std::vector<int32_t> terminal_cost_;        // per parse terminal
+  std::vector<int32_t> nonterminal_cost_;     // [state * N + A]: shifts to derive A from state
+  // Per state: shift moves (target, cost), reductions (rule ids), accept.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> moves_;
+  std::vector<std::vector<int32_t>> reduces_;
+  std::vector<uint8_t> accepts_;
+  std::unordered_map<uint64_t, int32_t> stack_cost_memo_;
+};
+
+// Ends the session's text with a shortest completion made of tokens: the
+// completion Completer finds (at most 20,000 search nodes a try), cut
+// greedily into tokens, each checked against its mask and taken, then EOS
+// must be allowed.  When no completion is found within the budget it rolls
+// back 8, 16, 32, ... tokens and tries again.  On success *tokens grows by
+// the tokens taken (less those rolled back) and *why says what was done; on
+// failure the session and *tokens are as they were and *why says why.
+bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
+                        Completer* completer, Session* session, int64_t* tokens,
+                        std::string* why);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_COMPLETION_H_

@@ -1,0 +1,263 @@
+// Statistics gathered once, rendered as text and as JSON: see report.h.
+#include "runtime/report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "maskstore/row_codec.h"
+
+namespace cfgmask {
+
+namespace {
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+// JSON numbers keep the precision the text of earlier versions printed.
+double Round(double v, double scale) { return std::round(v * scale) / scale; }
+
+double Seconds(const StoreReport& r, const std::string& phase) {
+  for (const auto& [name, s] : r.seconds) {
+    if (name == phase) return s;
+  }
+  return 0;
+}
+
+std::string StreamlineLine(const StoreReport& r) {
+  if (!r.streamlined) return "off (compiled with --no-streamline)";
+  return Format("rows %" PRId64 " -> %" PRId64 " (%.2fx): %" PRId64 " never legal deleted, %" PRId64
+                " always-legal suffixes folded, %.2f s",
+                r.rows_before_streamlining, r.rows_after_fold,
+                r.rows_after_fold ? static_cast<double>(r.rows_before_streamlining) / r.rows_after_fold
+                                  : 0.0,
+                r.rows_deleted, r.rows_folded, Seconds(r, "streamline"));
+}
+
+}  // namespace
+
+double StoreReport::TotalSeconds() const {
+  double total = 0;
+  for (const auto& [name, s] : seconds) {
+    if (name != "tokenizer") total += s;
+  }
+  return total;
+}
+
+StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int64_t file_bytes) {
+  StoreReport r;
+  r.file = file;
+  r.file_bytes = file_bytes;
+  r.grammar = s.grammar_name;
+  r.start = s.start;
+  r.tokenizer_name = s.tokenizer_name;
+  r.vocab_size = s.vocab_size;
+  r.eos_ids = s.eos_ids;
+  r.tokenizer_identity = s.tokenizer_identity;
+  r.terminals = s.num_terminals;
+  r.rules = static_cast<int64_t>(s.rule_lhs.size());
+  r.nonterminals = s.num_nonterminals;
+  r.lalr_states = s.num_states;
+  r.lexer_states = s.num_lex_states;
+  r.roots = s.num_roots;
+  r.items = static_cast<int64_t>(s.item_kind.size());
+  r.sequences = s.seq_offsets.empty() ? 0 : static_cast<int64_t>(s.seq_offsets.size()) - 1;
+  r.nfa_transition_entries = s.stats.nfa_transition_entries;
+  r.rows = static_cast<int64_t>(s.row_seq.size());
+  r.terminal_sequence_keys = TerminalSequenceKeys(s);
+  r.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
+  for (int32_t k : s.row_kind) {
+    switch (static_cast<RowKind>(k)) {
+      case RowKind::kList: ++r.rows_list; break;
+      case RowKind::kComplement: ++r.rows_complement; break;
+      case RowKind::kBitset: ++r.rows_bitset; break;
+    }
+  }
+  r.row_token_entries = static_cast<int64_t>(s.row_tokens.size());
+  r.row_bitset_words = static_cast<int64_t>(s.row_bits.size());
+  r.memory_bytes = static_cast<int64_t>(s.MemoryBytes());
+  const auto& t = s.stats;
+  r.streamlined = t.streamlined != 0;
+  r.rows_before_streamlining = t.rows_before_streamlining;
+  r.row_bytes_before = t.row_bytes_before;
+  r.rows_deleted = t.rows_deleted;
+  r.never_queries = t.never_queries;
+  r.rows_after_fold = t.rows_after_fold;
+  r.row_bytes_after = t.row_bytes_after;
+  r.fold_queries = t.fold_queries;
+  r.rows_folded = t.fold_proved;
+  r.seconds = {{"grammar", t.seconds_grammar},     {"lalr", t.seconds_lalr},
+               {"automaton", t.seconds_automaton}, {"tokenizer", t.seconds_tokenizer},
+               {"store", t.seconds_store},         {"streamline", t.seconds_streamline}};
+  return r;
+}
+
+std::string StoreReportText(const StoreReport& r) {
+  std::string eos;
+  for (int32_t e : r.eos_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(e);
+  if (eos.empty()) eos = "none";
+  std::string out;
+  out += Format("%s: grammar %s (start: %s)\n", r.file.c_str(), r.grammar.c_str(), r.start.c_str());
+  out += Format("  tokenizer        %s, %d tokens, EOS %s\n", r.tokenizer_name.c_str(), r.vocab_size,
+                eos.c_str());
+  out += Format("  terminals        %d\n", r.terminals);
+  out += Format("  rules            %" PRId64 " (%d nonterminals)\n", r.rules, r.nonterminals);
+  out += Format("  LALR states      %d\n", r.lalr_states);
+  out += Format("  lexer states     %d (%d at token boundaries)\n", r.lexer_states, r.roots);
+  out += Format("  nfa_transition   %" PRId64 " entries\n", r.nfa_transition_entries);
+  out += Format("  store rows       %" PRId64 " (list %" PRId64 ", complement %" PRId64
+                ", bitset %" PRId64 "); %" PRId64 " keyed by terminals alone\n",
+                r.rows, r.rows_list, r.rows_complement, r.rows_bitset, r.terminal_sequence_keys);
+  out += Format("  simulated tokens %" PRId64 " (root, token) pairs checked at run time\n",
+                r.simulated_pairs);
+  out += "  streamlining     " + StreamlineLine(r) + "\n";
+  out += "  size             " + HumanBytes(r.file_bytes) + " on disk, " +
+         HumanBytes(r.memory_bytes) + " in memory\n";
+  out += Format("  seconds          grammar %.2f, lalr %.2f, automaton+walk %.2f (tokenizer %.2f), "
+                "store %.2f, streamline %.2f, total %.2f\n",
+                Seconds(r, "grammar"), Seconds(r, "lalr"), Seconds(r, "automaton"),
+                Seconds(r, "tokenizer"), Seconds(r, "store"), Seconds(r, "streamline"),
+                r.TotalSeconds());
+  return out;
+}
+
+std::string StoreReportJson(const StoreReport& r) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["file"] = r.file;
+  j["grammar"] = r.grammar;
+  j["start"] = r.start;
+  j["tokenizer"] = {{"name", r.tokenizer_name},
+                    {"vocab_size", r.vocab_size},
+                    {"eos_ids", r.eos_ids},
+                    {"identity", Format("%016" PRIx64, r.tokenizer_identity)}};
+  j["terminals"] = r.terminals;
+  j["rules"] = r.rules;
+  j["nonterminals"] = r.nonterminals;
+  j["lalr_states"] = r.lalr_states;
+  j["lexer_states"] = r.lexer_states;
+  j["roots"] = r.roots;
+  j["items"] = r.items;
+  j["sequences"] = r.sequences;
+  j["nfa_transition_entries"] = r.nfa_transition_entries;
+  j["rows"] = r.rows;
+  j["rows_before_streamlining"] = r.rows_before_streamlining;
+  j["terminal_sequence_keys"] = r.terminal_sequence_keys;
+  j["simulated_pairs"] = r.simulated_pairs;
+  ordered_json steps = ordered_json::array();
+  steps.push_back({{"step", "nfa_transition"},
+                   {"rows", r.rows_before_streamlining},
+                   {"row_bytes", r.row_bytes_before}});
+  if (r.streamlined) {
+    steps.push_back({{"step", "delete_never_legal"},
+                     {"rows", r.rows_before_streamlining - r.rows_deleted},
+                     {"rows_deleted", r.rows_deleted},
+                     {"queries", r.never_queries}});
+    steps.push_back({{"step", "fold_always_legal"},
+                     {"rows", r.rows_after_fold},
+                     {"row_bytes", r.row_bytes_after},
+                     {"queries", r.fold_queries},
+                     {"rows_folded", r.rows_folded},
+                     {"seconds", Round(Seconds(r, "streamline"), 1e6)}});
+  }
+  j["streamlining"] = {{"applied", r.streamlined}, {"steps", steps}};
+  j["row_kinds"] = {
+      {"list", r.rows_list}, {"complement", r.rows_complement}, {"bitset", r.rows_bitset}};
+  j["row_token_entries"] = r.row_token_entries;
+  j["row_bitset_words"] = r.row_bitset_words;
+  j["file_bytes"] = r.file_bytes;
+  j["memory_bytes"] = r.memory_bytes;
+  ordered_json seconds = ordered_json::object();
+  for (const auto& [name, s] : r.seconds) seconds[name] = Round(s, 1e6);
+  seconds["total"] = Round(r.TotalSeconds(), 1e6);
+  j["seconds"] = seconds;
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(p * (sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+namespace {
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / v.size();
+}
+
+}  // namespace
+
+std::string BenchReportText(const BenchReport& r) {
+  const std::vector<double>& s = r.mask_us;
+  std::string out;
+  out += Format("%" PRId64 " files, %zu steps (%s segmentation)\n", r.files, s.size(),
+                r.segment.c_str());
+  out += Format("  FillMask µs      p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  mean %.1f\n",
+                Percentile(s, 0.5), Percentile(s, 0.9), Percentile(s, 0.99),
+                s.empty() ? 0 : s.back(), Mean(s));
+  out += Format("  Advance          %.0f tokens/s, at most %" PRId64 " live hypotheses\n",
+                r.advance_tokens_per_s, r.max_live);
+  out += Format("  store load       %.3f s\n", r.store_load_seconds);
+  out += "  peak RSS         " + HumanBytes(r.peak_rss_bytes) + "\n";
+  if (r.memo_mb > 0) {
+    out += Format("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64
+                  " misses; steps without a miss %zu (p50 %.1f µs), with one %zu (p50 %.1f µs)\n",
+                  r.memo_mb, r.memo_hits, r.memo_misses, r.mask_us_hit.size(),
+                  Percentile(r.mask_us_hit, 0.5), r.mask_us_miss.size(),
+                  Percentile(r.mask_us_miss, 0.5));
+  }
+  if (r.files_not_finished) {
+    out += Format("  %" PRId64 " files not teacher-forced to the end\n", r.files_not_finished);
+  }
+  return out;
+}
+
+std::string BenchReportJson(const BenchReport& r) {
+  using nlohmann::ordered_json;
+  const std::vector<double>& s = r.mask_us;
+  ordered_json j;
+  j["files"] = r.files;
+  j["files_not_finished"] = r.files_not_finished;
+  j["steps"] = s.size();
+  j["segment"] = r.segment;
+  j["mask_us"] = {{"p50", Round(Percentile(s, 0.5), 1e3)},
+                  {"p90", Round(Percentile(s, 0.9), 1e3)},
+                  {"p99", Round(Percentile(s, 0.99), 1e3)},
+                  {"max", Round(s.empty() ? 0 : s.back(), 1e3)},
+                  {"mean", Round(Mean(s), 1e3)}};
+  j["advance_tokens_per_s"] = Round(r.advance_tokens_per_s, 10);
+  j["max_live"] = r.max_live;
+  j["store_load_seconds"] = Round(r.store_load_seconds, 1e6);
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["memo"] = {{"mb", r.memo_mb},
+               {"hits", r.memo_hits},
+               {"misses", r.memo_misses},
+               {"steps_without_miss", r.mask_us_hit.size()},
+               {"p50_without_miss", Round(Percentile(r.mask_us_hit, 0.5), 1e3)},
+               {"p50_with_miss", Round(Percentile(r.mask_us_miss, 0.5), 1e3)}};
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string HumanBytes(int64_t n) {
+  if (n < 1024) return Format("%" PRId64 " B", n);
+  if (n < 1024 * 1024) return Format("%.1f KiB", n / 1024.0);
+  if (n < int64_t{1024} * 1024 * 1024) return Format("%.1f MiB", n / 1048576.0);
+  return Format("%.2f GiB", n / 1073741824.0);
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,89 @@
+// The figures `cfgmask` reports, each gathered once into a plain struct and
+// rendered twice: as the text block a person reads and as JSON (through
+// nlohmann-json) that scripts, tests and notebooks read.
+//
+//  - StoreReport: a compiled store's statistics (seed, figure 6: rows after
+//    each streamlining step) and the seconds of each compile phase, as
+//    `cfgmask compile` prints them after a compile and `cfgmask stats
+//    [--json]` prints them for a store file; the Python Store.stats() reads
+//    the same struct.
+//  - BenchReport: per-step mask latencies of `cfgmask bench [--json]`.
+//
+// Tested by tests/py/test_cli.py (stats and bench, text and JSON) and
+// tests/py/test_package.py (Store.stats).
+#ifndef CFGMASK_RUNTIME_REPORT_H_
+#define CFGMASK_RUNTIME_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+struct StoreReport {
+  std::string file;  // the store file ("" for a store only in memory)
+  int64_t file_bytes = 0;
+  std::string grammar, start;
+  std::string tokenizer_name;
+  int32_t vocab_size = 0;
+  std::vector<int32_t> eos_ids;
+  uint64_t tokenizer_identity = 0;
+
+  int32_t terminals = 0, nonterminals = 0, lalr_states = 0, lexer_states = 0, roots = 0;
+  int64_t rules = 0, items = 0, sequences = 0;
+  int64_t nfa_transition_entries = 0;
+  int64_t rows = 0;
+  int64_t terminal_sequence_keys = 0;
+  int64_t simulated_pairs = 0;
+  int64_t rows_list = 0, rows_complement = 0, rows_bitset = 0;  // by RowKind
+  int64_t row_token_entries = 0, row_bitset_words = 0;
+  int64_t memory_bytes = 0;
+
+  // Streamlining (CompiledStore::Stats).
+  bool streamlined = false;
+  int64_t rows_before_streamlining = 0, row_bytes_before = 0;
+  int64_t rows_deleted = 0, never_queries = 0;
+  int64_t rows_after_fold = 0, row_bytes_after = 0, fold_queries = 0, rows_folded = 0;
+
+  // Seconds of each compile phase, in pipeline order: grammar, lalr,
+  // automaton (the automaton, the tokenizer and the vocabulary walk),
+  // tokenizer (within automaton), store, streamline.
+  std::vector<std::pair<std::string, double>> seconds;
+  double TotalSeconds() const;  // every phase but "tokenizer" (counted in "automaton")
+};
+
+// `file_bytes`: the size of `file` on disk (0 when there is none).
+StoreReport MakeStoreReport(const CompiledStore& store, const std::string& file,
+                            int64_t file_bytes);
+// The summary block of `cfgmask compile` and `cfgmask stats`.
+std::string StoreReportText(const StoreReport& r);
+// `cfgmask stats --json`: one JSON object, newline-terminated.
+std::string StoreReportJson(const StoreReport& r);
+
+struct BenchReport {
+  int64_t files = 0, files_not_finished = 0;
+  std::string segment;
+  std::vector<double> mask_us;           // every step's FillMask, sorted
+  std::vector<double> mask_us_hit;       // steps answered from the row memo alone, sorted
+  std::vector<double> mask_us_miss;      // steps with a memo miss, sorted
+  double advance_tokens_per_s = 0;
+  int64_t max_live = 0;
+  double store_load_seconds = 0;
+  int64_t peak_rss_bytes = 0;
+  int64_t memo_mb = 0, memo_hits = 0, memo_misses = 0;
+};
+
+// The value at quantile p in [0,1] of a sorted sample (nearest rank; 0 when empty).
+double Percentile(const std::vector<double>& sorted, double p);
+std::string BenchReportText(const BenchReport& r);
+std::string BenchReportJson(const BenchReport& r);
+
+// "12.3 KiB": a byte count for people.
+std::string HumanBytes(int64_t n);
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_REPORT_H_
