@@ -75,6 +75,7 @@ struct CompileOptions {
   // byte-identical for every value.
   int32_t num_threads = 0;
   std::vector<std::string> import_paths;
+  std::string lark_grammars_dir;  // see LarkReaderOptions
   // Progress: phase name, share done in [0,1].
   std::function<void(const std::string&, double)> progress;
   // Tests only: walk just these token ids (empty: the whole vocabulary).
