@@ -397,7 +397,11 @@ class DomBuilder : public nlohmann::json_sax<nlohmann::json> {
         Fail(at, "invalid \\u escape");
       }
     } else if (has("must be followed by U+DC00..U+DFFF")) {
-      Fail(escape_before(bad, true), "lone high surrogate");
+      // When the escape after a high surrogate is high too, the first one
+      // is the lone one.
+      size_t high = escape_before(bad, true);
+      if (high >= 6 && high < size && escape_before(high, true) == high - 6) high -= 6;
+      Fail(high, "lone high surrogate");
     } else if (has("must follow U+D800..U+DBFF")) {
       Fail(escape_before(bad, false), "lone low surrogate");
     } else if (has("ill-formed UTF-8")) {
