@@ -195,7 +195,15 @@ class DomBuilder : public nlohmann::json_sax<nlohmann::json> {
   size_t NumberEnd() const {
     size_t end = Read();
     if (end > 0 && !(end == text_.size() && text_[end - 1] >= '0' && text_[end - 1] <= '9')) {
-      --end;
+      return end - 1;
+    }
+    // At the end of the text: a leading "0" ends before the digit after it.
+    size_t start = end;
+    while (start > 0 && IsNumberChar(text_[start - 1])) --start;
+    if (start < end && text_[start] == '-') ++start;
+    if (start + 1 < end && text_[start] == '0' && text_[start + 1] >= '0' &&
+        text_[start + 1] <= '9') {
+      return start + 1;
     }
     return end;
   }
