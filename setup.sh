@@ -27,7 +27,7 @@ LLAMA_CPP_PY_VERSION=0.3.36
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 install_debian() {
-  local pkgs="build-essential cmake bison flex libboost-dev libtbb-dev libgtest-dev libbenchmark-dev pybind11-dev sqlite3 sqlite3-doc python3-venv"
+  local pkgs="build-essential cmake bison flex libboost-dev libtbb-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev pybind11-dev sqlite3 sqlite3-doc python3-venv"
   local missing=""
   for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   if [ -n "$missing" ]; then

@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <sys/stat.h>
@@ -149,42 +148,15 @@ bool ReadWholeFile(const std::string& path, std::string* out) {
   return true;
 }
 
-std::string LarkGrammarsFromPython() {
-  static const std::string* cached = [] {
-    auto* result = new std::string;
-    FILE* pipe = popen("python3 -c 'import lark,os;print(os.path.dirname(lark.__file__))' 2>/dev/null", "r");
-    if (pipe) {
-      char buf[4096];
-      std::string text;
-      while (fgets(buf, sizeof(buf), pipe)) text += buf;
-      pclose(pipe);
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-      if (!text.empty()) *result = text + "/grammars";
-    }
-    return result;
-  }();
-  return *cached;
-}
-
-std::vector<std::string> LibraryPaths(const LarkReaderOptions& options) {
-  if (!options.import_paths.empty()) return options.import_paths;
-  if (const char* env = std::getenv("CFGMASK_LARK_GRAMMARS"); env && *env) return {env};
-  std::string from_python = LarkGrammarsFromPython();
-  if (!from_python.empty()) return {from_python};
-  return {};
-}
+// cfgmask's own common.lark (grammar/lark/common.lark), compiled in.
+constexpr char kBuiltinCommonLark[] =
+#include "grammar/common_lark.inc"
+    ;
+constexpr char kBuiltinCommonName[] = "<cfgmask>/common.lark";
 
 // Names of files read so far; node positions point into it.
 struct Context {
-  // The folders searched by non-relative %imports, found on the first such
-  // import (finding Lark's own folder starts a Python interpreter: a grammar
-  // that imports nothing must not pay for it).
   const LarkReaderOptions* options = nullptr;
-  std::optional<std::vector<std::string>> library_paths;
-  const std::vector<std::string>& LibraryFolders() {
-    if (!library_paths) library_paths = LibraryPaths(*options);
-    return *library_paths;
-  }
   std::deque<std::string> files;
   const std::string* AddFile(const std::string& name) {
     files.push_back(name);
@@ -386,15 +358,27 @@ Status Builder::DoImport(const std::vector<std::string>& dotted_path, bool relat
     grammar_path += dotted_path[i];
   }
   grammar_path += ".lark";
+  // Lark's order for a library import: the caller's import paths, then its
+  // standard library; ours is the built-in common.lark, then Lark's folder
+  // when the caller names it.  A relative import reads the grammar's folder.
+  const LarkReaderOptions& options = *ctx_->options;
   std::vector<std::string> candidates;
   if (relative) {
     candidates.push_back(JoinPath(base_dir, grammar_path));
   } else {
-    for (const auto& dir : ctx_->LibraryFolders()) candidates.push_back(JoinPath(dir, grammar_path));
+    for (const auto& dir : options.import_paths) candidates.push_back(JoinPath(dir, grammar_path));
+    if (grammar_path == "common.lark") candidates.push_back(kBuiltinCommonName);
+    if (!options.lark_grammars_dir.empty()) {
+      candidates.push_back(JoinPath(options.lark_grammars_dir, grammar_path));
+    }
   }
   for (const auto& path : candidates) {
     std::string text;
-    if (!ReadWholeFile(path, &text)) continue;
+    if (path == kBuiltinCommonName) {
+      text = kBuiltinCommonLark;
+    } else if (!ReadWholeFile(path, &text)) {
+      continue;
+    }
     const std::string* file = ctx_->AddFile(path);
     Builder gb(ctx_);
     CFGMASK_RETURN_IF_ERROR(gb.LoadGrammar(text, file, &mangle));
@@ -413,9 +397,13 @@ Status Builder::DoImport(const std::vector<std::string>& dotted_path, bool relat
   }
   std::string searched;
   for (const auto& c : candidates) searched += (searched.empty() ? "" : ", ") + c;
-  if (searched.empty()) searched = "no lark grammar folder found; set CFGMASK_LARK_GRAMMARS";
-  return ErrorAt(ErrorCode::kGrammarSemantics, pos,
-                 "cannot find grammar '" + grammar_path + "' to import (searched: " + searched + ")");
+  std::string message = "cannot find grammar '" + grammar_path + "' to import";
+  if (!searched.empty()) message += " (searched: " + searched + ")";
+  if (!relative && options.lark_grammars_dir.empty()) {
+    message += "; Lark's own grammars are read only from the folder named by "
+               "--lark-grammars DIR or $CFGMASK_LARK_GRAMMARS (lark_grammars_dir)";
+  }
+  return ErrorAt(ErrorCode::kGrammarSemantics, pos, message);
 }
 
 // Rule and terminal bodies nested deeper than this (parentheses, brackets,

@@ -14,10 +14,18 @@
 namespace cfgmask {
 
 struct LarkReaderOptions {
-  // Folders searched for `%import common.X` / `%import unicode.X` etc.:
-  // the `grammars/` folder of the installed lark package.  When empty the
-  // reader asks $CFGMASK_LARK_GRAMMARS, then `python3 -c "import lark"`.
+  // Where `%import NAME.X` (not relative) looks for NAME.lark, in order, as
+  // Lark does: these folders first (Lark's `import_paths`), then cfgmask's
+  // own common.lark (grammar/lark/common.lark, compiled in: the same
+  // terminals as Lark's), then `lark_grammars_dir`.  A relative import
+  // (`%import .NAME.X`) reads the importing grammar's folder.  The reader
+  // reads no environment variable and starts no process.
   std::vector<std::string> import_paths;
+  // The `grammars/` folder of the lark package, for grammars that import
+  // Lark's other grammars (`%import python.NAME`, lark.lark's imports).
+  // Empty: such an import fails with an error that names the option.  The
+  // command fills it from --lark-grammars DIR or $CFGMASK_LARK_GRAMMARS.
+  std::string lark_grammars_dir;
   // Start rules; empty means {"start"}.
   std::vector<std::string> start;
   // Alternatives one rule may expand to: `x?` and `[x]` each double them, so

@@ -2,7 +2,7 @@
 // tokenizer files, store files, token ids).  A closed set of error codes plus a
 // one-line message that names the offending input and its position, in the
 // form "FILE:LINE:COL: what is wrong".  Internal invariants use CFGMASK_CHECK
-// (check.h) instead.  Tested by status_test.cc.
+// (check.h) instead.  Tested by lark_reader_test.cc and resource_limits_test.cc.
 #ifndef CFGMASK_GRAMMAR_STATUS_H_
 #define CFGMASK_GRAMMAR_STATUS_H_
 

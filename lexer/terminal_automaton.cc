@@ -8,7 +8,7 @@
 // lookbehinds, decided from the byte just consumed.  A match reached with
 // pending vetoes is a conditional marker: it becomes the terminal's match
 // only once its vetoes die, and until then lower-priority entries are kept.
-// Tested by terminal_automaton_test.cc.
+// Tested by vocab_walk_test.cc.
 #include "lexer/terminal_automaton.h"
 
 #include <algorithm>

@@ -26,7 +26,7 @@
 // else (which splits are possible, maximal munch, lazy quantifiers, lookahead
 // across the terminal end) is decided here, exactly.
 //
-// Tested by terminal_automaton_test.cc and the Lark differential tests.
+// Tested by vocab_walk_test.cc and the Lark differential tests.
 #ifndef CFGMASK_LEXER_TERMINAL_AUTOMATON_H_
 #define CFGMASK_LEXER_TERMINAL_AUTOMATON_H_
 

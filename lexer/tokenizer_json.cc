@@ -1,8 +1,10 @@
-// HF tokenizer.json vocabularies, read with a small strict JSON parser of our
-// own (RFC 8259: no comments, no trailing commas, UTF-8 text, \u escapes with
-// surrogate pairs, nesting capped at 128 so malformed input cannot exhaust
-// the stack).  Errors are "FILE:LINE:COL: what".  The parser keeps a DOM but
-// validates without storing the model's merges, which we do not need.
+// HF tokenizer.json vocabularies, parsed by nlohmann-json (strict RFC 8259:
+// no comments, no trailing commas, UTF-8 text checked, \u escapes with
+// surrogate pairs).  Its SAX interface feeds a small DOM of our own that keeps
+// object members in file order (duplicates included), skips the model's
+// merges, which we do not need, and caps nesting at 128.  Errors are
+// "FILE:LINE:COL: what": nlohmann's error kinds are reworded and their byte
+// positions turned into the start of the offending token.
 //
 // Interpretation (HF `tokenizers` semantics):
 //  - model.type "BPE" (vocab: {token: id}) or "Unigram" (vocab: [[piece,
@@ -18,16 +20,17 @@
 //    capped by the file size.
 // Tested by tokenizer_test.cc (files built with `tokenizers` itself).
 #include <algorithm>
-#include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <memory>
+#include <iterator>
+#include <limits>
 #include <sstream>
 #include <utility>
 
-#include "grammar/utf8.h"
+#include <nlohmann/json.hpp>
+
 #include "lexer/tokenizer.h"
 
 namespace cfgmask {
@@ -71,309 +74,415 @@ struct JsonValue {
   }
 };
 
-class JsonParser {
+// An iterator over the text that records how far nlohmann's lexer has read,
+// so that each SAX event knows where its token ends.
+class CountingIterator {
  public:
-  JsonParser(const std::string& path, std::string_view text) : path_(path), text_(text) {}
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  Status Parse(JsonValue* out) {
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
-    SkipSpace();
-    CFGMASK_RETURN_IF_ERROR(ParseValue(0, true, out));
-    SkipSpace();
-    if (pos_ != text_.size()) return Error(pos_, "unexpected text after the JSON value");
-    return Status::Ok();
+  CountingIterator() = default;
+  CountingIterator(const char* at, const char** read) : at_(at), read_(read) {}
+  reference operator*() const { return *at_; }
+  CountingIterator& operator++() {
+    ++at_;
+    *read_ = at_;
+    return *this;
   }
-
-  Status Error(size_t at, const std::string& what) const {
-    size_t line = 1;
-    size_t line_start = 0;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    return Status(ErrorCode::kTokenizer, path_ + ":" + std::to_string(line) + ":" +
-                                             std::to_string(at - line_start + 1) + ": " + what);
+  CountingIterator operator++(int) {
+    CountingIterator before = *this;
+    ++*this;
+    return before;
   }
+  bool operator==(const CountingIterator& other) const { return at_ == other.at_; }
+  bool operator!=(const CountingIterator& other) const { return at_ != other.at_; }
 
  private:
-  void SkipSpace() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-            text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
+  const char* at_ = nullptr;
+  const char** read_ = nullptr;
+};
 
-  bool Literal(std::string_view word) {
-    if (text_.compare(pos_, word.size(), word) != 0) return false;
-    pos_ += word.size();
+bool IsNumberChar(char c) {
+  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+bool IsLetter(char c) { return c >= 'a' && c <= 'z'; }
+
+std::string PrintableChar(char c) {
+  auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7F) return std::string(1, c);
+  char buf[8];
+  std::snprintf(buf, sizeof(buf), "\\x%02x", u);
+  return buf;
+}
+
+// Builds the DOM from nlohmann's SAX events.  On a parse error it records the
+// message and the byte offset it refers to.
+class DomBuilder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  DomBuilder(std::string_view text, const char* const* read, JsonValue* root)
+      : text_(text), read_(read), root_(root) {}
+
+  bool null() override {
+    Scalar(Literal(4));
+    return !failed_;
+  }
+  bool boolean(bool value) override {
+    JsonValue* v = Scalar(Literal(value ? 4 : 5));
+    if (v != nullptr) {
+      v->kind = JsonValue::Kind::kBool;
+      v->boolean = value;
+    }
+    return !failed_;
+  }
+  bool number_integer(number_integer_t value) override {
+    return Number(true, value, static_cast<double>(value));
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    const bool fits = value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    return Number(fits, fits ? static_cast<int64_t>(value) : 0, static_cast<double>(value));
+  }
+  bool number_float(number_float_t value, const string_t& /*literal*/) override {
+    return Number(false, 0, value);
+  }
+  bool string(string_t& value) override {
+    JsonValue* v = Scalar(StringStart());
+    if (v != nullptr) {
+      v->kind = JsonValue::Kind::kString;
+      v->string = std::move(value);
+    }
+    return !failed_;
+  }
+  bool binary(binary_t& /*value*/) override { return true; }  // not produced by JSON text
+
+  bool start_object(std::size_t /*elements*/) override {
+    return Open(JsonValue::Kind::kObject);
+  }
+  bool key(string_t& value) override {
+    pending_key_ = std::move(value);
+    last_end_ = Read();
+    after_open_ = false;
     return true;
   }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t /*elements*/) override { return Open(JsonValue::Kind::kArray); }
+  bool end_array() override { return Close(); }
 
-  // `keep` false: validate only, leave `out` null.
-  Status ParseValue(int depth, bool keep, JsonValue* out) {
-    if (depth > kMaxJsonDepth) return Error(pos_, "JSON nested too deeply");
-    if (pos_ >= text_.size()) return Error(pos_, "unexpected end of file, expected a value");
-    out->offset = pos_;
-    char c = text_[pos_];
-    switch (c) {
-      case '{':
-        return ParseObject(depth, keep, out);
-      case '[':
-        return ParseArray(depth, keep, out);
-      case '"':
-        if (keep) out->kind = JsonValue::Kind::kString;
-        return ParseString(keep ? &out->string : nullptr);
-      case 't':
-      case 'f':
-        if (Literal("true") || Literal("false")) {
-          if (keep) {
-            out->kind = JsonValue::Kind::kBool;
-            out->boolean = c == 't';
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& error) override {
+    Translate(position, error.what());
+    return false;
+  }
+
+  bool failed() const { return failed_; }
+  size_t RestAfterValue() const { return SkipSpace(last_end_); }
+  size_t error_at() const { return error_at_; }
+  const std::string& error_message() const { return error_message_; }
+
+ private:
+  struct Frame {
+    JsonValue* value;  // null while validating without keeping
+  };
+
+  size_t Read() const { return static_cast<size_t>(*read_ - text_.data()); }
+
+  size_t Literal(size_t length) const { return Read() - length; }
+
+  // A number's lexer reads one character past it unless the text ends there.
+  size_t NumberEnd() const {
+    size_t end = Read();
+    if (end > 0 && !(end == text_.size() && text_[end - 1] >= '0' && text_[end - 1] <= '9')) {
+      return end - 1;
+    }
+    // At the end of the text: a leading "0" ends before the digit after it.
+    size_t start = end;
+    while (start > 0 && IsNumberChar(text_[start - 1])) --start;
+    if (start < end && text_[start] == '-') ++start;
+    if (start + 1 < end && text_[start] == '0' && text_[start + 1] >= '0' &&
+        text_[start + 1] <= '9') {
+      return start + 1;
+    }
+    return end;
+  }
+  size_t NumberStart() const {
+    size_t start = NumberEnd();
+    while (start > 0 && IsNumberChar(text_[start - 1])) --start;
+    return start;
+  }
+
+  // The opening quote of the string that ends just before Read(): the last
+  // quote not escaped by an odd run of backslashes.
+  size_t StringStart() const {
+    size_t i = Read() - 1;
+    while (i > 0) {
+      --i;
+      if (text_[i] != '"') continue;
+      size_t slashes = 0;
+      while (slashes < i && text_[i - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) return i;
+    }
+    return 0;
+  }
+
+  bool Fail(size_t at, std::string what) {
+    failed_ = true;
+    error_at_ = std::min(at, text_.size());
+    error_message_ = std::move(what);
+    return false;
+  }
+
+  // A new value at `offset`: the node to fill, or null when not kept.
+  JsonValue* Place(size_t offset) {
+    last_end_ = Read();
+    after_open_ = false;
+    if (static_cast<int>(stack_.size()) > kMaxJsonDepth) {
+      Fail(offset, "JSON nested too deeply");
+      return nullptr;
+    }
+    JsonValue* v = nullptr;
+    if (stack_.empty()) {
+      v = root_;
+    } else {
+      Frame& parent = stack_.back();
+      if (parent.value != nullptr) {
+        if (parent.value->kind == JsonValue::Kind::kObject) {
+          // The merge list is the largest part of a BPE file and is not needed.
+          if (!(stack_.size() == 2 && pending_key_ == "merges")) {
+            parent.value->keys.push_back(std::move(pending_key_));
+            parent.value->items.emplace_back();
+            v = &parent.value->items.back();
           }
-          return Status::Ok();
+        } else {
+          parent.value->items.emplace_back();
+          v = &parent.value->items.back();
         }
-        return Error(pos_, "invalid literal");
-      case 'n':
-        if (Literal("null")) return Status::Ok();
-        return Error(pos_, "invalid literal");
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber(keep, out);
-        return Error(pos_, std::string("unexpected character '") + PrintableChar(c) + "'");
+      }
     }
-  }
-
-  static std::string PrintableChar(char c) {
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7F) return std::string(1, c);
-    char buf[8];
-    std::snprintf(buf, sizeof(buf), "\\x%02x", u);
-    return buf;
-  }
-
-  Status ParseObject(int depth, bool keep, JsonValue* out) {
-    if (keep) out->kind = JsonValue::Kind::kObject;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return Status::Ok();
-    }
-    std::string key;
-    while (true) {
-      SkipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return Error(pos_, "expected a string key");
-      CFGMASK_RETURN_IF_ERROR(ParseString(&key));
-      SkipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return Error(pos_, "expected ':'");
-      ++pos_;
-      SkipSpace();
-      // The merge list is the largest part of a BPE file and is not needed.
-      bool keep_member = keep && !(depth == 1 && key == "merges");
-      if (keep_member) {
-        out->keys.push_back(key);
-        out->items.emplace_back();
-        CFGMASK_RETURN_IF_ERROR(ParseValue(depth + 1, true, &out->items.back()));
-      } else {
-        JsonValue ignored;
-        CFGMASK_RETURN_IF_ERROR(ParseValue(depth + 1, false, &ignored));
-      }
-      SkipSpace();
-      if (pos_ >= text_.size()) return Error(pos_, "unexpected end of file in an object");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        return Status::Ok();
-      }
-      return Error(pos_, "expected ',' or '}'");
-    }
-  }
-
-  Status ParseArray(int depth, bool keep, JsonValue* out) {
-    if (keep) out->kind = JsonValue::Kind::kArray;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return Status::Ok();
-    }
-    while (true) {
-      SkipSpace();
-      if (keep) {
-        out->items.emplace_back();
-        CFGMASK_RETURN_IF_ERROR(ParseValue(depth + 1, true, &out->items.back()));
-      } else {
-        JsonValue ignored;
-        CFGMASK_RETURN_IF_ERROR(ParseValue(depth + 1, false, &ignored));
-      }
-      SkipSpace();
-      if (pos_ >= text_.size()) return Error(pos_, "unexpected end of file in an array");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == ']') {
-        ++pos_;
-        return Status::Ok();
-      }
-      return Error(pos_, "expected ',' or ']'");
-    }
-  }
-
-
-  // Four hex digits at pos_; -1 if not.
-  int32_t Hex4() {
-    if (pos_ + 4 > text_.size()) return -1;
-    int32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      char c = text_[pos_ + k];
-      int d;
-      if (c >= '0' && c <= '9') {
-        d = c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        d = c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        d = c - 'A' + 10;
-      } else {
-        return -1;
-      }
-      v = v * 16 + d;
-    }
-    pos_ += 4;
+    if (v != nullptr) v->offset = offset;
     return v;
   }
 
-  // Length of the valid UTF-8 sequence at pos_, 0 if invalid.
-  size_t Utf8Length() const {
-    auto c = static_cast<unsigned char>(text_[pos_]);
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
+  JsonValue* Scalar(size_t offset) { return Place(offset); }
+
+  bool Number(bool is_integer, int64_t integer, double number) {
+    JsonValue* v = Scalar(NumberStart());
+    last_end_ = NumberEnd();
+    if (v != nullptr) {
+      v->kind = JsonValue::Kind::kNumber;
+      v->is_integer = is_integer;
+      v->integer = integer;
+      v->number = number;
+    }
+    return !failed_;
+  }
+
+  bool Open(JsonValue::Kind kind) {
+    JsonValue* v = Place(Read() - 1);
+    after_open_ = true;
+    if (failed_) return false;
+    if (v != nullptr) v->kind = kind;
+    stack_.push_back({v});
+    return true;
+  }
+
+  bool Close() {
+    last_end_ = Read();
+    after_open_ = false;
+    stack_.pop_back();
+    return true;
+  }
+
+  size_t SkipSpace(size_t i) const {
+    while (i < text_.size() &&
+           (text_[i] == ' ' || text_[i] == '\t' || text_[i] == '\n' || text_[i] == '\r')) {
+      ++i;
+    }
+    return i;
+  }
+
+  // Where the offending token starts: after the last event's token, white
+  // space and, where the parser took one since, the ',' or ':' before a key
+  // or value (none after '{' or '[').
+  size_t TokenStart(bool separator_taken) const {
+    size_t i = last_end_;
+    if (i == 0 && text_.substr(0, 3) == "\xEF\xBB\xBF") i = 3;
+    i = SkipSpace(i);
+    if (separator_taken && !after_open_ && last_end_ > 0 && i < text_.size() &&
+        (text_[i] == ',' || text_[i] == ':')) {
+      i = SkipSpace(i + 1);
+    }
+    return i;
+  }
+
+  // nlohmann's message -> ours, at the offending token.  Its parser says
+  // "syntax error while parsing CONTEXT - unexpected TOKEN; expected X", or
+  // "... - LEXER ERROR; last read: '...'" when the token itself is malformed.
+  // CONTEXT is "value" where a value belongs (then no ',' or ':' is in the
+  // way), "object key", "object separator" (':'), "object" or "array" (','
+  // or the closing bracket).
+  void Translate(size_t position, const std::string& what) {
+    const size_t size = text_.size();
+    // The character the lexer stopped at (size at the end of the text).
+    const size_t bad = std::min(position == 0 ? 0 : position - 1, size);
+    auto has = [&](std::string_view part) { return what.find(part) != std::string::npos; };
+    if (has("; expected end of input")) {
+      Fail(SkipSpace(last_end_), "unexpected text after the JSON value");
+      return;
+    }
+    if (has("number overflow")) {  // as serde_json, which `tokenizers` reads with
+      Fail(NumberStart(), "number out of range");
+      return;
+    }
+    const bool key = has("while parsing object key");
+    const bool separator = has("while parsing object separator");
+    const bool object = !key && !separator && has("while parsing object ");
+    const bool array = has("while parsing array ");
+    const bool value = !key && !separator && !object && !array;
+    const size_t start = TokenStart(key || value);
+    // nlohmann's lexer takes a NUL byte for the end of the text.
+    const bool at_end = has("unexpected end of input") && start >= size;
+    const bool lexer_error = has("; last read: ");
+    if (key) {
+      if (lexer_error && start < size && text_[start] == '"') {
+        TranslateLexerError(bad, what);
+      } else {
+        Fail(start, "expected a string key");
+      }
+    } else if (separator) {
+      Fail(start, "expected ':'");
+    } else if (object) {
+      Fail(start, at_end ? "unexpected end of file in an object" : "expected ',' or '}'");
+    } else if (array) {
+      Fail(start, at_end ? "unexpected end of file in an array" : "expected ',' or ']'");
+    } else if (lexer_error) {
+      TranslateLexerError(bad, what);
+    } else if (at_end) {
+      Fail(size, "unexpected end of file, expected a value");
     } else {
-      return 0;
+      Fail(start, "unexpected character '" + PrintableChar(text_[start]) + "'");
     }
-    if (pos_ + len > text_.size()) return 0;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(text_[pos_ + k]);
-      if ((cc & 0xC0) != 0x80) return 0;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
   }
 
-  Status ParseString(std::string* out) {
-    size_t start = pos_;
-    ++pos_;
-    if (out != nullptr) out->clear();
-    while (true) {
-      if (pos_ >= text_.size()) return Error(start, "unterminated string");
-      auto c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return Status::Ok();
-      }
-      if (c < 0x20) return Error(pos_, "control character in a string");
-      if (c >= 0x80) {
-        size_t len = Utf8Length();
-        if (len == 0) return Error(pos_, "invalid UTF-8 in a string");
-        if (out != nullptr) out->append(text_.substr(pos_, len));
-        pos_ += len;
-        continue;
-      }
-      if (c != '\\') {
-        if (out != nullptr) out->push_back(static_cast<char>(c));
-        ++pos_;
-        continue;
-      }
-      size_t escape_at = pos_;
-      ++pos_;
-      if (pos_ >= text_.size()) return Error(start, "unterminated string");
-      char e = text_[pos_++];
-      char plain = 0;
-      switch (e) {
-        case '"': plain = '"'; break;
-        case '\\': plain = '\\'; break;
-        case '/': plain = '/'; break;
-        case 'b': plain = '\b'; break;
-        case 'f': plain = '\f'; break;
-        case 'n': plain = '\n'; break;
-        case 'r': plain = '\r'; break;
-        case 't': plain = '\t'; break;
-        case 'u': {
-          int32_t cp = Hex4();
-          if (cp < 0) return Error(escape_at, "invalid \\u escape");
-          if (cp >= 0xDC00 && cp <= 0xDFFF) return Error(escape_at, "lone low surrogate");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (!Literal("\\u")) return Error(escape_at, "lone high surrogate");
-            int32_t low = Hex4();
-            if (low < 0xDC00 || low > 0xDFFF) return Error(escape_at, "lone high surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          if (out != nullptr) AppendUtf8(static_cast<uint32_t>(cp), out);
-          continue;
+  void TranslateLexerError(size_t bad, const std::string& what) {
+    const size_t size = text_.size();
+    auto has = [&](std::string_view part) { return what.find(part) != std::string::npos; };
+    // The last "\u" at or before `from`, optionally only a high surrogate's.
+    auto escape_before = [&](size_t from, bool high_only) {
+      for (size_t i = std::min(from, size); i-- > 0;) {
+        if (text_[i] != '\\' || i + 1 >= size || text_[i + 1] != 'u') continue;
+        if (!high_only) return i;
+        if (i + 3 < size && (text_[i + 2] == 'd' || text_[i + 2] == 'D') &&
+            std::string_view("89abAB").find(text_[i + 3]) != std::string_view::npos) {
+          return i;
         }
-        default:
-          return Error(escape_at, "invalid escape");
       }
-      if (out != nullptr) out->push_back(plain);
-    }
-  }
-
-  Status ParseNumber(bool keep, JsonValue* out) {
-    size_t start = pos_;
-    bool integral = true;
-    if (text_[pos_] == '-') ++pos_;
-    auto digits = [&] {
-      size_t from = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-      return pos_ - from;
+      return bad;
     };
-    if (pos_ < text_.size() && text_[pos_] == '0') {
-      ++pos_;
-    } else if (digits() == 0) {
-      return Error(start, "invalid number");
+    // The opening quote of the string being read: the first quote after the
+    // last complete event (only white space, ',' and ':' lie between).
+    auto string_start = [&] {
+      size_t i = last_end_;
+      while (i < size && text_[i] != '"') ++i;
+      return i;
+    };
+    if (has("invalid BOM")) {
+      Fail(0, "unexpected character '" + PrintableChar(text_[0]) + "'");
+    } else if (has("missing closing quote") ||
+               (bad >= size && has("forbidden character after backslash"))) {
+      Fail(string_start(), "unterminated string");
+    } else if (has("forbidden character after backslash")) {
+      Fail(bad == 0 ? 0 : bad - 1, "invalid escape");
+    } else if (has("must be followed by 4 hex digits")) {
+      // After a high surrogate, the second escape is its missing low half.
+      const size_t at = escape_before(bad, false);
+      const size_t high = at >= 6 ? escape_before(at, true) : bad;
+      if (high + 6 == at) {
+        Fail(high, "lone high surrogate");
+      } else {
+        Fail(at, "invalid \\u escape");
+      }
+    } else if (has("must be followed by U+DC00..U+DFFF")) {
+      // When the escape after a high surrogate is high too, the first one
+      // is the lone one.
+      size_t high = escape_before(bad, true);
+      if (high >= 6 && high < size && escape_before(high, true) == high - 6) high -= 6;
+      Fail(high, "lone high surrogate");
+    } else if (has("must follow U+D800..U+DBFF")) {
+      Fail(escape_before(bad, false), "lone low surrogate");
+    } else if (has("ill-formed UTF-8")) {
+      // Back to the lead byte of the sequence the bad byte broke off.
+      size_t start = bad;
+      size_t j = bad;
+      while (j > 0 && j + 3 > bad && (static_cast<unsigned char>(text_[j - 1]) & 0xC0) == 0x80) --j;
+      if (j > 0 && static_cast<unsigned char>(text_[j - 1]) >= 0xC0) start = j - 1;
+      Fail(start, "invalid UTF-8 in a string");
+    } else if (has("control character")) {
+      Fail(bad, "control character in a string");
+    } else if (has("invalid number")) {
+      size_t start = bad;
+      while (start > 0 && IsNumberChar(text_[start - 1])) --start;
+      Fail(start, "invalid number");
+    } else if (has("invalid literal")) {
+      size_t start = bad;
+      while (start > 0 && IsLetter(text_[start - 1])) --start;
+      if (start < size && start < bad && (text_[start] == 't' || text_[start] == 'f' || text_[start] == 'n')) {
+        Fail(start, "invalid literal");
+      } else if (bad >= size) {
+        Fail(size, "unexpected end of file, expected a value");
+      } else {
+        Fail(bad, "unexpected character '" + PrintableChar(text_[bad]) + "'");
+      }
+    } else {
+      Fail(bad, "invalid JSON");
     }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      integral = false;
-      if (digits() == 0) return Error(start, "invalid number");
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      integral = false;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (digits() == 0) return Error(start, "invalid number");
-    }
-    if (!keep) return Status::Ok();
-    out->kind = JsonValue::Kind::kNumber;
-    std::string_view literal = text_.substr(start, pos_ - start);
-    if (integral) {
-      auto [end, ec] = std::from_chars(literal.data(), literal.data() + literal.size(), out->integer);
-      out->is_integer = ec == std::errc() && end == literal.data() + literal.size();
-    }
-    out->number = std::strtod(std::string(literal).c_str(), nullptr);
-    return Status::Ok();
   }
 
-  const std::string& path_;
   std::string_view text_;
-  size_t pos_ = 0;
+  const char* const* read_;
+  JsonValue* root_;
+  std::vector<Frame> stack_;
+  std::string pending_key_;
+  size_t last_end_ = 0;      // where the last event's token ended
+  bool after_open_ = false;  // that token was '{' or '['
+  bool failed_ = false;
+  size_t error_at_ = 0;
+  std::string error_message_;
 };
+
+// "PATH:LINE:COL: what" for the byte offset `at` of `text`.
+Status JsonError(const std::string& path, std::string_view text, size_t at,
+                 const std::string& what) {
+  size_t line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return Status(ErrorCode::kTokenizer, path + ":" + std::to_string(line) + ":" +
+                                           std::to_string(at - line_start + 1) + ": " + what);
+}
+
+Status ParseJson(const std::string& path, std::string_view text, JsonValue* root) {
+  const char* read = text.data();
+  DomBuilder builder(text, &read, root);
+  CountingIterator first(text.data(), &read);
+  CountingIterator last(text.data() + text.size(), &read);
+  nlohmann::json::sax_parse(first, last, &builder, nlohmann::json::input_format_t::json,
+                            /*strict=*/true);
+  if (builder.failed()) {
+    return JsonError(path, text, builder.error_at(), builder.error_message());
+  }
+  // nlohmann stops at a NUL byte after the value as at the end of the text.
+  if (const size_t rest = builder.RestAfterValue(); rest < text.size()) {
+    return JsonError(path, text, rest, "unexpected text after the JSON value");
+  }
+  return Status::Ok();
+}
 
 enum class Decoding {
   kByteLevel,      // inverse GPT-2 byte map
@@ -407,12 +516,11 @@ Status LoadTokenizerJson(const std::string& path, Vocabulary* out) {
   std::stringstream buffer;
   buffer << file.rdbuf();
   const std::string text = buffer.str();
-  JsonParser parser(path, text);
   JsonValue root;
-  CFGMASK_RETURN_IF_ERROR(parser.Parse(&root));
+  CFGMASK_RETURN_IF_ERROR(ParseJson(path, text, &root));
   using Kind = JsonValue::Kind;
   auto error = [&](const JsonValue& at, const std::string& what) {
-    return parser.Error(at.offset, what);
+    return JsonError(path, text, at.offset, what);
   };
 
   if (root.kind != Kind::kObject) return error(root, "tokenizer.json is not an object");

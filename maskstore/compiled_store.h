@@ -12,7 +12,7 @@
 //  - the mask store proper (streamlining seed): for every lexer state q at a
 //    token boundary, rows (q, S) -> set of tokens, S an interned item
 //    sequence; token sets stored adaptively (sorted ids, complement, bitset).
-// Tested by mask_store_test.cc and store_file_test.cc.
+// Tested by streamline_store_test.cc and store_file_test.cc.
 #ifndef CFGMASK_MASKSTORE_COMPILED_STORE_H_
 #define CFGMASK_MASKSTORE_COMPILED_STORE_H_
 

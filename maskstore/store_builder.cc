@@ -179,6 +179,7 @@ Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& o
   Grammar& g = out->g;
   LarkReaderOptions ro;
   ro.import_paths = options.import_paths;
+  ro.lark_grammars_dir = options.lark_grammars_dir;
   if (!options.start.empty()) ro.start = {options.start};
   ro.warnings = options.warnings;
   CFGMASK_RETURN_IF_ERROR(ReadLarkFile(grammar_path, ro, &g));

@@ -76,6 +76,7 @@ struct CompileOptions {
   // byte-identical for every value.
   int32_t num_threads = 0;
   std::vector<std::string> import_paths;
+  std::string lark_grammars_dir;  // see LarkReaderOptions
   // Receives a report when each phase begins and, during the vocabulary
   // walk, after each batch of roots, on the thread that called the compile.
   // It may throw: the compile then unwinds and `out` is left empty.

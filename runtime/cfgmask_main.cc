@@ -51,7 +51,7 @@ constexpr int kExitUsage = 2;   // error on user input
 
 const char kUsage[] =
     "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--quiet] "
+    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--lark-grammars DIR] [--quiet] "
     "-o OUT.cfgm\n"
     "       cfgmask stats   STORE.cfgm [--json]\n"
     "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
@@ -76,9 +76,9 @@ struct CommandSpec {
 const CommandSpec kCommands[] = {
     {"compile",
      "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--quiet] "
+     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--lark-grammars DIR] [--quiet] "
      "-o OUT.cfgm",
-     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--eos", "--threads", "-o"},
+     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--eos", "--threads", "--lark-grammars", "-o"},
      {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
@@ -353,6 +353,9 @@ int Compile(const CommandSpec& spec, const Args& args) {
   const bool quiet = args.Has("--quiet");
   const bool streamline = !args.Has("--no-streamline");
   options.prune_pairs = !args.Has("--no-pair-pruning");
+  // Lark's grammars folder, for `%import python.X` and the like (common.lark is built in).
+  const char* lark_env = std::getenv("CFGMASK_LARK_GRAMMARS");
+  options.lark_grammars_dir = args.Get("--lark-grammars", lark_env != nullptr ? lark_env : "");
 
   const std::string grammar = args.positional[0], out = args.Get("-o");
   // Never write the store over an input: a typo in -o must not destroy the grammar.

@@ -32,11 +32,19 @@ inline const CompiledStore* CachedTestStore(const std::string& grammar, const st
   static std::map<std::string, std::unique_ptr<CompiledStore>> cache;
   std::string build = std::string(__DATE__) + __TIME__;
 #ifdef CFGMASK_CORE_LIB
-  struct stat lib;
-  if (stat(CFGMASK_CORE_LIB, &lib) == 0) {
-    build = std::to_string(lib.st_mtim.tv_sec) + "." + std::to_string(lib.st_mtim.tv_nsec) + "." +
-            std::to_string(lib.st_size);
+  // The engine's libraries, ':'-separated.
+  std::string libs = CFGMASK_CORE_LIB, stamp;
+  for (size_t from = 0; from <= libs.size();) {
+    size_t to = libs.find(':', from);
+    if (to == std::string::npos) to = libs.size();
+    struct stat lib;
+    if (stat(libs.substr(from, to - from).c_str(), &lib) == 0) {
+      stamp += std::to_string(lib.st_mtim.tv_sec) + "." + std::to_string(lib.st_mtim.tv_nsec) +
+               "." + std::to_string(lib.st_size) + ";";
+    }
+    from = to + 1;
   }
+  if (!stamp.empty()) build = stamp;
 #endif
   std::string grammar_version;
   struct stat g;

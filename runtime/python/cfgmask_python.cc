@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -247,6 +248,18 @@ TokenizerPtr PrepareTokenizerFile(const std::string& path) {
 // Python error stays set on the thread until the GIL is taken back.
 struct ProgressRaised {};
 
+// Lark's grammars folder, for `%import python.X` and the like (common.lark is
+// built in): $CFGMASK_LARK_GRAMMARS, else the lark package's when installed.
+std::string LarkGrammarsDir() {
+  if (const char* env = std::getenv("CFGMASK_LARK_GRAMMARS"); env != nullptr && *env != 0) return env;
+  try {
+    py::object file = py::module_::import("lark").attr("__file__");
+    return py::module_::import("os.path").attr("dirname")(file).cast<std::string>() + "/grammars";
+  } catch (const py::error_already_set&) {
+    return "";
+  }
+}
+
 // Store.compile: `Tokenizer` is a file path or a prepared tokenizer.
 // `progress` (None or a callable) gets (phase, walk fraction, seconds).
 template <class Tokenizer>
@@ -276,6 +289,7 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
   options.import_paths = import_paths;
+  options.lark_grammars_dir = LarkGrammarsDir();
   std::vector<std::string> warnings;
   options.warnings = &warnings;
   StorePtr store;

@@ -56,8 +56,9 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     `grammar` is a path to a .lark file, or the grammar text itself (anything
     that is not an existing file and contains a newline or a colon); errors in
     a text grammar are reported against ``<string>``.  `%import` looks in
-    `import_paths`, else in $CFGMASK_LARK_GRAMMARS, else in Lark's own
-    grammars folder.  `start` is the start
+    `import_paths`, then cfgmask's own common.lark, then Lark's grammars
+    folder ($CFGMASK_LARK_GRAMMARS, else the installed lark package's).
+    `start` is the start
     rule ("" = ``start``); `indenter` is "auto", "python" or "none";
     `streamline=False` keeps the store unstreamlined (masks are identical
     either way; the streamlined store has fewer rows).  `num_threads` runs the
