@@ -207,8 +207,12 @@ SNIPPETS = [
     ("f'{}'\n", False), ("f'{if}'\n", False), ("f'{x'\n", False), ("f'}'\n", False),
     ("rf'{x}'\n", False),             # subset: raw f-strings
     ("f'{x + 1}'\n", False),          # subset: f-string fields other than names
-    ("x = *a, b\n", False),            # subset: starred expression in a bare tuple
-    ("(x): int\n", False),             # subset: parenthesised target
+    ("x = *a, b\n", True), ("(x): int\n", True), ("*a, *b = x\n", False), ("*a = x\n", False),
+    ("*a\n", False), ("*a, b = x\n", True), ("for a, *b in x:\n    pass\n", True),
+    ("(a, b) = x\n", True), ("[a, (b, c)] = x\n", True), ("(a, b): int\n", False),
+    ("[a] += 1\n", False), ("(a) += 1\n", True), ("del (a, b), [c]\n", True),
+    ("for (a, b) in x:\n    pass\n", True), ("[v for (k, v) in d]\n", True),
+    ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", False),  # subset
 ]
 
 
@@ -227,7 +231,7 @@ def test_refused_invalid_python_is_invalid():
     """The texts the grammar refuses in the list above are invalid Python,
     apart from the marked subset cases (so the list tests the grammar, not
     typos)."""
-    subset = {"if x:\n\ty\n", "rf'{x}'\n", "f'{x + 1}'\n", "x = *a, b\n", "(x): int\n", "  \nx = 1\n",
+    subset = {"if x:\n\ty\n", "rf'{x}'\n", "f'{x + 1}'\n", "(a, *b) = x\n", "  \nx = 1\n",
               "a = b in finity\n", "def f(a, /):\n    pass\n",
               # CPython 3.11 compiles these with a warning only; the grammar refuses
               # them (a number glued to a keyword, invalid escapes)
