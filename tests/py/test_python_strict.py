@@ -188,6 +188,9 @@ SNIPPETS = [
     ("from x import *\n", True), ("def f():\n    from x import *\n", False),
     ("class A:\n    from x import *\n", False),
     ("if n := 10:\n    pass\n", True), ("n := 10\n", False), ("f(n := 1)\n", False),
+    ("if (m := f()) is not None and m.x:\n    pass\n", True), ("while (x := g()) != '':\n    pass\n", True),
+    ("if (x.y := 1):\n    pass\n", False), ("x = (y := 1)\n", False),   # subset: walrus outside a condition
+    ("import __future__\nx = __future__.all_feature_names\n", True),
     ("x = 1.5e3j + 0x_1 + 0o7 + 0b1 + 1_000 + 0_0 + .5 + 1. + 1e5\n", True),
     ("x = 01\n", False), ("x = 1_\n", False), ("x = 1.real\n", False), ("x = 1 .real\n", True),
     ("x = 0x\n", False), ("x = 1e\n", False),
@@ -205,8 +208,10 @@ SNIPPETS = [
     ("if x:\n\ty\n", False),            # subset: a tab in the indentation
     ("x = f'{x}' + F\"{a.b!r:>10} {{}}\" + f'''{c}\n'''\n", True),
     ("f'{}'\n", False), ("f'{if}'\n", False), ("f'{x'\n", False), ("f'}'\n", False),
-    ("rf'{x}'\n", False),             # subset: raw f-strings
-    ("f'{x + 1}'\n", False),          # subset: f-string fields other than names
+    ("rf'{x}\\d\\{y}'\n", True), ("rf'\\{{x}'\n", False),
+    ("x = f'{a.b()} {c(d.e)!r:>3} {f[0]} {g[-1].h} {type(self).__name__}'\n", True),
+    ("f'{a(b, c)}'\n", False), ("f'{a(if)}'\n", False), ("f'{a[01]}'\n", False), ("f'{a[]}'\n", False),
+    ("f'{x + 1}'\n", False),          # subset: f-string fields with operators
     ("x = *a, b\n", True), ("(x): int\n", True), ("*a, *b = x\n", False), ("*a = x\n", False),
     ("*a\n", False), ("*a, b = x\n", True), ("for a, *b in x:\n    pass\n", True),
     ("(a, b) = x\n", True), ("[a, (b, c)] = x\n", True), ("(a, b): int\n", False),
@@ -231,13 +236,13 @@ def test_refused_invalid_python_is_invalid():
     """The texts the grammar refuses in the list above are invalid Python,
     apart from the marked subset cases (so the list tests the grammar, not
     typos)."""
-    subset = {"if x:\n\ty\n", "rf'{x}'\n", "f'{x + 1}'\n", "(a, *b) = x\n", "  \nx = 1\n",
+    subset = {"if x:\n\ty\n", "f'{a(b, c)}'\n", "f'{x + 1}'\n", "(a, *b) = x\n", "  \nx = 1\n",
               "a = b in finity\n", "def f(a, /):\n    pass\n",
               # CPython 3.11 compiles these with a warning only; the grammar refuses
               # them (a number glued to a keyword, invalid escapes)
               "x = 1if 2else 3\n", "x = '\\d'\n", "x = '\\477'\n",
               # subset: yield in an async function, walrus as an argument
-              "async def f():\n    yield 1\n", "f(n := 1)\n"}
+              "async def f():\n    yield 1\n", "f(n := 1)\n", "x = (y := 1)\n"}
     for text, expected in SNIPPETS:
         if not expected and text not in subset:
             assert cpython_error(text) is not None, text
