@@ -284,6 +284,17 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     a->is_string_[t] = def.kind == PatternKind::kString;
     Status st = CompileRegex(def.ToRegexp(), "", def.name, &a->nfas_[t], &a->widths_[t]);
     if (!st.ok()) return def.where.empty() ? st : Status(st.code(), def.where + ": " + st.message());
+    // A pending look-ahead is kept as (sub << 24) | pc: 256 bodies of at
+    // most 2^24 instructions each.
+    bool too_big = a->nfas_[t].subs.size() > 256;
+    for (const Nfa& sub : a->nfas_[t].subs) too_big = too_big || sub.insts.size() >= (size_t{1} << 24);
+    if (too_big) {
+      return Status(ErrorCode::kResourceLimit,
+                    grammar.WherePrefix(t) + "terminal " + def.name + ": " +
+                        std::to_string(a->nfas_[t].subs.size()) +
+                        " look-ahead assertions after the terminals it uses are inlined; at most "
+                        "256 are supported");
+    }
     if (a->is_string_[t]) {
       a->widths_[t].lo = a->widths_[t].hi = static_cast<unsigned __int128>(chars(def.value));
     }

@@ -1,6 +1,6 @@
 """Errors about a grammar's terminal or rule name the FILE:LINE:COL of its
 definition: reduce/reduce conflicts, regex syntax errors and unsupported
-regex features, zero-width terminals, through the command line (exit 2, one
+regex features, zero-width terminals, too many look-aheads, through the command line (exit 2, one
 line, no store written) and the Python package (cfgmask.Error)."""
 import os
 
@@ -18,6 +18,9 @@ CASES = {
     "regex": ("start: X\nX: /a(/\n", "2:1", "terminal X: pattern offset 1"),
     "lookbehind": ('start: X Y\nX: /(?<=a)b/\nY: "y"\n', "2:1", "lookbehind"),
     "empty": ("start: X\n\nX: /a*/\n", "3:1", "matches the empty string"),
+    # More look-aheads than a pending look-ahead's encoding holds (once a
+    # segmentation fault in the vocabulary walk).
+    "lookaheads": ("start: X\nX: /" + "a(?!b)" * 300 + "/\n", "2:1", "at most 256"),
 }
 
 
