@@ -17,7 +17,7 @@ namespace {
 
 // Deeper group nesting is not read (the widths are then marked unparsed);
 // the regex parser refuses it with an error (kRegexMaxGroupNesting,
-// lexer/regex_ast.h, the same number).
+// lexer/regex/regex_ast.h, the same number).
 constexpr int kMaxGroupNesting = 100;
 
 using Wide = unsigned __int128;

@@ -38,7 +38,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/status.h"
-#include "lexer/regex.h"
+#include "lexer/regex/regex.h"
 
 namespace cfgmask {
 

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 namespace cfgmask {
 

@@ -12,7 +12,7 @@
 #include "grammar/check.h"
 #include "grammar/lark_reader.h"
 #include "lexer/terminal_automaton.h"
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/vocab_walk.h"
 #include "parser/lalr.h"
@@ -325,6 +325,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
   progress("grammar");
   GrammarPhase gp;
   CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
+  if (options.grammar_out) *options.grammar_out = gp.g;
   s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
   s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
   s.stats.seconds_grammar = Since(t0);

@@ -25,7 +25,7 @@
 
 #include "grammar/status.h"
 #include "lexer/terminal_automaton.h"
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"
 
@@ -77,6 +77,9 @@ struct CompileOptions {
   int32_t num_threads = 0;
   std::vector<std::string> import_paths;
   std::string lark_grammars_dir;  // see LarkReaderOptions
+  // When set, receives the BNF grammar the store is built from (for the
+  // analyses that run after the build, e.g. interchangeable terminals).
+  Grammar* grammar_out = nullptr;
   // Receives a report when each phase begins and, during the vocabulary
   // walk, after each batch of roots, on the thread that called the compile.
   // It may throw: the compile then unwinds and `out` is left empty.

@@ -370,8 +370,9 @@ int Compile(const CommandSpec& spec, const Args& args) {
   std::vector<std::string> warnings;
   options.warnings = &warnings;
   CompiledStore store;
+  CompileDetails details;
   Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store,
-                             args.Get("--eos"));
+                             args.Get("--eos"), &details);
   if (st.ok()) {
     progress.Update("write", 1);
     st = WriteStoreFile(store, out);
@@ -385,7 +386,15 @@ int Compile(const CommandSpec& spec, const Args& args) {
                  "generation under this store can never end; name one with --eos TOKEN\n",
                  OneLine(args.Get("--tokenizer")).c_str());
   }
-  if (!quiet) PrintSummary(store, out);
+  if (!quiet) {
+    PrintSummary(store, out);
+    if (!details.interchangeable.empty()) {
+      size_t terminals = 0;
+      for (const auto& c : details.interchangeable) terminals += c.size();
+      std::printf("  interchangeable  %zu classes of %zu terminals (reported, not applied)\n",
+                  details.interchangeable.size(), terminals);
+    }
+  }
   return kExitOk;
 }
 

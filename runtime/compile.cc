@@ -18,7 +18,8 @@ namespace cfgmask {
 namespace {
 
 // Streamlining (unless turned off) and the statistics, after the store build.
-Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out) {
+Status Finish(const CompileOptions& options, bool streamline, const Grammar& grammar,
+              CompiledStore* out, CompileDetails* details) {
   Status st;
   auto& stats = out->stats;
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
@@ -26,8 +27,18 @@ Status Finish(const CompileOptions& options, bool streamline, CompiledStore* out
   if (!streamline) return Status::Ok();
   if (options.progress) options.progress(CompileProgress{"streamline", 1, 0});
   StreamlineStats sl;
-  st = StreamlineStore(out, StreamlineOptions{}, &sl);
+  StreamlineOptions so;
+  so.grammar = &grammar;  // the interchangeable step reports its classes
+  st = StreamlineStore(out, so, &sl);
   if (!st.ok()) return st;
+  if (details) {
+    details->streamline_steps = sl.steps;
+    details->interchangeable.clear();
+    for (const auto& cls : sl.interchangeable) {
+      details->interchangeable.emplace_back();
+      for (int32_t t : cls) details->interchangeable.back().push_back(grammar.terminals[t].name);
+    }
+  }
   stats.streamlined = 1;
   stats.rows_deleted = sl.rows_deleted;
   stats.never_queries = sl.never_queries;
@@ -105,7 +116,8 @@ class MemoryBudget {
 
 template <class Tokenizer>
 Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenizer,
-                      const CompileOptions& options, bool streamline, CompiledStore* out) {
+                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      CompileDetails* details) {
   CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
   const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMaxMemory();
   std::string phase = "grammar";
@@ -120,8 +132,10 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
   };
   try {
     MemoryBudget guard(budget);
+    Grammar grammar;
+    tracked.grammar_out = &grammar;
     CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
-    return Finish(tracked, streamline, out);
+    return Finish(tracked, streamline, grammar, out, details);
   } catch (const std::bad_alloc&) {
     *out = CompiledStore();
     return Status(ErrorCode::kResourceLimit,
@@ -176,8 +190,8 @@ Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
 
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
-                      const std::string& eos) {
-  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer_path, options, streamline, out);
+                      const std::string& eos, CompileDetails* details) {
+  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer_path, options, streamline, out, details);
   CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
   PreparedTokenizer tok;
   try {
@@ -186,16 +200,16 @@ Status CompileGrammar(const std::string& grammar_path, const std::string& tokeni
     return Status(ErrorCode::kResourceLimit, tokenizer_path + ": out of memory reading the tokenizer");
   }
   CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
-  return CompileGuarded(grammar_path, tok, options, streamline, out);
+  return CompileGuarded(grammar_path, tok, options, streamline, out, details);
 }
 
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
-                      const std::string& eos) {
-  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer, options, streamline, out);
+                      const std::string& eos, CompileDetails* details) {
+  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer, options, streamline, out, details);
   PreparedTokenizer tok = tokenizer;
   CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
-  return CompileGuarded(grammar_path, tok, options, streamline, out);
+  return CompileGuarded(grammar_path, tok, options, streamline, out, details);
 }
 
 }  // namespace cfgmask

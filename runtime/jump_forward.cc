@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <span>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 #include "runtime/segment.h"
 
 namespace cfgmask {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 namespace cfgmask {
 

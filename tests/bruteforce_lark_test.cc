@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/store_builder.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"

@@ -1,4 +1,4 @@
-// Tests of the terminal-regex front end (lexer/regex.h): parser, compiler to
+// Tests of the terminal-regex front end (lexer/regex/regex.h): parser, compiler to
 // the byte NFA, MatchPrefix and RegexWidth.  The main test is differential:
 // tests/tools/regex_oracle.py, run with $CFGMASK_PYTHON, writes Python re's
 // answers for hand-written edge cases, 2000+ random regexes and every
@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "lexer/regex.h"
-#include "lexer/regex_ast.h"
+#include "lexer/regex/regex.h"
+#include "lexer/regex/regex_ast.h"
 #include "tests/oracle_text.h"
 
 namespace cfgmask {

@@ -4,7 +4,7 @@
 // culprit, in a fraction of the time and memory it would otherwise take; a
 // decoding step that would track more live hypotheses than
 // SessionLimits::max_live_states is refused and leaves the session as it
-// was.  Covers parser/lr0.cc, parser/parse_tables.cc, lexer/regex_compile.cc,
+// was.  Covers parser/lr0.cc, parser/parse_tables.cc, lexer/regex/regex_compile.cc,
 // the lexer-state bound of lexer/terminal_automaton.cc and runtime/session.cc.
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/lark_reader.h"
-#include "lexer/regex.h"
+#include "lexer/regex/regex.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/store_builder.h"
 #include "parser/lalr.h"

@@ -1,4 +1,4 @@
-// Exhaustive differential of the regex front end (lexer/regex_*.cc) against
+// Exhaustive differential of the regex front end (lexer/regex/*.cc) against
 // Python's re on the terminals of real grammars: for every terminal of
 // python.lark, lark.lark, common.lark and grammar/lark/*.lark, every string
 // up to length 3 (full size: 4) over an alphabet of the pattern's own
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lexer/regex.h"
+#include "lexer/regex/regex.h"
 #include "tests/exactness_harness.h"
 #include "tests/oracle_text.h"
 #include "grammar/utf8.h"

@@ -1,5 +1,5 @@
-// Tests of lexer/tokenizer.cc, lexer/gguf_reader.cc, lexer/tokenizer_json.cc
-// and lexer/tiktoken_reader.cc.
+// Tests of lexer/tokenizer/tokenizer.cc, lexer/tokenizer/gguf_reader.cc, lexer/tokenizer/tokenizer_json.cc
+// and lexer/tokenizer/tiktoken_reader.cc.
 //
 // The real tokenizer files named by CFGMASK_TOK_* are checked id by id
 // against tests/tools/vocab_oracle.py, which reads them with the Python
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "lexer/gguf_reader.h"
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/gguf_reader.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 namespace cfgmask {
 namespace {

@@ -31,7 +31,7 @@
 #include <gtest/gtest.h>
 
 #include "lexer/terminal_automaton.h"
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/store_builder.h"
 #include "tests/small_tokenizer.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "lexer/regex.h"
+#include "lexer/regex/regex.h"
 #include "lexer/terminal_automaton.h"
 #include "tests/fuzz/fuzz_util.h"
 

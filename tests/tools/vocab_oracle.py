@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference vocabularies for tests/tokenizer_test.cc, from the Python packages.
 
-The C++ loader (lexer/tokenizer.cc) is checked against this script, which
+The C++ loader (lexer/tokenizer/tokenizer.cc) is checked against this script, which
 reads the same files with independent code:
 
   dump FILE OUT         GGUF through gguf.GGUFReader plus the decoding rules

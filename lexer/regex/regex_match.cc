@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lexer/regex.h"
+#include "lexer/regex/regex.h"
 
 namespace cfgmask {
 namespace {

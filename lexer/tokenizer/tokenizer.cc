@@ -15,7 +15,7 @@
 // (2) and UNUSED (5) are special with empty bytes.  The ids named by
 // bos/eos/eot/padding/unknown_token_id are special whatever their type.
 // Tested by tokenizer_test.cc (against tests/tools/vocab_oracle.py).
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <limits>
 
-#include "lexer/gguf_reader.h"
+#include "lexer/tokenizer/gguf_reader.h"
 
 namespace cfgmask {
 namespace {

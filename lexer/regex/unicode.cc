@@ -3,7 +3,7 @@
 // searches, and preimages under the case mappings are computed from the
 // (short) list of code points the mapping changes.
 // Tested by regex_test.cc.
-#include "lexer/unicode.h"
+#include "lexer/regex/unicode.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "grammar/check.h"
-#include "lexer/regex.h"
-#include "lexer/regex_ast.h"
-#include "lexer/unicode.h"
+#include "lexer/regex/regex.h"
+#include "lexer/regex/regex_ast.h"
+#include "lexer/regex/unicode.h"
 
 namespace cfgmask {
 namespace {

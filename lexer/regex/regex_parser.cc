@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lexer/regex_ast.h"
+#include "lexer/regex/regex_ast.h"
 
 namespace cfgmask {
 namespace {

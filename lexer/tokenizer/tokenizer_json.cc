@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 namespace cfgmask {
 namespace {

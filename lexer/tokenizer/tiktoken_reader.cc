@@ -11,7 +11,7 @@
 #include <limits>
 #include <sstream>
 
-#include "lexer/tokenizer.h"
+#include "lexer/tokenizer/tokenizer.h"
 
 namespace cfgmask {
 namespace {

@@ -4,7 +4,7 @@
 // length L needs L bytes, an array of C elements needs C times the smallest
 // encoding of its element type.  So the largest allocation is bounded by the
 // file size, whatever the header claims.  Tested by tokenizer_test.cc.
-#include "lexer/gguf_reader.h"
+#include "lexer/tokenizer/gguf_reader.h"
 
 #include <algorithm>
 #include <cstdio>

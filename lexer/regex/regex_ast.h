@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "grammar/status.h"
-#include "lexer/regex.h"
-#include "lexer/unicode.h"
+#include "lexer/regex/regex.h"
+#include "lexer/regex/unicode.h"
 
 namespace cfgmask {
 
