@@ -32,7 +32,12 @@ void AppendSized(std::string* out, const std::string& s) {
 std::string WhereString(const SourcePos& pos) {
   if (pos.file == nullptr) return "";
   std::string where = *pos.file;
-  if (pos.line > 0) where += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+  if (pos.line > 0) {
+    where += ':';
+    where += std::to_string(pos.line);
+    where += ':';
+    where += std::to_string(pos.column);
+  }
   return where;
 }
 

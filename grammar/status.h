@@ -47,6 +47,14 @@ class Status {
     if (!_st.ok()) return _st;               \
   } while (0)
 
+// A message as one line: newlines in text the engine quotes become spaces.
+inline std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n') c = ' ';
+  }
+  return s;
+}
+
 }  // namespace cfgmask
 
 #endif  // CFGMASK_GRAMMAR_STATUS_H_

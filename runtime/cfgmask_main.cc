@@ -119,12 +119,6 @@ struct Args {
   }
 };
 
-// Every message is one line, whatever the engine put in it.
-std::string OneLine(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
-
 int Error(const std::string& message) {
   std::fprintf(stderr, "cfgmask: %s\n", OneLine(message).c_str());
   return kExitUsage;

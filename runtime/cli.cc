@@ -37,15 +37,6 @@ int32_t DrawToken(const CompiledStore& store, const std::vector<uint32_t>& mask,
   return text[std::uniform_int_distribution<size_t>(0, text.size() - 1)(*rng)];
 }
 
-namespace {
-
-std::string OneLine(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
-
-}  // namespace
-
 SampleResult SampleText(const CompiledStore& store, const Segmenter& segmenter,
                         Completer* completer, Session* session, std::mt19937_64* rng,
                         const SampleOptions& options) {

@@ -299,17 +299,6 @@ bool Completer::Find(Session* session, int64_t max_nodes, std::string* completio
   return Search(session, max_nodes, completion, nodes_used) == CompletionResult::kFound;
 }
 
-namespace {
-
-bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
-
-std::string OneLine(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
-
-}  // namespace
-
 bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
                         Completer* completer, Session* session, int64_t* tokens,
                         std::string* why) {
@@ -333,7 +322,7 @@ bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
       int64_t added = 0;
       for (const Segment& seg : segmenter.Cut(text, SegmentMode::kGreedy, &unused)) {
         session->FillMask(mask.data());
-        if (seg.token < 0 || !Allowed(mask, seg.token)) {
+        if (seg.token < 0 || !MaskAllows(mask, seg.token)) {
           return give_up("the completion \"" + Printable(text) + "\" needs " +
                          (seg.token < 0 ? std::string("a byte with no token")
                                         : TokenLabel(store, seg.token) + ", which is not in the mask"));
@@ -346,7 +335,7 @@ bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
       }
       session->FillMask(mask.data());
       bool eos = false;
-      for (int32_t e : store.eos_ids) eos |= Allowed(mask, e);
+      for (int32_t e : store.eos_ids) eos |= MaskAllows(mask, e);
       if (!session->CanEnd() || (!eos && !store.eos_ids.empty())) {
         return give_up("the completion \"" + Printable(text) + "\" does not end the text");
       }

@@ -43,6 +43,11 @@ struct LiveState {
   std::shared_ptr<const std::vector<int32_t>> trace;
 };
 
+// Is token t set in `mask` (ceil(V/32) words, bit t = token t)?
+inline bool MaskAllows(const std::vector<uint32_t>& mask, int32_t t) {
+  return (mask[t >> 5] >> (t & 31)) & 1u;
+}
+
 // ORs the token sets of store rows `rows[0..n)` into `mask` (the reference
 // CPU reduction; runtime/batch.h has the batched and CUDA ones).
 void OrRows(const CompiledStore& store, const int32_t* rows, size_t n, uint32_t* mask);

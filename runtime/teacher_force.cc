@@ -7,17 +7,6 @@
 
 namespace cfgmask {
 
-namespace {
-
-bool Allowed(const std::vector<uint32_t>& mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
-
-std::string OneLine(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
-
-}  // namespace
-
 TeacherForceResult TeacherForce(const CompiledStore& store, Session* session,
                                 std::string_view file, std::string_view text,
                                 const std::vector<Segment>& steps, int64_t verify_masks) {
@@ -44,7 +33,7 @@ TeacherForceResult TeacherForce(const CompiledStore& store, Session* session,
     if (verify_at.count(i)) {
       int64_t here = 0;
       for (int32_t tok = 0; tok < store.vocab_size; ++tok) {
-        const bool fast = Allowed(mask, tok), slow = session->AllowsSlow(tok);
+        const bool fast = MaskAllows(mask, tok), slow = session->AllowsSlow(tok);
         if (fast == slow) continue;
         if (++here <= 3) {
           r.notes.push_back(TextPosition(file, text, offset) + ": mask mismatch: " +
@@ -62,7 +51,7 @@ TeacherForceResult TeacherForce(const CompiledStore& store, Session* session,
     if (at_end) {
       const bool can_end = session->CanEnd();
       bool eos_in_mask = false;
-      for (int32_t e : store.eos_ids) eos_in_mask |= Allowed(mask, e);
+      for (int32_t e : store.eos_ids) eos_in_mask |= MaskAllows(mask, e);
       if (!can_end) {
         failure = TextPosition(file, text, offset) + ": end of file: EOS is not allowed";
       } else if (!eos_in_mask && !store.eos_ids.empty()) {
@@ -74,7 +63,7 @@ TeacherForceResult TeacherForce(const CompiledStore& store, Session* session,
     const Segment& seg = steps[i];
     Status st;
     if (seg.token >= 0) {
-      if (!Allowed(mask, seg.token)) {
+      if (!MaskAllows(mask, seg.token)) {
         failure = TextPosition(file, text, offset) + ": " + TokenLabel(store, seg.token) +
                   " is not in the mask (slow reference: " +
                   (session->AllowsSlow(seg.token) ? "allowed" : "refused") + ")";

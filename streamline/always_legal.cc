@@ -31,12 +31,6 @@ bool LrAlwaysLegalAnalysis::IsAlwaysLegal(int32_t x, std::span<const int32_t> s)
   return proved;
 }
 
-size_t AlwaysLegalStep::VecHash::operator()(const std::vector<int32_t>& v) const {
-  size_t h = 1469598103934665603ull;
-  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-  return h;
-}
-
 int32_t AlwaysLegalStep::FoldLength(int32_t seq) {
   const int32_t* items = s_.seq_data.data() + s_.seq_offsets[seq];
   int32_t len = s_.seq_offsets[seq + 1] - s_.seq_offsets[seq];
@@ -44,18 +38,9 @@ int32_t AlwaysLegalStep::FoldLength(int32_t seq) {
     again = false;
     for (int32_t j = 0; j + 1 < len; ++j) {
       if (s_.item_kind[items[j]] != kEmitItem) continue;
-      std::vector<int32_t> q(items + j, items + len);
-      auto it = cache_.find(q);
-      bool ok;
-      if (it != cache_.end()) {
-        ++counts_.cache_hits;
-        ok = it->second;
-      } else {
-        ++counts_.queries;
-        ok = x_->ProveAfterEmit(items[j], items + j + 1, len - j - 1);
-        counts_.budget_exceeded += x_->exceeded();
-        cache_.emplace(std::move(q), ok);
-      }
+      const bool ok = answers_.Get(items + j, items + len, *x_, [&] {
+        return x_->ProveAfterEmit(items[j], items + j + 1, len - j - 1);
+      });
       if (ok) {
         len = j + 1;
         again = true;

@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -59,13 +58,6 @@ class LrAlwaysLegalAnalysis {
   AlwaysLegalStats stats_;
 };
 
-// Counts of a streamlining step's queries.
-struct StepQueries {
-  int64_t queries = 0;          // explorations run (after the cache)
-  int64_t cache_hits = 0;
-  int64_t budget_exceeded = 0;
-};
-
 // The folding step: FoldLength(seq) is the length of the prefix sequence
 // `seq` folds into (its own length when nothing is proved).  Each proof
 // folds into the shortest proved prefix, then that prefix is folded again
@@ -75,16 +67,12 @@ class AlwaysLegalStep {
   AlwaysLegalStep(const CompiledStore& store, ItemExploration* exploration)
       : s_(store), x_(exploration) {}
   int32_t FoldLength(int32_t seq);
-  const StepQueries& counts() const { return counts_; }
+  const StepQueries& counts() const { return answers_.counts(); }
 
  private:
-  struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
-  };
   const CompiledStore& s_;
   ItemExploration* x_;
-  std::unordered_map<std::vector<int32_t>, bool, VecHash> cache_;
-  StepQueries counts_;
+  SuffixAnswers answers_;
 };
 
 }  // namespace cfgmask

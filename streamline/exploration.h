@@ -34,6 +34,7 @@
 #define CFGMASK_STREAMLINE_EXPLORATION_H_
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "maskstore/compiled_store.h"
@@ -116,6 +117,48 @@ class Exploration {
   int64_t steps_ = 0;
   bool exceeded_ = false;
   bool possible_ = false;  // which question: every configuration (false) or some (true)
+};
+
+// Counts of a streamlining step's queries.
+struct StepQueries {
+  int64_t queries = 0;          // explorations run (after the cache)
+  int64_t cache_hits = 0;
+  int64_t budget_exceeded = 0;
+};
+
+// FNV-1a over int32 sequences (item sequences, suffixes).
+struct SequenceHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    size_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// One question's answers about item-sequence suffixes, cached by suffix:
+// the streamlining steps ask each suffix once.
+class SuffixAnswers {
+ public:
+  // The answer for items [b, e): cached, else ask() (counted, with whether
+  // the exploration `x` ran out of steps on it).
+  template <class Ask>
+  bool Get(const int32_t* b, const int32_t* e, const Exploration& x, const Ask& ask) {
+    std::vector<int32_t> key(b, e);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      ++counts_.cache_hits;
+      return it->second;
+    }
+    ++counts_.queries;
+    const bool answer = ask();
+    counts_.budget_exceeded += x.exceeded();
+    cache_.emplace(std::move(key), answer);
+    return answer;
+  }
+  const StepQueries& counts() const { return counts_; }
+
+ private:
+  std::unordered_map<std::vector<int32_t>, bool, SequenceHash> cache_;
+  StepQueries counts_;
 };
 
 // The store's item sequences, checked as the runtime session checks them: an

@@ -273,30 +273,15 @@ bool NeverLegalAnalysis::Fixpoint(int32_t x, std::span<const int32_t> s) {
   return found;
 }
 
-size_t NeverLegalStep::VecHash::operator()(const std::vector<int32_t>& v) const {
-  size_t h = 1469598103934665603ull;
-  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-  return h;
-}
-
 bool NeverLegalStep::Dead(int32_t seq) {
   constexpr int32_t kEmitItem = 0;
   const int32_t* items = s_.seq_data.data() + s_.seq_offsets[seq];
   const int32_t n = s_.seq_offsets[seq + 1] - s_.seq_offsets[seq];
   for (int32_t j = 0; j + 1 < n; ++j) {
     if (s_.item_kind[items[j]] != kEmitItem) continue;
-    std::vector<int32_t> q(items + j, items + n);
-    auto it = cache_.find(q);
-    bool possible;
-    if (it != cache_.end()) {
-      ++counts_.cache_hits;
-      possible = it->second;
-    } else {
-      ++counts_.queries;
-      possible = x_->PossibleAfterEmit(items[j], items + j + 1, n - j - 1);
-      counts_.budget_exceeded += x_->exceeded();
-      cache_.emplace(std::move(q), possible);
-    }
+    const bool possible = answers_.Get(items + j, items + n, *x_, [&] {
+      return x_->PossibleAfterEmit(items[j], items + j + 1, n - j - 1);
+    });
     if (!possible) return true;
   }
   return false;

@@ -35,13 +35,11 @@
 #include <map>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "grammar/analysis.h"
 #include "grammar/grammar.h"
 #include "maskstore/compiled_store.h"
-#include "streamline/always_legal.h"
 #include "streamline/exploration.h"
 
 namespace cfgmask {
@@ -107,16 +105,12 @@ class NeverLegalStep {
   NeverLegalStep(const CompiledStore& store, ItemExploration* exploration)
       : s_(store), x_(exploration) {}
   bool Dead(int32_t seq);
-  const StepQueries& counts() const { return counts_; }
+  const StepQueries& counts() const { return answers_.counts(); }
 
  private:
-  struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
-  };
   const CompiledStore& s_;
   ItemExploration* x_;
-  std::unordered_map<std::vector<int32_t>, bool, VecHash> cache_;
-  StepQueries counts_;
+  SuffixAnswers answers_;
 };
 
 }  // namespace cfgmask

@@ -17,14 +17,6 @@
 namespace cfgmask {
 namespace {
 
-struct VecHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    size_t h = 1469598103934665603ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-    return h;
-  }
-};
-
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -42,7 +34,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // Existing sequences by content, so that a prefix that is already a
   // sequence keeps its id.
   const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> seq_id;
+  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> seq_id;
   seq_id.reserve(num_seqs * 2);
   for (int32_t q = 0; q < num_seqs; ++q)
     seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],

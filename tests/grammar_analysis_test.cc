@@ -31,7 +31,9 @@ TEST(GrammarAnalysisTest, HandChecked) {
   int32_t n_useful = 0;
   for (size_t r = 0; r < g.rules.size(); ++r) {
     n_useful += useful[r];
-    if (useful[r]) EXPECT_TRUE(g.rules[r].lhs == s || g.rules[r].lhs == x) << r;
+    if (useful[r]) {
+      EXPECT_TRUE(g.rules[r].lhs == s || g.rules[r].lhs == x) << r;
+    }
   }
   EXPECT_EQ(n_useful, 3);  // s: a x b, x: c x, x:
 
@@ -102,7 +104,9 @@ TEST(GrammarAnalysisTest, FirstAndFollowAgreeWithEnumeration) {
     for (SymbolId v = T; v < g.num_symbols(); ++v) {
       EXPECT_EQ(nullable[v] != 0, lang[v].count({}) == 1) << iter << " " << v;
       for (const auto& w : lang[v]) {
-        if (!w.empty()) EXPECT_TRUE(first[v][w[0]]) << iter << " FIRST " << v << " " << w[0];
+        if (!w.empty()) {
+          EXPECT_TRUE(first[v][w[0]]) << iter << " FIRST " << v << " " << w[0];
+        }
       }
     }
     // Every pair (a, b) adjacent in a derived string is in FOLLOW(a).

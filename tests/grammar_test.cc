@@ -37,10 +37,10 @@ TEST(TerminalDefTest, ToRegexpWrapsFlagsInSortedOrder) {
 
 Grammar SmallGrammar() {
   Grammar g;
-  g.terminals.push_back({"PLUS", PatternKind::kString, "+", "", 0});
-  g.terminals.push_back({"NUM", PatternKind::kRegex, "[0-9]+", "", 2});
-  g.terminals.push_back({"_INDENT", PatternKind::kDeclared, "", "", 0});
-  g.terminals.push_back({"WS", PatternKind::kRegex, " \n", "", 0});
+  g.terminals.push_back({"PLUS", PatternKind::kString, "+", "", 0, ""});
+  g.terminals.push_back({"NUM", PatternKind::kRegex, "[0-9]+", "", 2, ""});
+  g.terminals.push_back({"_INDENT", PatternKind::kDeclared, "", "", 0, ""});
+  g.terminals.push_back({"WS", PatternKind::kRegex, " \n", "", 0, ""});
   g.nonterminals = {"start", "sum"};
   g.rules.push_back({/*lhs=*/4, /*rhs=*/{}, /*priority=*/0, /*order=*/0});
   g.rules.push_back({/*lhs=*/5, /*rhs=*/{5, 0, 1}, /*priority=*/0, /*order=*/0});
