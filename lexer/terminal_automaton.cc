@@ -796,6 +796,33 @@ std::string TerminalAutomaton::TerminalStateString(int32_t t, int32_t tstate) co
   return os.str();
 }
 
+std::vector<TerminalAutomaton::TerminalCensus> TerminalAutomaton::Census() const {
+  std::vector<TerminalCensus> census(static_cast<size_t>(num_terminals_));
+  std::vector<int32_t> seen_in(static_cast<size_t>(num_terminals_), -1);
+  for (int32_t q = 0; q < num_states(); ++q) {
+    auto count = [&](int32_t t) {
+      if (seen_in[t] != q) seen_in[t] = q, ++census[t].lexer_states;
+    };
+    for (const auto& [t, tstate] : states_[q].cur) count(t);
+    for (const ShadowRef& sh : states_[q].shadows) count(sh.terminal);
+  }
+  std::vector<TerminalCensus> out;
+  for (int32_t t = 0; t < num_terminals_; ++t) {
+    if (census[t].lexer_states == 0) continue;
+    census[t].terminal = t;
+    // Id 0 of a table is its dead state, not a thread state.
+    const TermTable* table = tables_[t].get();
+    census[t].thread_states = table == nullptr ? 0 : static_cast<int64_t>(table->states.size()) - 1;
+    out.push_back(census[t]);
+  }
+  std::sort(out.begin(), out.end(), [](const TerminalCensus& a, const TerminalCensus& b) {
+    if (a.thread_states != b.thread_states) return a.thread_states > b.thread_states;
+    if (a.lexer_states != b.lexer_states) return a.lexer_states > b.lexer_states;
+    return a.terminal < b.terminal;
+  });
+  return out;
+}
+
 size_t TerminalAutomaton::MemoryBytes() const {
   size_t bytes = states_.size() * sizeof(LexState);
   for (const LexState& s : states_) {

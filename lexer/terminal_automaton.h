@@ -192,6 +192,18 @@ class TerminalAutomaton {
   // Slow reference: Python's re.match of terminal t's pattern on `text`.
   int64_t MatchTerminal(int32_t t, const std::string& text) const;
 
+  // What the lexer states are made of, to say what hit a state limit: per
+  // terminal with a thread in some state, the number of its own thread
+  // states (ordered NFA thread lists; a pattern whose threads multiply has
+  // many) and of lexer states holding it live or as a shadow.  Sorted by
+  // thread states, then lexer states, most first.
+  struct TerminalCensus {
+    int32_t terminal = -1;
+    int64_t thread_states = 0;
+    int64_t lexer_states = 0;
+  };
+  std::vector<TerminalCensus> Census() const;
+
   std::string DebugString(int32_t q) const;
   // One per-terminal state: its entries (thread pc / marker, flags, vetoes).
   std::string TerminalStateString(int32_t t, int32_t tstate) const;

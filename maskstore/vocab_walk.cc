@@ -48,6 +48,23 @@ std::string FormatSeconds(double v) {
   return buf;
 }
 
+// What a limit on lexer states met: the terminals whose own thread states
+// are most numerous (a pattern whose threads multiply makes the lexer states
+// multiply), with their definitions, for the error message.  Serial only.
+std::string StateGrowthCulprits(const TerminalAutomaton& a, const Grammar& g) {
+  std::string out;
+  int shown = 0;
+  for (const TerminalAutomaton::TerminalCensus& c : a.Census()) {
+    if (shown == 3 || c.thread_states <= 1) break;
+    out += shown++ == 0 ? "; the largest terminals: " : ", ";
+    const std::string where = g.WherePrefix(c.terminal);
+    out += g.SymbolName(c.terminal) + " (" + (where.empty() ? "" : where.substr(0, where.size() - 2) + ", ") +
+           std::to_string(c.thread_states) + " thread states, in " + std::to_string(c.lexer_states) +
+           " of " + std::to_string(a.num_states()) + " lexer states)";
+  }
+  return out;
+}
+
 // One lexing hypothesis of the walk: the lexer state, the items produced
 // since the root (an interned sequence), the last non-ignored Emit among
 // them (-1: none) and the column bookkeeping of the current terminal.
@@ -826,7 +843,8 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     return Status(ErrorCode::kResourceLimit,
                   grammar_path + ": compile exceeded " + FormatSeconds(options.max_seconds) +
                       " s (max_seconds) in the vocabulary walk, after " +
-                      std::to_string(roots.size()) + " lexer states at token boundaries");
+                      std::to_string(roots.size()) + " lexer states at token boundaries" +
+                      StateGrowthCulprits(*a, *input.grammar));
   };
   auto too_many_entries = [&]() {
     return Status(ErrorCode::kResourceLimit,
@@ -849,7 +867,8 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       if (to < 0) {
         return Status(ErrorCode::kResourceLimit,
                       grammar_path + ": more than " + std::to_string(max_lexer_states) +
-                          " lexer states (max_lexer_states, --max-lexer-states)");
+                          " lexer states (max_lexer_states, --max-lexer-states)" +
+                          StateGrowthCulprits(*a, *input.grammar));
       }
       ends.compact_to[q] = to;
       ends.compact_map[q] = a->InternSet(slot_map);
@@ -868,7 +887,8 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     if (static_cast<int64_t>(roots.size()) > options.max_roots) {
       return Status(ErrorCode::kResourceLimit,
                     grammar_path + ": more than " + std::to_string(options.max_roots) +
-                        " lexer states at token boundaries (max_roots)");
+                        " lexer states at token boundaries (max_roots, --max-roots)" +
+                        StateGrowthCulprits(*a, *input.grammar));
     }
     const size_t batch_end = std::min(roots.size(), next + kRootsPerBatch);
     std::vector<std::unique_ptr<RootWalk>> batch;
@@ -970,9 +990,10 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       }
       ends.Grow(a->num_states());
       if (a->num_states() >= max_lexer_states) {
-        return Status(ErrorCode::kResourceLimit, grammar_path + ": more than " +
-                                                     std::to_string(max_lexer_states) +
-                                                     " lexer states (max_lexer_states, --max-lexer-states)");
+        return Status(ErrorCode::kResourceLimit,
+                      grammar_path + ": more than " + std::to_string(max_lexer_states) +
+                          " lexer states (max_lexer_states, --max-lexer-states)" +
+                          StateGrowthCulprits(*a, *input.grammar));
       }
       if (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline) {
         return time_out();
