@@ -182,6 +182,7 @@ void Session::Reset() {
   terminated_ = false;
   history_.reset();
   history_len_ = 0;
+  ++version_;
   empty_language_ = true;
   const LrTables lr = store_->lr();
   for (int32_t t = 0; t < lr.num_terminals && empty_language_; ++t) {
@@ -222,6 +223,7 @@ Status Session::Rollback(int32_t k) {
   std::shared_ptr<Saved> node = history_;
   for (int32_t i = 1; i < k; ++i) node = node->prev;
   live_ = node->live;  // copied: the node may be shared with a fork
+  ++version_;
   text_.resize(node->text_size);
   terminated_ = node->terminated;
   history_ = node->prev;
@@ -251,6 +253,7 @@ std::string Session::JumpForwardString(int32_t max_bytes) const {
     if (found < 0) break;
     forced.push_back(static_cast<char>(found));
     cur.live_ = only;
+    ++cur.version_;
   }
   return forced;
 }
@@ -472,10 +475,118 @@ void Session::FillMask(uint32_t* mask) {
 
 bool Session::CanEnd() {
   if (terminated_) return false;
+  if (suffix_) {
+    if (suffix_answer_version_ != version_) {
+      suffix_answer_ = SuffixEnds();
+      suffix_answer_version_ = version_;
+    }
+    return suffix_answer_;
+  }
   for (const LiveState& l : live_) {
     if (FinishOk(l)) return true;
   }
   return false;
+}
+
+namespace {
+
+bool SameLive(const std::vector<LiveState>& a, const std::vector<LiveState>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const LiveState& x = a[i];
+    const LiveState& y = b[i];
+    if (x.q != y.q || x.col != y.col || x.paren != y.paren || x.indent != y.indent ||
+        x.slot_bits != y.slot_bits || !(x.stack == y.stack)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+uint64_t LiveKey(size_t offset, const std::vector<LiveState>& live) {
+  uint64_t h = 0x9e3779b97f4a7c15ull * (offset + 1);
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+  for (const LiveState& l : live) {
+    mix(static_cast<uint32_t>(l.q));
+    mix(static_cast<uint32_t>(l.col));
+    mix(l.stack.Hash());
+    mix(static_cast<uint32_t>(l.paren));
+    for (int32_t d : l.indent) mix(static_cast<uint32_t>(d));
+    for (uint64_t w : l.slot_bits) mix(w);
+  }
+  return h;
+}
+
+}  // namespace
+
+// The hypotheses read the suffix byte by byte (each byte is a step of the
+// store's automaton, as in AdvanceBytes); can one of them end there?
+bool Session::SuffixEnds() {
+  constexpr size_t kCheckpoint = 16;
+  constexpr size_t kMaxEntries = size_t{1} << 16;
+  std::vector<LiveState> cur = live_, out;
+  const std::string_view bytes = *suffix_;
+  std::vector<std::pair<uint64_t, std::vector<LiveState>>> seen;
+  bool known = false, answer = false;
+  for (size_t i = 0;; ++i) {
+    if (cur.empty()) {
+      known = true;
+      break;
+    }
+    if (i > 0 && i % kCheckpoint == 0) {
+      const uint64_t key = LiveKey(i, cur);
+      if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
+        for (const auto& [lives, ends] : it->second) {
+          if (SameLive(lives, cur)) {
+            known = true;
+            answer = ends;
+            break;
+          }
+        }
+        if (known) break;
+      }
+      seen.emplace_back(key, cur);
+    }
+    if (i == bytes.size()) break;
+    out.clear();
+    if (!AdvanceOne(cur, bytes.substr(i, 1), &out).ok()) {
+      known = true;  // over the session's limits: no end this way
+      break;
+    }
+    cur.swap(out);
+  }
+  if (!known) {
+    for (const LiveState& l : cur) {
+      if (FinishOk(l)) {
+        answer = true;
+        break;
+      }
+    }
+  }
+  for (auto& [key, lives] : seen) {
+    if (suffix_memo_.entries >= kMaxEntries) {
+      suffix_memo_.at.clear();
+      suffix_memo_.entries = 0;
+    }
+    suffix_memo_.at[key].emplace_back(std::move(lives), answer);
+    ++suffix_memo_.entries;
+  }
+  return answer;
+}
+
+void Session::SetSuffix(std::string suffix) {
+  if (suffix.empty()) {
+    suffix_.reset();
+  } else {
+    suffix_ = std::make_shared<const std::string>(std::move(suffix));
+  }
+  suffix_answer_version_ = ~uint64_t{0};
+  suffix_memo_ = SuffixMemo();
+}
+
+const std::string& Session::suffix() const {
+  static const std::string kNone;
+  return suffix_ ? *suffix_ : kNone;
 }
 
 Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view bytes,
@@ -636,6 +747,7 @@ Status Session::Advance(int32_t token) {
       }
       PushHistory(live_);
       terminated_ = true;
+      ++version_;
       return Status::Ok();
     }
   }
@@ -652,6 +764,7 @@ Status Session::Advance(int32_t token) {
   }
   PushHistory(std::move(live_));
   live_ = std::move(out);
+  ++version_;
   text_.append(store_->TokenBytes(token));
   return Status::Ok();
 }
@@ -675,6 +788,7 @@ Status Session::AdvanceBytes(std::string_view bytes) {
   }
   PushHistory(std::move(live_));
   live_ = std::move(out);
+  ++version_;
   text_.append(bytes);
   return Status::Ok();
 }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/status.h"
@@ -83,8 +84,18 @@ class Session {
   // store's row arrays, in store order) and whether EOS is allowed: the mask
   // is the OR of those rows, plus the EOS ids.
   void AcceptedRows(std::vector<int32_t>* rows, bool* eos);
-  // True if the text so far is a complete program.
+  // True if the text so far is a complete program; with a suffix, if the
+  // text so far followed by the suffix is.
   bool CanEnd();
+  // Completion in the middle of a file: the text after the cursor.  From
+  // now on EOS is allowed (CanEnd, the mask) only where the text so far
+  // followed by `suffix` is a complete program: a copy of the hypotheses
+  // reads the suffix, O(|suffix|) once per step (cached until the session
+  // moves).  Tokens are still masked as a prefix of the language: a text can
+  // wander where no completion meets the suffix.  Empty: no suffix.  Kept by
+  // Reset and Rollback; shared by Fork.
+  void SetSuffix(std::string suffix);
+  const std::string& suffix() const;
   // Advances by a token.  An id out of range, or a token that leaves the
   // language, is an error and leaves the session unchanged.
   Status Advance(int32_t token);
@@ -161,6 +172,31 @@ class Session {
   // empty, ignored text included.
   bool empty_language_ = false;
   bool trace_ = false;
+  // The suffix (shared by forks) and CanEnd's answer for it, valid while
+  // version_ (bumped by every change of live_ or terminated_) is unchanged.
+  std::shared_ptr<const std::string> suffix_;
+  bool SuffixEnds();
+  // Reads of the suffix that met the same hypotheses at the same offset end
+  // the same way: every 16 bytes of a read, the hypotheses (canonical: sorted
+  // and deduplicated) are kept with the read's answer, so a later step whose
+  // read meets them there (typically once the suffix's next statement has
+  // begun) stops.  Exact: the rest of a read depends on nothing else.  Per
+  // session: a copy (Fork) starts empty; cleared at 2^16 entries.
+  struct SuffixMemo {
+    SuffixMemo() = default;
+    SuffixMemo(const SuffixMemo&) {}
+    SuffixMemo& operator=(const SuffixMemo&) {
+      at.clear();
+      entries = 0;
+      return *this;
+    }
+    std::unordered_map<uint64_t, std::vector<std::pair<std::vector<LiveState>, bool>>> at;
+    size_t entries = 0;
+  };
+  SuffixMemo suffix_memo_;
+  uint64_t version_ = 0;
+  uint64_t suffix_answer_version_ = ~uint64_t{0};
+  bool suffix_answer_ = false;
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
   std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0

@@ -7,7 +7,10 @@
 //  - the store against the slow reference: the mask from the store rows
 //    equals, bit for bit, the per-token simulation (Session::AllowsSlow)
 //    over the whole vocabulary at random steps of teacher-forced texts;
-//  - invalid tokens leave the session unchanged.
+//  - invalid tokens leave the session unchanged;
+//  - with a suffix (completion in the middle of a file), EOS is in the mask
+//    exactly where a copy of the session without the suffix reads the suffix
+//    and can end, at random steps of random walks, across rollback and fork.
 // Needs $CFGMASK_PYTHON (Lark) and a real tokenizer ($CFGMASK_TOK_LLAMA_SPM).
 #include <gtest/gtest.h>
 
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "maskstore/store_builder.h"
+#include "runtime/completion.h"
 #include "runtime/session.h"
 #include "tests/exactness_harness.h"
 
@@ -222,6 +226,116 @@ TEST_F(SessionTest, JumpForwardReturnsForcedText) {
   ASSERT_TRUE(n.AdvanceBytes("[nu").ok());
   EXPECT_EQ(n.JumpForwardString(), "ll");
   EXPECT_EQ(n.text(), "[nu");  // the session itself is unchanged
+}
+
+TEST_F(SessionTest, SuffixDecidesWhereTheTextEnds) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_NE(store, nullptr);
+  const int32_t eos = store->eos_ids.at(0);
+  auto eos_in_mask = [&](Session& s) {
+    const std::vector<uint32_t> m = s.Mask();
+    return ((m[eos >> 5] >> (eos & 31)) & 1) != 0;
+  };
+  Session s(store);
+  s.SetSuffix("]}");
+  EXPECT_EQ(s.suffix(), "]}");
+  ASSERT_TRUE(s.AdvanceBytes("{\"a\": [1").ok());
+  EXPECT_TRUE(s.CanEnd());  // {"a": [1]}
+  EXPECT_TRUE(eos_in_mask(s));
+  ASSERT_TRUE(s.AdvanceBytes(",").ok());
+  EXPECT_FALSE(s.CanEnd());  // {"a": [1,]} is not JSON
+  EXPECT_FALSE(eos_in_mask(s));
+  EXPECT_FALSE(s.Advance(eos).ok());
+  ASSERT_TRUE(s.AdvanceBytes(" 2").ok());
+  EXPECT_TRUE(s.CanEnd());
+  // Rollback and a fork keep the suffix and answer for their own text.
+  Session fork = s.Fork();
+  ASSERT_TRUE(s.Rollback(1).ok());
+  EXPECT_FALSE(s.CanEnd());
+  EXPECT_TRUE(fork.CanEnd());
+  EXPECT_EQ(fork.suffix(), "]}");
+  // Without the suffix the same text cannot end; the suffix is not text.
+  fork.SetSuffix("");
+  EXPECT_FALSE(fork.CanEnd());
+  EXPECT_EQ(fork.text(), "{\"a\": [1, 2");
+  // A suffix that no text completes: EOS never.
+  Session none(store);
+  none.SetSuffix("]]]x");
+  EXPECT_FALSE(none.CanEnd());
+  ASSERT_TRUE(none.AdvanceBytes("[").ok());
+  EXPECT_FALSE(none.CanEnd());
+  // Teacher forcing the middle of a document: EOS allowed after it.
+  const std::string doc = "{\"k\": [true, null, {\"x\": \"y\"}], \"n\": -1.5e3}";
+  for (size_t cut = 0; cut <= doc.size(); cut += 7) {
+    for (size_t end = cut; end <= doc.size(); end += 5) {
+      Session m(store);
+      ASSERT_TRUE(m.AdvanceBytes(doc.substr(0, cut)).ok());
+      m.SetSuffix(doc.substr(end));
+      ASSERT_TRUE(m.AdvanceBytes(doc.substr(cut, end - cut)).ok()) << cut << " " << end;
+      EXPECT_TRUE(m.CanEnd()) << cut << " " << end;
+      EXPECT_TRUE(eos_in_mask(m)) << cut << " " << end;
+    }
+  }
+}
+
+TEST_F(SessionTest, SuffixEndMatchesSlowReference) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  for (const char* g : {"traps.lark", "json.lark"}) {
+    const CompiledStore* store = Store(g);
+    ASSERT_NE(store, nullptr);
+    const int32_t eos = store->eos_ids.at(0);
+    std::mt19937 rng(47);
+    int ends = 0, checks = 0;
+    for (int walk = 0; walk < (Quick() ? 8 : 40); ++walk) {
+      // A complete text (a random walk steered to its end by the shortest
+      // completion), cut in three: the session reads the head, the tail is
+      // the suffix, the middle is forced at first and then walked at random.
+      Session donor(store);
+      for (int step = 0; step < 10; ++step) {
+        const std::vector<uint32_t> m = donor.Mask();
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (((m[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        ASSERT_TRUE(donor.Advance(allowed[rng() % allowed.size()]).ok());
+      }
+      std::string completion;
+      if (!Completer(*store).Find(&donor, 200000, &completion)) continue;
+      const std::string text = donor.text() + completion;
+      const size_t cut = rng() % (text.size() + 1);
+      const size_t end = cut + rng() % (text.size() - cut + 1);
+      const std::string suffix = text.substr(end);
+      Session s(store);
+      ASSERT_TRUE(s.AdvanceBytes(text.substr(0, cut)).ok());
+      s.SetSuffix(suffix);
+      ASSERT_TRUE(s.AdvanceBytes(text.substr(cut, end - cut)).ok());
+      EXPECT_TRUE(s.CanEnd()) << g << " " << text << " at " << cut << ".." << end;
+      for (int step = 0; step < 16; ++step) {
+        Session plain = s.Fork();
+        plain.SetSuffix("");
+        const bool want = plain.AdvanceBytes(suffix).ok() && plain.CanEnd();
+        const std::vector<uint32_t> m = s.Mask();
+        EXPECT_EQ(s.CanEnd(), want) << g << " " << s.text() << " | " << suffix;
+        EXPECT_EQ(((m[eos >> 5] >> (eos & 31)) & 1) != 0, want) << g;
+        ends += want;
+        ++checks;
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (((m[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
+        if (step % 5 == 4) {
+          ASSERT_TRUE(s.Rollback(1).ok());
+        }
+      }
+    }
+    EXPECT_GT(checks, 50) << g;
+    EXPECT_GT(ends, 0) << g;
+    EXPECT_LT(ends, checks) << g;
+  }
 }
 
 }  // namespace

@@ -606,6 +606,14 @@ PYBIND11_MODULE(_core, m) {
              return s.session.CanEnd();
            })
       .def("is_terminated", [](const PySession& s) { InUse in_use(s); return s.session.IsTerminated(); })
+      .def(
+          "set_suffix",
+          [](PySession& s, const py::bytes& data) { InUse in_use(s);
+            s.session.SetSuffix(std::string(data));
+          },
+          py::arg("suffix"))
+      .def_property_readonly("suffix",
+                             [](const PySession& s) { InUse in_use(s); return py::bytes(s.session.suffix()); })
       .def("memo_stats",
            [](const PySession& s) { InUse in_use(s);
              return py::make_tuple(s.session.memo_hits(), s.session.memo_misses());

@@ -4,6 +4,8 @@ scores as llama-cpp-python hands them) and the Hugging Face protocol
 (batched tensors; a minimal tensor stand-in, since torch is not installed in
 CI).  Greedy decoding of random logits under the processor must give
 JSON that json.loads accepts, and steering must end a text at the budget.
+With a suffix (completion in the middle of a document), prefix + generated
+middle + suffix must be JSON.
 """
 import json
 import os
@@ -29,9 +31,9 @@ def strided(scores):
     return rec["logit"]
 
 
-def run_llama_protocol(store, max_tokens, steer, seed):
+def run_llama_protocol(store, max_tokens, steer, seed, matcher=None, suffix=None):
     rng = np.random.default_rng(seed)
-    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    proc = LlamaCppLogitsProcessor(matcher or cfgmask.GrammarMatcher(store), suffix=suffix)
     prompt = [1, 415, 2245]
     ids = list(prompt)
     eos = set(store.eos_ids)
@@ -79,6 +81,28 @@ def test_llama_cpp_refused_token_raises(store):
     bad = [t for t in range(store.vocab_size) if store.token_bytes(t) == b"]"][0]
     with pytest.raises(cfgmask.Error, match="refuses"):
         proc(np.array([1, bad], np.intc), scores)
+
+
+@pytest.mark.parametrize("prefix,suffix", [('{"a": [', '], "b": {"c": null}}'),
+                                           ('[{"k": ', '}, 2]'), ('{"x": "ab', 'c"}'),
+                                           ('[1, ', ']')])
+def test_llama_cpp_suffix_fits_the_document(store, prefix, suffix):
+    # Random logits can close what the suffix closes (`[1, "a"]` before a
+    # suffix `]`): no completion meets the suffix then, and the text does not
+    # end.  Every text that ends fits the suffix.
+    ended = 0
+    for seed in range(4):
+        m = cfgmask.GrammarMatcher(store)
+        assert m.accept_string(prefix)
+        proc, toks, done = run_llama_protocol(store, max_tokens=12, steer=True, seed=seed,
+                                              matcher=m, suffix=suffix)
+        assert proc.matcher.suffix == suffix.encode()
+        if done:
+            ended += 1
+            json.loads(prefix + text_of(store, toks) + suffix)
+        else:
+            assert proc.steer_failed
+    assert ended >= 1
 
 
 class FakeTensor:
@@ -133,3 +157,39 @@ def test_hf_wrong_batch_size(store):
     with pytest.raises(cfgmask.Error, match="3 sequences but 2 matchers"):
         proc(FakeTensor(np.zeros((3, 4), np.int64)),
              FakeTensor(np.zeros((3, store.vocab_size), np.float32)))
+
+
+def test_hf_suffix_per_row(store):
+    rng = np.random.default_rng(5)
+    rows = [('{"a": [', '], "b": 1}'), ('[', ']'), ('{"s": "x', '"}')]
+    matchers = []
+    for prefix, _ in rows:
+        m = cfgmask.GrammarMatcher(store)
+        assert m.accept_string(prefix)
+        matchers.append(m)
+    proc = HFLogitsProcessor(matchers=matchers, suffix=[s for _, s in rows])
+    batch = len(rows)
+    ids = np.ones((batch, 2), dtype=np.int64)
+    done = [False] * batch
+    out = [[] for _ in range(batch)]
+    eos = store.eos_ids[0]
+    for step in range(400):
+        scores = rng.standard_normal((batch, store.vocab_size)).astype(np.float32)
+        scores[:, eos] += step / 10  # more and more willing to stop
+        proc(FakeTensor(ids), FakeTensor(scores))
+        nxt = np.argmax(scores, axis=1)
+        for b in range(batch):
+            if done[b]:
+                nxt[b] = 0
+            elif nxt[b] == eos:
+                done[b] = True
+            else:
+                out[b].append(int(nxt[b]))
+        ids = np.concatenate([ids, nxt[:, None]], axis=1)
+        if all(done):
+            break
+    assert all(done)
+    for b, (prefix, suffix) in enumerate(rows):
+        json.loads(prefix + text_of(store, out[b]) + suffix)
+    with pytest.raises(ValueError, match="2 suffixes for 3 sequences"):
+        HFLogitsProcessor(matchers=matchers, suffix=["]", "]"])

@@ -164,9 +164,23 @@ class GrammarMatcher:
     code written against it carries over.
     """
 
-    def __init__(self, store: Store, max_live_states: int = 64, *, _session=None):
+    def __init__(self, store: Store, max_live_states: int = 64, *,
+                 suffix: Union[str, bytes, None] = None, _session=None):
         self._session = _session if _session is not None else _core.Session(store, max_live_states)
         self.store = self._session.store
+        if suffix:
+            self.set_suffix(suffix)
+
+    def set_suffix(self, suffix: Union[str, bytes, None]) -> None:
+        """Completion in the middle of a file: `suffix` is the text after the
+        cursor.  From now on a stop token is allowed (mask, can_end) only where
+        the text so far followed by the suffix is in the language; the suffix
+        itself is never generated.  None or empty: no suffix.  Forks share it."""
+        self._session.set_suffix(_as_bytes(suffix or b""))
+
+    @property
+    def suffix(self) -> bytes:
+        return self._session.suffix
 
     @property
     def vocab_size(self) -> int:

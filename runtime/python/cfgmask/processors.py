@@ -15,7 +15,7 @@ is imported here: the processors only use the arrays they are handed.
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -38,14 +38,20 @@ class LlamaCppLogitsProcessor:
     (GrammarMatcher.find_completion), one per step.
     """
 
-    def __init__(self, matcher: GrammarMatcher):
+    def __init__(self, matcher: GrammarMatcher, suffix: Union[str, bytes, None] = None):
         self.matcher = matcher
+        if suffix:  # the text after the cursor: the completion must fit it
+            matcher.set_suffix(suffix)
         self.bitmask = allocate_token_bitmask(1, matcher.vocab_size)
         self.prompt_len: Optional[int] = None
         self.accepted = 0
         self.steer_to_end = False
         self.forced: List[int] = []  # tokens of the completion still to come
         self.steer_failed = False    # no completion was found
+        # Search nodes for a shortest completion.  With a suffix a sampled
+        # text can wander where no completion meets it, and the search then
+        # spends its whole budget: a smaller one bounds that.
+        self.completion_budget = 20_000 if matcher.suffix else 200_000
         self.mask_seconds = 0.0  # time spent accepting tokens and filling masks
         self.calls = 0
 
@@ -83,7 +89,7 @@ class LlamaCppLogitsProcessor:
             only = self.matcher.stop_token_ids
         else:
             if not self.forced and not self.steer_failed:
-                completion = self.matcher.find_completion()
+                completion = self.matcher.find_completion(self.completion_budget)
                 if completion is None:
                     self.steer_failed = True
                 else:
@@ -119,12 +125,23 @@ class HFLogitsProcessor(_HFBase):
     """
 
     def __init__(self, matchers: Optional[List[GrammarMatcher]] = None,
-                 store: Optional[Store] = None, batch_size: int = 1):
+                 store: Optional[Store] = None, batch_size: int = 1,
+                 suffix: Union[str, bytes, Sequence[Union[str, bytes]], None] = None):
         if matchers is None:
             if store is None:
                 raise ValueError("give matchers or a store")
             matchers = [GrammarMatcher(store) for _ in range(batch_size)]
         self.matchers = list(matchers)
+        # The text after the cursor, one for the batch or one per row.
+        if suffix is not None and not isinstance(suffix, (str, bytes)):
+            suffix = list(suffix)
+            if len(suffix) != len(self.matchers):
+                raise ValueError(f"{len(suffix)} suffixes for {len(self.matchers)} sequences")
+            for m, s in zip(self.matchers, suffix):
+                m.set_suffix(s)
+        elif suffix:
+            for m in self.matchers:
+                m.set_suffix(suffix)
         vocab = max(m.vocab_size for m in self.matchers)
         self.bitmask = allocate_token_bitmask(len(self.matchers), vocab)
         self.batch = BatchGrammarMatcher()

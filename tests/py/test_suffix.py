@@ -1,0 +1,138 @@
+"""Completion in the middle of a file: GrammarMatcher(store, suffix=...).
+
+Standard-library files that CPython compiles and the strict Python grammar
+accepts are cut at random points, a random middle taken out; the prefix is
+read, the rest of the file is the suffix.
+
+* can_end() with an empty middle agrees with Lark on prefix + suffix (the
+  exactness contract, at the places a suffix can make it end);
+* the original middle is always reachable: teacher-forced, every byte is
+  accepted and the stop token is in the mask at its end;
+* random masked middles (tokens drawn from each step's mask, the stop token
+  taken with probability 1/4 when allowed, steered to a shortest completion
+  after the budget) that end: prefix + middle + suffix is in Lark's language
+  and CPython compiles it (apart from the checks beyond any context-free
+  grammar, test_python_strict.SEMANTIC).  The share that ends within the
+  budget is printed.
+
+The processors take the same suffix= (tested in test_package_processors.py).
+Quick sizes by default; CFGMASK_FULL=1 takes more files and cuts.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+import cfgmask
+from test_python_strict import (FULL, GRAMMAR, SEMANTIC, TOK_LLAMA, cpython_error, lark_ok,
+                                lark_parser, stdlib_files)
+
+FILES = 16 if FULL else 3
+CUTS = 8 if FULL else 3
+BUDGET = 48          # sampled tokens before steering to a shortest completion
+MAX_MIDDLE = 160     # characters taken out
+MAX_FILE = 6000      # characters: the suffix is read once per step
+
+pytestmark = pytest.mark.skipif(not os.path.exists(TOK_LLAMA), reason="no LLaMA tokenizer")
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return lark_parser()
+
+
+@pytest.fixture(scope="module")
+def store():
+    return cfgmask.compile_grammar(str(GRAMMAR), TOK_LLAMA, start="file_input")
+
+
+@pytest.fixture(scope="module")
+def cases(parser):
+    rng = random.Random(2026)
+    files = [(p, t) for p, t in stdlib_files() if 200 <= len(t) <= MAX_FILE and t.isascii()]
+    files = [(p, t) for p, t in files if lark_ok(parser, t)]
+    assert len(files) >= FILES
+    out = []
+    for p, text in rng.sample(files, FILES):
+        for _ in range(CUTS):
+            a = rng.randrange(len(text))
+            b = min(len(text), a + rng.randrange(MAX_MIDDLE + 1))
+            out.append((p.name, text[:a], text[a:b], text[b:]))
+    return out
+
+
+def allowed(matcher, bitmask):
+    matcher.fill_next_token_bitmask(bitmask)
+    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[:matcher.vocab_size]
+    return np.nonzero(bits)[0]
+
+
+def test_can_end_agrees_with_lark(store, parser, cases):
+    bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    eos = store.eos_ids[0]
+    ends = 0
+    for name, prefix, middle, suffix in cases:
+        m = cfgmask.GrammarMatcher(store, suffix=suffix)
+        assert m.suffix == suffix.encode()
+        assert m.accept_string(prefix), (name, len(prefix))
+        want = lark_ok(parser, prefix + suffix)
+        assert m.can_end() == want, (name, len(prefix), middle)
+        assert (eos in allowed(m, bitmask)) == want
+        ends += want
+    print(f"\n{ends} of {len(cases)} cuts can end with an empty middle")
+
+
+def test_original_middle_is_reachable(store, cases):
+    bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    eos = store.eos_ids[0]
+    for name, prefix, middle, suffix in cases:
+        m = cfgmask.GrammarMatcher(store, suffix=suffix)
+        assert m.accept_string(prefix)
+        for k in range(0, len(middle), 7):  # the middle in pieces, as a model would
+            assert m.accept_string(middle[k:k + 7]), (name, len(prefix), k)
+        assert m.can_end(), (name, len(prefix), middle)
+        assert eos in allowed(m, bitmask)
+        assert m.accept_token(eos)
+
+
+def test_random_middles_fit_the_suffix(store, parser, cases):
+    rng = random.Random(7)
+    bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    eos = store.eos_ids[0]
+    in_budget = steered = no_end = 0
+    semantic = []
+    for name, prefix, _, suffix in cases:
+        m = cfgmask.GrammarMatcher(store, suffix=suffix)
+        assert m.accept_string(prefix)
+        ended = False
+        for _ in range(BUDGET):
+            ids = allowed(m, bitmask)
+            can_stop = eos in ids
+            text_ids = [int(t) for t in ids if t not in store.eos_ids]
+            assert can_stop or text_ids, (name, "a step with nothing allowed")
+            if can_stop and (not text_ids or rng.random() < 0.25):
+                ended = True
+                break
+            assert m.accept_token(rng.choice(text_ids))
+        if ended:
+            in_budget += 1
+        else:
+            completion = m.find_completion()
+            if completion is None or not m.accept_string(completion) or not m.can_end():
+                no_end += 1
+                continue
+            steered += 1
+        middle = m.text[len(prefix):]
+        text = prefix + middle + suffix
+        assert lark_ok(parser, text), (name, middle)
+        err = cpython_error(text)
+        if err is not None:
+            assert any(s in err for s in SEMANTIC), (name, middle, err)
+            semantic.append(err)
+    print(f"\nrandom middles: {in_budget} of {len(cases)} ended within {BUDGET} tokens, "
+          f"{steered} more steered to a shortest completion, {no_end} found no end; "
+          f"CPython's checks beyond the grammar: {semantic}")
+    assert in_budget + steered > 0
