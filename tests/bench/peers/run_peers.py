@@ -17,7 +17,7 @@ Workloads and documents (nobody here wrote them):
           (tests/corpus/json_corpus.py), those Lark accepts
   sql     grammar/lark/sql.lark; SQLite statements (tests/corpus/harvest_sql.py),
           those Lark accepts
-  python  Lark's python.lark (file_input); stdlib files (tests/corpus/python_corpus.py)
+  python  cfgmask's strict python.lark (file_input); stdlib files (tests/corpus/python_corpus.py)
 Validity is Lark's verdict (``parser='lalr', lexer='contextual'``, plus
 PythonIndenter for Python), the language cfgmask promises.  Besides the valid
 documents, each workload gets mutated documents (a character deleted,
@@ -54,7 +54,9 @@ SIZES = {  # documents per workload, mutated documents per workload, max bytes p
 GRAMMARS = {
     "json": {"lark": ROOT / "grammar/lark/json.lark", "start": "start"},
     "sql": {"lark": ROOT / "grammar/lark/sql.lark", "start": "start"},
-    "python": {"lark": None, "start": "file_input"},  # lark's own python.lark
+    # cfgmask's strict Python grammar; the peers' translations (grammars/) are
+    # of Lark's python.lark, which is looser: see README.md.
+    "python": {"lark": ROOT / "grammar/lark/python.lark", "start": "file_input"},
 }
 
 
@@ -62,17 +64,12 @@ def log(msg):
     print(f"[peers] {msg}", flush=True)
 
 
-def python_lark_path():
-    import lark
-    return Path(lark.__file__).parent / "grammars" / "python.lark"
-
-
 def lark_parser(workload):
     import lark
     if workload == "python":
         from lark.indenter import PythonIndenter
-        return lark.Lark.open_from_package("lark", "python.lark", ["grammars"], parser="lalr",
-                                           postlex=PythonIndenter(), start="file_input")
+        return lark.Lark(GRAMMARS[workload]["lark"].read_text(encoding="utf-8"), parser="lalr",
+                         lexer="contextual", postlex=PythonIndenter(), start="file_input")
     return lark.Lark(GRAMMARS[workload]["lark"].read_text(encoding="utf-8"), parser="lalr",
                      lexer="contextual", start="start")
 
@@ -213,7 +210,7 @@ def run_measured(cmd, **kw):
 def cfgmask_store(args, workload, tok_path_gguf, out: Path):
     store = out / "stores" / f"{workload}.cfgm"
     store.parent.mkdir(parents=True, exist_ok=True)
-    grammar = GRAMMARS[workload]["lark"] or python_lark_path()
+    grammar = GRAMMARS[workload]["lark"]
     key = hashlib.sha1(grammar.read_bytes() + Path(args.cfgmask).read_bytes()[:1 << 20]
                        + str(os.path.getmtime(args.cfgmask)).encode()).hexdigest()
     meta_path = store.with_suffix(".meta.json")
@@ -254,7 +251,7 @@ def cfgmask_store(args, workload, tok_path_gguf, out: Path):
 def cfgmask_inprocess_compile(args, workload, tok_path, out: Path):
     """The grammar compile in-process from a prepared tokenizer, one thread:
     what engines.py times for the peers (cfgmask_compile.py)."""
-    grammar = GRAMMARS[workload]["lark"] or python_lark_path()
+    grammar = GRAMMARS[workload]["lark"]
     res = out / "raw" / f"cfgmask-compile-{workload}.json"
     res.parent.mkdir(parents=True, exist_ok=True)
     cmd = [os.environ.get("CFGMASK_PYTHON", sys.executable), str(HERE / "cfgmask_compile.py"),
