@@ -120,19 +120,16 @@ class FakeTensor:
         return self.array
 
 
-def test_hf_protocol_batch(store):
-    rng = np.random.default_rng(3)
-    batch = 3
-    proc = HFLogitsProcessor(store=store, batch_size=batch)
-    ids = np.tile(np.array([[1, 415, 2245]], dtype=np.int64), (batch, 1))
+def run_hf_greedy(store, proc, ids, rng, steps, bias):
+    """Greedy decoding of random logits (plus bias(step, scores)) through the
+    processor, rows padded after EOS as transformers does; the texts."""
+    batch = ids.shape[0]
     done = [False] * batch
     out = [[] for _ in range(batch)]
     eos = store.eos_ids[0]
-    closers = [t for t in range(store.vocab_size) if store.token_bytes(t) in (b'"', b"]", b"}", b"1")]
-    for step in range(600):
+    for step in range(steps):
         scores = rng.standard_normal((batch, store.vocab_size)).astype(np.float32)
-        scores[:, closers] += 3.0  # a model that likes to close what it opened
-        scores[:, eos] += 1.0 + step / 20  # and is more and more willing to stop
+        bias(step, scores)
         res = proc(FakeTensor(ids), FakeTensor(scores))
         assert res.array is scores  # masked in place
         nxt = np.argmax(scores, axis=1)
@@ -147,8 +144,22 @@ def test_hf_protocol_batch(store):
         if all(done):
             break
     assert all(done)
+    return [text_of(store, toks) for toks in out]
+
+
+def test_hf_protocol_batch(store):
+    batch = 3
+    proc = HFLogitsProcessor(store=store, batch_size=batch)
+    ids = np.tile(np.array([[1, 415, 2245]], dtype=np.int64), (batch, 1))
+    eos = store.eos_ids[0]
+    closers = [t for t in range(store.vocab_size) if store.token_bytes(t) in (b'"', b"]", b"}", b"1")]
+
+    def bias(step, scores):
+        scores[:, closers] += 3.0  # a model that likes to close what it opened
+        scores[:, eos] += 1.0 + step / 20  # and is more and more willing to stop
+    texts = run_hf_greedy(store, proc, ids, np.random.default_rng(3), 600, bias)
     for b in range(batch):
-        json.loads(text_of(store, out[b]))
+        json.loads(texts[b])
         assert proc.matchers[b].is_terminated() or proc.matchers[b].can_end()
 
 
@@ -160,7 +171,6 @@ def test_hf_wrong_batch_size(store):
 
 
 def test_hf_suffix_per_row(store):
-    rng = np.random.default_rng(5)
     rows = [('{"a": [', '], "b": 1}'), ('[', ']'), ('{"s": "x', '"}')]
     matchers = []
     for prefix, _ in rows:
@@ -168,28 +178,13 @@ def test_hf_suffix_per_row(store):
         assert m.accept_string(prefix)
         matchers.append(m)
     proc = HFLogitsProcessor(matchers=matchers, suffix=[s for _, s in rows])
-    batch = len(rows)
-    ids = np.ones((batch, 2), dtype=np.int64)
-    done = [False] * batch
-    out = [[] for _ in range(batch)]
     eos = store.eos_ids[0]
-    for step in range(400):
-        scores = rng.standard_normal((batch, store.vocab_size)).astype(np.float32)
+
+    def bias(step, scores):
         scores[:, eos] += step / 10  # more and more willing to stop
-        proc(FakeTensor(ids), FakeTensor(scores))
-        nxt = np.argmax(scores, axis=1)
-        for b in range(batch):
-            if done[b]:
-                nxt[b] = 0
-            elif nxt[b] == eos:
-                done[b] = True
-            else:
-                out[b].append(int(nxt[b]))
-        ids = np.concatenate([ids, nxt[:, None]], axis=1)
-        if all(done):
-            break
-    assert all(done)
-    for b, (prefix, suffix) in enumerate(rows):
-        json.loads(prefix + text_of(store, out[b]) + suffix)
+    texts = run_hf_greedy(store, proc, np.ones((len(rows), 2), dtype=np.int64),
+                          np.random.default_rng(5), 400, bias)
+    for (prefix, suffix), middle in zip(rows, texts):
+        json.loads(prefix + middle + suffix)
     with pytest.raises(ValueError, match="2 suffixes for 3 sequences"):
         HFLogitsProcessor(matchers=matchers, suffix=["]", "]"])
