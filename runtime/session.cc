@@ -490,12 +490,15 @@ bool Session::CanEnd() {
 
 namespace {
 
-bool SameLive(const std::vector<LiveState>& a, const std::vector<LiveState>& b) {
+// The column of the current terminal is read only by the indenter's
+// newlines (Sim::Newline): without an indenter, `columns` is false and it is
+// not compared.
+bool SameLive(const std::vector<LiveState>& a, const std::vector<LiveState>& b, bool columns) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     const LiveState& x = a[i];
     const LiveState& y = b[i];
-    if (x.q != y.q || x.col != y.col || x.paren != y.paren || x.indent != y.indent ||
+    if (x.q != y.q || (columns && x.col != y.col) || x.paren != y.paren || x.indent != y.indent ||
         x.slot_bits != y.slot_bits || !(x.stack == y.stack)) {
       return false;
     }
@@ -503,12 +506,12 @@ bool SameLive(const std::vector<LiveState>& a, const std::vector<LiveState>& b) 
   return true;
 }
 
-uint64_t LiveKey(size_t offset, const std::vector<LiveState>& live) {
+uint64_t LiveKey(size_t offset, const std::vector<LiveState>& live, bool columns) {
   uint64_t h = 0x9e3779b97f4a7c15ull * (offset + 1);
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
   for (const LiveState& l : live) {
     mix(static_cast<uint32_t>(l.q));
-    mix(static_cast<uint32_t>(l.col));
+    if (columns) mix(static_cast<uint32_t>(l.col));
     mix(l.stack.Hash());
     mix(static_cast<uint32_t>(l.paren));
     for (int32_t d : l.indent) mix(static_cast<uint32_t>(d));
@@ -527,6 +530,7 @@ bool Session::SuffixEnds() {
   std::vector<LiveState> cur = live_, out;
   const std::string_view bytes = *suffix_;
   std::vector<std::pair<uint64_t, std::vector<LiveState>>> seen;
+  const bool columns = store_->indenter_nl >= 0;
   bool known = false, answer = false;
   for (size_t i = 0;; ++i) {
     if (cur.empty()) {
@@ -534,10 +538,10 @@ bool Session::SuffixEnds() {
       break;
     }
     if (i > 0 && i % kCheckpoint == 0) {
-      const uint64_t key = LiveKey(i, cur);
+      const uint64_t key = LiveKey(i, cur, columns);
       if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
         for (const auto& [lives, ends] : it->second) {
-          if (SameLive(lives, cur)) {
+          if (SameLive(lives, cur, columns)) {
             known = true;
             answer = ends;
             break;
