@@ -57,8 +57,8 @@ std::string StateGrowthCulprits(const TerminalAutomaton& a, const Grammar& g) {
   for (const TerminalAutomaton::TerminalCensus& c : a.Census()) {
     if (shown == 3 || c.thread_states <= 1) break;
     out += shown++ == 0 ? "; the largest terminals: " : ", ";
-    const std::string where = g.WherePrefix(c.terminal);
-    out += g.SymbolName(c.terminal) + " (" + (where.empty() ? "" : where.substr(0, where.size() - 2) + ", ") +
+    const std::string& where = g.terminals[c.terminal].where;
+    out += g.SymbolName(c.terminal) + " (" + (where.empty() ? "" : where + ", ") +
            std::to_string(c.thread_states) + " thread states, in " + std::to_string(c.lexer_states) +
            " of " + std::to_string(a.num_states()) + " lexer states)";
   }
@@ -846,6 +846,12 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
                       std::to_string(roots.size()) + " lexer states at token boundaries" +
                       StateGrowthCulprits(*a, *input.grammar));
   };
+  auto too_many_lexer_states = [&]() {
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": more than " + std::to_string(max_lexer_states) +
+                      " lexer states (max_lexer_states, --max-lexer-states)" +
+                      StateGrowthCulprits(*a, *input.grammar));
+  };
   auto too_many_entries = [&]() {
     return Status(ErrorCode::kResourceLimit,
                   grammar_path + ": more than " + std::to_string(options.max_store_entries) +
@@ -865,10 +871,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     if (ends.compact_to[q] < 0) {
       const int32_t to = a->CompactSlots(q, &slot_map);
       if (to < 0) {
-        return Status(ErrorCode::kResourceLimit,
-                      grammar_path + ": more than " + std::to_string(max_lexer_states) +
-                          " lexer states (max_lexer_states, --max-lexer-states)" +
-                          StateGrowthCulprits(*a, *input.grammar));
+        return too_many_lexer_states();
       }
       ends.compact_to[q] = to;
       ends.compact_map[q] = a->InternSet(slot_map);
@@ -990,10 +993,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       }
       ends.Grow(a->num_states());
       if (a->num_states() >= max_lexer_states) {
-        return Status(ErrorCode::kResourceLimit,
-                      grammar_path + ": more than " + std::to_string(max_lexer_states) +
-                          " lexer states (max_lexer_states, --max-lexer-states)" +
-                          StateGrowthCulprits(*a, *input.grammar));
+        return too_many_lexer_states();
       }
       if (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline) {
         return time_out();

@@ -12,36 +12,12 @@
 
 namespace cfgmask {
 
-namespace {
-
-uint64_t Fnv(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= (v >> (8 * i)) & 0xff;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-
-}  // namespace
-
-// Everything that decides the session's future: two sessions with equal
-// keys accept the same continuations.  The column of the current terminal
-// is read only by the indenter's newlines: without an indenter it is left
-// out, so that a run of blanks does not make new configurations forever.
+// Everything that decides the session's future (FutureHash): two sessions
+// with equal keys accept the same continuations.  Without an indenter the
+// column is left out, so that a run of blanks does not make new
+// configurations forever.
 uint64_t SessionKey(const Session& session) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  const bool columns = session.store()->indenter_nl >= 0;
-  for (const LiveState& l : session.live()) {
-    h = Fnv(h, static_cast<uint32_t>(l.q));
-    if (columns) h = Fnv(h, static_cast<uint32_t>(l.col));
-    for (uint64_t w : l.slot_bits) h = Fnv(h, w);
-    h = Fnv(h, l.stack.Hash());
-    for (int32_t x : l.indent) h = Fnv(h, static_cast<uint32_t>(x));
-    h = Fnv(h, static_cast<uint32_t>(l.paren));
-    h = Fnv(h, 0x5eed);
-  }
-  return h;
+  return FutureHash(session.live(), 0xcbf29ce484222325ull, session.store()->indenter_nl >= 0);
 }
 
 constexpr int32_t kInf = INT32_MAX / 4;

@@ -488,39 +488,34 @@ bool Session::CanEnd() {
   return false;
 }
 
-namespace {
-
-// The column of the current terminal is read only by the indenter's
-// newlines (Sim::Newline): without an indenter, `columns` is false and it is
-// not compared.
-bool SameLive(const std::vector<LiveState>& a, const std::vector<LiveState>& b, bool columns) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const LiveState& x = a[i];
-    const LiveState& y = b[i];
-    if (x.q != y.q || (columns && x.col != y.col) || x.paren != y.paren || x.indent != y.indent ||
-        x.slot_bits != y.slot_bits || !(x.stack == y.stack)) {
-      return false;
-    }
-  }
-  return true;
+bool SameFuture(const LiveState& a, const LiveState& b, bool columns) {
+  return a.q == b.q && (!columns || a.col == b.col) && a.stack == b.stack &&
+         a.indent == b.indent && a.paren == b.paren && a.slot_bits == b.slot_bits;
 }
 
-uint64_t LiveKey(size_t offset, const std::vector<LiveState>& live, bool columns) {
-  uint64_t h = 0x9e3779b97f4a7c15ull * (offset + 1);
-  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+bool SameFuture(const std::vector<LiveState>& a, const std::vector<LiveState>& b, bool columns) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [columns](const LiveState& x, const LiveState& y) {
+                      return SameFuture(x, y, columns);
+                    });
+}
+
+uint64_t FutureHash(const std::vector<LiveState>& live, uint64_t seed, bool columns) {
+  uint64_t h = seed;
+  auto mix = [&h](uint64_t v) {  // FNV-1a over the value's 8 bytes
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+  };
   for (const LiveState& l : live) {
     mix(static_cast<uint32_t>(l.q));
     if (columns) mix(static_cast<uint32_t>(l.col));
-    mix(l.stack.Hash());
-    mix(static_cast<uint32_t>(l.paren));
-    for (int32_t d : l.indent) mix(static_cast<uint32_t>(d));
     for (uint64_t w : l.slot_bits) mix(w);
+    mix(l.stack.Hash());
+    for (int32_t x : l.indent) mix(static_cast<uint32_t>(x));
+    mix(static_cast<uint32_t>(l.paren));
+    mix(0x5eed);  // between hypotheses
   }
   return h;
 }
-
-}  // namespace
 
 // The hypotheses read the suffix byte by byte (each byte is a step of the
 // store's automaton, as in AdvanceBytes); can one of them end there?
@@ -538,10 +533,10 @@ bool Session::SuffixEnds() {
       break;
     }
     if (i > 0 && i % kCheckpoint == 0) {
-      const uint64_t key = LiveKey(i, cur, columns);
+      const uint64_t key = FutureHash(cur, 0x9e3779b97f4a7c15ull * (i + 1), columns);
       if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
         for (const auto& [lives, ends] : it->second) {
-          if (SameLive(lives, cur, columns)) {
+          if (SameFuture(lives, cur, columns)) {
             known = true;
             answer = ends;
             break;
@@ -722,11 +717,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
     return std::tie(a.indent, a.paren, a.slot_bits) < std::tie(b.indent, b.paren, b.slot_bits);
   });
   out->erase(std::unique(out->begin(), out->end(),
-                         [](const LiveState& a, const LiveState& b) {
-                           return a.q == b.q && a.col == b.col && a.stack == b.stack &&
-                                  a.indent == b.indent && a.paren == b.paren &&
-                                  a.slot_bits == b.slot_bits;
-                         }),
+                         [](const LiveState& a, const LiveState& b) { return SameFuture(a, b); }),
              out->end());
   if (static_cast<int32_t>(out->size()) > limits_.max_live_states) {
     return Status(ErrorCode::kResourceLimit,

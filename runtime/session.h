@@ -44,6 +44,16 @@ struct LiveState {
   std::shared_ptr<const std::vector<int32_t>> trace;
 };
 
+// Everything of a hypothesis that decides its future (what later masks,
+// steps and the end read): lexer state, column, slot scanners, parser stack,
+// indenter stack and bracket depth; not the trace.  The column of the current
+// terminal is read only by the indenter's newlines, so with `columns` false
+// (a store without an indenter) it is left out.
+bool SameFuture(const LiveState& a, const LiveState& b, bool columns = true);
+bool SameFuture(const std::vector<LiveState>& a, const std::vector<LiveState>& b, bool columns);
+// A hash of the same fields of every hypothesis, in order, from `seed`.
+uint64_t FutureHash(const std::vector<LiveState>& live, uint64_t seed, bool columns);
+
 // Is token t set in `mask` (ceil(V/32) words, bit t = token t)?
 inline bool MaskAllows(const std::vector<uint32_t>& mask, int32_t t) {
   return (mask[t >> 5] >> (t & 31)) & 1u;

@@ -48,10 +48,6 @@ class LlamaCppLogitsProcessor:
         self.steer_to_end = False
         self.forced: List[int] = []  # tokens of the completion still to come
         self.steer_failed = False    # no completion was found
-        # Search nodes for a shortest completion.  With a suffix a sampled
-        # text can wander where no completion meets it, and the search then
-        # spends its whole budget: a smaller one bounds that.
-        self.completion_budget = 20_000 if matcher.suffix else 200_000
         self.mask_seconds = 0.0  # time spent accepting tokens and filling masks
         self.calls = 0
 
@@ -89,7 +85,10 @@ class LlamaCppLogitsProcessor:
             only = self.matcher.stop_token_ids
         else:
             if not self.forced and not self.steer_failed:
-                completion = self.matcher.find_completion(self.completion_budget)
+                # With a suffix a sampled text can wander where no completion
+                # meets it; a smaller budget bounds the search's last resort.
+                budget = 20_000 if self.matcher.suffix else 200_000
+                completion = self.matcher.find_completion(budget)
                 if completion is None:
                     self.steer_failed = True
                 else:
