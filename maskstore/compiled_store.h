@@ -17,16 +17,19 @@
 #define CFGMASK_MASKSTORE_COMPILED_STORE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "grammar/status.h"
+#include "maskstore/store_array.h"
 #include "parser/lr_core.h"
 
 namespace cfgmask {
 
-constexpr uint32_t kStoreFormatVersion = 4;
+constexpr uint32_t kStoreFormatVersion = 5;
 
 enum class RowKind : int32_t {
   kList = 0,        // sorted token ids
@@ -43,19 +46,19 @@ struct CompiledStore {
 
   // Vocabulary.
   int32_t vocab_size = 0;
-  std::vector<int32_t> token_offsets;  // vocab_size + 1
-  std::string token_bytes;
-  std::vector<uint8_t> token_special;
-  std::vector<int32_t> eos_ids;
+  StoreArray<int32_t> token_offsets;  // vocab_size + 1
+  StoreArray<char> token_bytes;
+  StoreArray<uint8_t> token_special;
+  StoreArray<int32_t> eos_ids;
 
   // Terminals.
   int32_t num_terminals = 0;           // grammar terminals ($END excluded)
   std::vector<std::string> terminal_names;
-  std::vector<int32_t> terminal_rank;  // Lark lexer order, -1 for declared
-  std::vector<uint8_t> terminal_ignored;
-  std::vector<uint8_t> terminal_open_paren, terminal_close_paren;
-  std::vector<uint8_t> terminal_is_string;
-  std::vector<int32_t> unless_offsets, unless_data;  // per regexp terminal: strings it retypes
+  StoreArray<int32_t> terminal_rank;  // Lark lexer order, -1 for declared
+  StoreArray<uint8_t> terminal_ignored;
+  StoreArray<uint8_t> terminal_open_paren, terminal_close_paren;
+  StoreArray<uint8_t> terminal_is_string;
+  StoreArray<int32_t> unless_offsets, unless_data;  // per regexp terminal: strings it retypes
   int32_t indenter_nl = -1, indenter_indent = -1, indenter_dedent = -1;
   int32_t indenter_tab_len = 8;
 
@@ -64,36 +67,36 @@ struct CompiledStore {
   int32_t num_parse_terminals = 0;     // + $END
   int32_t num_nonterminals = 0;
   int32_t start_state = 0;
-  std::vector<int32_t> action, goto_table, rule_lhs, rule_length;
+  StoreArray<int32_t> action, goto_table, rule_lhs, rule_length;
   int32_t scanner_words = 0;           // ceil(num_terminals / 64)
-  std::vector<uint64_t> scanner_terms, scanner_alt;  // num_states * scanner_words
+  StoreArray<uint64_t> scanner_terms, scanner_alt;  // num_states * scanner_words
 
   // Items and sets.
-  std::vector<int32_t> item_kind, item_terminal, item_blockers, item_full, item_col_abs,
+  StoreArray<int32_t> item_kind, item_terminal, item_blockers, item_full, item_col_abs,
       item_col, item_slot;
-  std::vector<int32_t> set_offsets, set_data;
-  std::vector<int32_t> seq_offsets, seq_data;  // sequences of item ids
+  StoreArray<int32_t> set_offsets, set_data;
+  StoreArray<int32_t> seq_offsets, seq_data;  // sequences of item ids
 
   // Frozen lexer states.
   int32_t num_lex_states = 0;
   int32_t initial_lex_state = 0;
-  std::vector<int32_t> step_offsets;            // per state, into step_*
-  std::vector<int32_t> step_byte, step_to, step_hits;  // hits: seq id (0 = none)
-  std::vector<int32_t> cand_offsets;            // per state, into cand_*
-  std::vector<int32_t> cand_terminal, cand_to, cand_item;
-  std::vector<int32_t> compact_to, compact_map; // per state; map: set id (slot map)
-  std::vector<int32_t> num_slots;               // per state
-  std::vector<int32_t> at_start;                // per state
-  std::vector<int32_t> eof_offsets, eof_seq;    // per state (roots only non-empty)
-  std::vector<int32_t> root_index;              // per state: row group or -1
-  std::vector<int32_t> tail_item;               // per state: kTail item id, -1 at a start
+  StoreArray<int32_t> step_offsets;            // per state, into step_*
+  StoreArray<int32_t> step_byte, step_to, step_hits;  // hits: seq id (0 = none)
+  StoreArray<int32_t> cand_offsets;            // per state, into cand_*
+  StoreArray<int32_t> cand_terminal, cand_to, cand_item;
+  StoreArray<int32_t> compact_to, compact_map; // per state; map: set id (slot map)
+  StoreArray<int32_t> num_slots;               // per state
+  StoreArray<int32_t> at_start;                // per state
+  StoreArray<int32_t> eof_offsets, eof_seq;    // per state (roots only non-empty)
+  StoreArray<int32_t> root_index;              // per state: row group or -1
+  StoreArray<int32_t> tail_item;               // per state: kTail item id, -1 at a start
 
   // The mask store.
   int32_t num_roots = 0;
-  std::vector<int32_t> root_row_offsets;        // per root, into row_*
-  std::vector<int32_t> row_seq, row_kind, row_offset, row_length;
-  std::vector<int32_t> row_tokens;              // kList / kComplement payload
-  std::vector<uint32_t> row_bits;               // kBitset payload
+  StoreArray<int32_t> root_row_offsets;        // per root, into row_*
+  StoreArray<int32_t> row_seq, row_kind, row_offset, row_length;
+  StoreArray<int32_t> row_tokens;              // kList / kComplement payload
+  StoreArray<uint32_t> row_bits;               // kBitset payload
   // Simulated tokens: a token whose lexing from a root branches into more
   // hypotheses than CompileOptions::max_walk_hypotheses (e.g. a run of "="
   // where "=" and "==" are both terminals: Fibonacci many splits) has no
@@ -101,8 +104,8 @@ struct CompiledStore {
   // parser prunes the splits as they appear).  Per root, sim_token lists such
   // tokens and sim_row the row holding just that token, one of the rows past
   // root_row_offsets[num_roots] that belong to no root.
-  std::vector<int32_t> root_sim_offsets;        // per root, into sim_* (num_roots + 1)
-  std::vector<int32_t> sim_token, sim_row;
+  StoreArray<int32_t> root_sim_offsets;        // per root, into sim_* (num_roots + 1)
+  StoreArray<int32_t> sim_token, sim_row;
 
   // Statistics (cfgmask stats).
   struct Stats {
@@ -140,10 +143,52 @@ struct CompiledStore {
     return std::binary_search(b, e, t);
   }
   size_t MemoryBytes() const;
+  // Bytes held by the process for this store: owned arrays only (views into
+  // a mapped file are shared pages of the page cache).
+  size_t OwnedBytes() const;
+
+  // The mapped store file the arrays view (ReadStoreFile); null for a store
+  // built in memory.  Shared by copies of the store, unmapped with the last.
+  std::shared_ptr<const void> mapping;
+
+  // Are root's rows safe to follow (row sequence ids, kinds, payload ranges
+  // and token ids in range, its simulated tokens' rows too)?  A store read
+  // from a file checks each root's rows the first time a session asks
+  // (ReadStoreFile leaves them to this, so that opening does not read the
+  // whole row payload), then answers from a flag; thread-safe.  A store
+  // built in memory is trusted: always true.
+  bool RootRowsOk(int32_t root) const {
+    if (row_check == nullptr) return true;
+    const uint8_t v = row_check->state[root].load(std::memory_order_acquire);
+    return v == 1 || (v == 0 && CheckRootRows(root));
+  }
+  // Checks every root now (false: some root's rows are damaged).
+  bool AllRowsOk() const;
+  struct RowCheck {
+    explicit RowCheck(size_t n) : state(new std::atomic<uint8_t>[n]()) {}
+    std::unique_ptr<std::atomic<uint8_t>[]> state;  // 0 unchecked, 1 ok, 2 damaged
+  };
+  std::shared_ptr<RowCheck> row_check;
+
+ private:
+  bool CheckRootRows(int32_t root) const;
 };
 
 Status WriteStoreFile(const CompiledStore& store, const std::string& path);
+
+struct StoreReadOptions {
+  // Also check the whole payload's checksum (the row payload is otherwise
+  // checked for range, not for bit flips).  Reads every page of the file.
+  bool verify = false;
+};
+// Maps `path` and points `store`'s arrays into it (zero-copy; store->mapping
+// keeps the file mapped).  A damaged or foreign file is an error, never a
+// store the runtime could read out of bounds.
 Status ReadStoreFile(const std::string& path, CompiledStore* store);
+Status ReadStoreFile(const std::string& path, CompiledStore* store, const StoreReadOptions& options);
+// The header a writer gives `payload` (its identity, sizes and checksums), so
+// that tests and the loader's fuzz target reach the structural checks.
+std::string StoreFileHeaderFor(const std::string& payload);
 
 }  // namespace cfgmask
 

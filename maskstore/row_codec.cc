@@ -27,7 +27,7 @@ void AppendRow(int32_t seq, const std::vector<int32_t>& toks, int32_t text_token
     s->row_kind.push_back(static_cast<int32_t>(RowKind::kList));
     s->row_offset.push_back(static_cast<int32_t>(s->row_tokens.size()));
     s->row_length.push_back(static_cast<int32_t>(n));
-    s->row_tokens.insert(s->row_tokens.end(), toks.begin(), toks.end());
+    s->row_tokens.append(toks.begin(), toks.end());
   } else if (comp <= words / 4) {
     s->row_kind.push_back(static_cast<int32_t>(RowKind::kComplement));
     s->row_offset.push_back(static_cast<int32_t>(s->row_tokens.size()));

@@ -41,7 +41,7 @@ void FillVocabulary(const Vocabulary& vocab, CompiledStore* s) {
   s->vocab_size = vocab.size();
   s->token_offsets.assign(1, 0);
   for (const std::string& t : vocab.tokens) {
-    s->token_bytes += t;
+    s->token_bytes.append(t.begin(), t.end());
     s->token_offsets.push_back(static_cast<int32_t>(s->token_bytes.size()));
   }
   s->token_special = vocab.special;
@@ -73,7 +73,7 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
   const int32_t T = static_cast<int32_t>(g.terminals.size());
   const int32_t NT = s->num_parse_terminals;
   const size_t W = static_cast<size_t>(s->scanner_words);
-  auto bit = [&](const std::vector<uint64_t>& v, int32_t st, int32_t t) {
+  auto bit = [&](const StoreArray<uint64_t>& v, int32_t st, int32_t t) {
     return (v[static_cast<size_t>(st) * W + t / 64] >> (t & 63)) & 1;
   };
   std::vector<uint8_t> plain(T, 0);
@@ -380,7 +380,7 @@ static Status CompileStoreWith(const std::string& grammar_path,
     options.record->automaton = a;
     options.record->roots = walk.roots();
     options.record->indenter_nl = gp.use_indenter ? gp.nl : -1;
-    options.record->ignored = s.terminal_ignored;
+    options.record->ignored = s.terminal_ignored.ToVector();
   }
   *out = std::move(s);
   return Status::Ok();

@@ -1,12 +1,23 @@
 // The store file: a header (magic, format version, cfgmask version, tokenizer
-// identity, payload size, FNV-1a 64 checksum of the payload) followed by the
-// payload: every field of CompiledStore in a fixed order, each array as a
-// 64-bit element count and its raw little-endian bytes.  The file is read
-// with mmap and validated (size, checksum, version, every count against the
-// bytes left, every index the runtime follows against its table) before a
-// single field is trusted; the writer writes to an unnamed temporary file in
-// the same folder, links and renames it, so a killed compile never leaves a
-// partial store (WriteFileAtomically).  Tested by store_file_test.cc and
+// identity, payload size, a checksum of the whole payload, the size of its
+// index part and a checksum of that part) followed by the payload: every
+// field of CompiledStore in a fixed order, each array as a 64-bit element
+// count and its raw little-endian bytes, both at 8-byte aligned offsets, so
+// that the reader maps the file and points the store's arrays into it
+// (zero-copy: StoreArray views; processes serving one store share its
+// pages).  The index part is everything but the two row payload arrays
+// (row_tokens, row_bits), which come last.
+//
+// Opening checks the header, the index part's checksum and every index the
+// runtime follows against its table (Validate), including every row's token
+// ids, so that no corruption can make the runtime read out of bounds; the
+// checksum of the whole payload (the row payload's bytes: a flipped bit in a
+// valid token id changes a mask, not memory safety) is computed only when
+// asked (StoreReadOptions::verify, `cfgmask stats --verify`).  The writer
+// writes to an unnamed temporary file in the same folder, links and renames
+// it, so a killed compile never leaves a partial store
+// (WriteFileAtomically), and a file being replaced never changes under a
+// reader that mapped the old one.  Tested by store_file_test.cc and
 // tests/fuzz/store_file_fuzz.cc.
 #include <dirent.h>
 #include <fcntl.h>
@@ -29,13 +40,26 @@ namespace {
 constexpr char kMagic[8] = {'C', 'F', 'G', 'M', 'A', 'S', 'K', '\n'};
 constexpr uint32_t kCfgmaskVersion = 1;  // bumped with every release
 
-uint64_t Fnv1a(const char* data, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ull;
+// FNV-1a over 64-bit little-endian words in four interleaved lanes (then the
+// tail bytes), the lanes folded at the end: the same mixing as FNV-1a 64 but
+// four independent multiply chains, so it runs at memory speed instead of one
+// multiply per byte.
+uint64_t Checksum(const char* data, size_t n) {
+  constexpr uint64_t kPrime = 1099511628211ull;
+  uint64_t h[4] = {1469598103934665603ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                   0x165667b19e3779f9ull};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, data + i + 8 * l, 8);
+      h[l] = (h[l] ^ w) * kPrime;
+    }
   }
-  return h;
+  uint64_t r = h[0];
+  for (int l = 1; l < 4; ++l) r = (r ^ h[l]) * kPrime;
+  for (; i < n; ++i) r = (r ^ static_cast<unsigned char>(data[i])) * kPrime;
+  return (r ^ n) * kPrime;
 }
 
 class Writer {
@@ -45,11 +69,15 @@ class Writer {
     static_assert(std::is_trivially_copyable_v<T>);
     out.append(reinterpret_cast<const char*>(&v), sizeof(T));
   }
+  // Count and elements, each at an 8-byte aligned offset.
   template <typename T>
-  void Vec(const std::vector<T>& v) {
+  void Vec(const StoreArray<T>& v) {
+    Align();
     Pod<uint64_t>(v.size());
     if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    Align();
   }
+  void Align() { out.append((8 - out.size() % 8) % 8, '\0'); }
   void Str(const std::string& s) {
     Pod<uint64_t>(s.size());
     out.append(s);
@@ -67,13 +95,19 @@ class Reader {
     off_ += sizeof(T);
     return true;
   }
+  // An array becomes a view of the mapped bytes (p_ is 8-byte aligned).
   template <typename T>
-  bool Vec(std::vector<T>* v) {
+  bool Vec(StoreArray<T>* v) {
     uint64_t n;
-    if (!Pod(&n) || n > (n_ - off_) / sizeof(T)) return false;
-    v->resize(n);
-    if (n > 0) std::memcpy(v->data(), p_ + off_, n * sizeof(T));  // data() may be null
+    if (!Align() || !Pod(&n) || n > (n_ - off_) / sizeof(T)) return false;
+    *v = StoreArray<T>::View(reinterpret_cast<const T*>(p_ + off_), n);
     off_ += n * sizeof(T);
+    return Align();
+  }
+  bool Align() {
+    const size_t pad = (8 - off_ % 8) % 8;
+    if (n_ - off_ < pad) return false;
+    off_ += pad;
     return true;
   }
   bool Str(std::string* s) {
@@ -85,6 +119,12 @@ class Reader {
   }
   size_t offset() const { return off_; }
   bool done() const { return off_ == n_; }
+  bool IndexEnd() {
+    if (!Align()) return false;
+    index_end = off_;
+    return true;
+  }
+  size_t index_end = 0;
 
  private:
   const char* p_;
@@ -98,7 +138,7 @@ bool Fields(IO& io, CompiledStore* s) {
   bool ok = true;
   ok = ok && io.Str(&s->grammar_name) && io.Str(&s->start) && io.Str(&s->tokenizer_name);
   ok = ok && io.Pod(&s->tokenizer_identity) && io.Pod(&s->vocab_size);
-  ok = ok && io.Vec(&s->token_offsets) && io.Str(&s->token_bytes) && io.Vec(&s->token_special) &&
+  ok = ok && io.Vec(&s->token_offsets) && io.Vec(&s->token_bytes) && io.Vec(&s->token_special) &&
        io.Vec(&s->eos_ids);
   ok = ok && io.Pod(&s->num_terminals);
   uint64_t names = s->terminal_names.size();
@@ -129,23 +169,31 @@ bool Fields(IO& io, CompiledStore* s) {
   ok = ok && io.Vec(&s->compact_to) && io.Vec(&s->compact_map) && io.Vec(&s->num_slots) &&
        io.Vec(&s->at_start) && io.Vec(&s->eof_offsets) && io.Vec(&s->eof_seq) &&
        io.Vec(&s->root_index) && io.Vec(&s->tail_item);
-  ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets) && io.Vec(&s->row_seq) &&
-       io.Vec(&s->row_kind) && io.Vec(&s->row_offset) && io.Vec(&s->row_length) &&
-       io.Vec(&s->row_tokens) && io.Vec(&s->row_bits);
+  ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets);
   ok = ok && io.Vec(&s->root_sim_offsets) && io.Vec(&s->sim_token) && io.Vec(&s->sim_row);
   ok = ok && io.Pod(&s->stats);
+  // The rows, last: everything before them is the index part.
+  ok = ok && io.IndexEnd() && io.Vec(&s->row_seq) && io.Vec(&s->row_kind) &&
+       io.Vec(&s->row_offset) && io.Vec(&s->row_length) && io.Vec(&s->row_tokens) &&
+       io.Vec(&s->row_bits);
   return ok;
 }
 
 struct ConstWriter {
   Writer* w;
+  size_t index_end = 0;
   template <typename T>
   bool Pod(T* v) {
     w->Pod(*v);
     return true;
   }
+  bool IndexEnd() {
+    w->Align();
+    index_end = w->out.size();
+    return true;
+  }
   template <typename T>
-  bool Vec(std::vector<T>* v) {
+  bool Vec(StoreArray<T>* v) {
     w->Vec(*v);
     return true;
   }
@@ -167,14 +215,14 @@ bool Validate(const CompiledStore& s, std::string* why) {
     *why = what;
     return false;
   };
-  auto offsets_ok = [](const std::vector<int32_t>& off, size_t count, size_t data) {
+  auto offsets_ok = [](const StoreArray<int32_t>& off, size_t count, size_t data) {
     if (off.size() != count + 1 || off[0] != 0) return false;
     for (size_t i = 0; i + 1 < off.size(); ++i) {
       if (off[i] > off[i + 1]) return false;
     }
     return static_cast<size_t>(off.back()) <= data;
   };
-  auto all_in = [](const std::vector<int32_t>& v, int64_t lo, int64_t hi) {
+  auto all_in = [](const StoreArray<int32_t>& v, int64_t lo, int64_t hi) {
     for (int32_t x : v) {
       if (x < lo || x >= hi) return false;
     }
@@ -316,28 +364,37 @@ bool Validate(const CompiledStore& s, std::string* why) {
     }
   }
 
-  // The mask store.
+  // The mask store's tables; the rows themselves are checked per root on
+  // first use (CompiledStore::CheckRootRows).
   const size_t rows = s.row_seq.size();
-  if (!all_in(s.row_seq, 0, nseq) || s.row_kind.size() != rows || s.row_offset.size() != rows ||
-      s.row_length.size() != rows) {
+  if (s.row_kind.size() != rows || s.row_offset.size() != rows || s.row_length.size() != rows) {
     return fail("rows");
   }
-  if (!all_in(s.row_tokens, 0, V)) return fail("row tokens");
   if (!offsets_ok(s.root_sim_offsets, s.num_roots, s.sim_token.size()) ||
       static_cast<size_t>(s.root_sim_offsets.back()) != s.sim_token.size() ||
       s.sim_row.size() != s.sim_token.size() || !all_in(s.sim_token, 0, V) ||
       !all_in(s.sim_row, s.root_row_offsets.back(), static_cast<int64_t>(rows))) {
     return fail("simulated tokens");
   }
-  for (size_t r = 0; r < rows; ++r) {
-    const int32_t kind = s.row_kind[r], off = s.row_offset[r], len = s.row_length[r];
-    if (kind < 0 || kind > 2 || off < 0 || len < 0) return fail("rows");
-    const size_t end = static_cast<size_t>(off) + static_cast<size_t>(len);
-    if (kind == 2 ? (end > s.row_bits.size() || len > s.mask_words()) : end > s.row_tokens.size()) {
-      return fail("row payload");
-    }
-  }
   return true;
+}
+
+// One row's sequence id, kind, payload range and token ids.
+bool RowOk(const CompiledStore& s, size_t r) {
+  const size_t nseq = s.seq_offsets.size() - 1;
+  const int32_t seq = s.row_seq[r], kind = s.row_kind[r], off = s.row_offset[r],
+                len = s.row_length[r];
+  if (seq < 0 || static_cast<size_t>(seq) >= nseq || kind < 0 || kind > 2 || off < 0 || len < 0) {
+    return false;
+  }
+  const size_t end = static_cast<size_t>(off) + static_cast<size_t>(len);
+  if (kind == 2) return end <= s.row_bits.size() && len <= s.mask_words();
+  if (end > s.row_tokens.size()) return false;
+  int32_t bad = 0;  // branch-free, so that the compiler vectorises it
+  for (size_t i = static_cast<size_t>(off); i < end; ++i) {
+    bad |= (s.row_tokens[i] < 0) | (s.row_tokens[i] >= s.vocab_size);
+  }
+  return bad == 0;
 }
 
 }  // namespace
@@ -431,17 +488,42 @@ Status WriteStoreFile(const CompiledStore& store, const std::string& path) {
   Writer payload;
   ConstWriter cw{&payload};
   Fields(cw, const_cast<CompiledStore*>(&store));
+  payload.Align();
   Writer header;
   header.out.append(kMagic, 8);
   header.Pod(kStoreFormatVersion);
   header.Pod(kCfgmaskVersion);
   header.Pod(store.tokenizer_identity);
   header.Pod<uint64_t>(payload.out.size());
-  header.Pod(Fnv1a(payload.out.data(), payload.out.size()));
+  header.Pod(Checksum(payload.out.data(), payload.out.size()));
+  header.Pod<uint64_t>(cw.index_end);
+  header.Pod(Checksum(payload.out.data(), cw.index_end));
   return WriteFileAtomically(path, header.out, payload.out);
 }
 
+std::string StoreFileHeaderFor(const std::string& payload) {
+  // The payload's own identity and index part where it parses that far.
+  CompiledStore s;
+  Reader r(payload.data(), payload.size());
+  Fields(r, &s);
+  const size_t index_end = std::min(r.index_end, payload.size());
+  Writer header;
+  header.out.append(kMagic, 8);
+  header.Pod(kStoreFormatVersion);
+  header.Pod(kCfgmaskVersion);
+  header.Pod(s.tokenizer_identity);
+  header.Pod<uint64_t>(payload.size());
+  header.Pod(Checksum(payload.data(), payload.size()));
+  header.Pod<uint64_t>(index_end);
+  header.Pod(Checksum(payload.data(), index_end));
+  return header.out;
+}
+
 Status ReadStoreFile(const std::string& path, CompiledStore* out) {
+  return ReadStoreFile(path, out, StoreReadOptions());
+}
+
+Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreReadOptions& options) {
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno));
   struct stat st;
@@ -454,8 +536,9 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out) {
     return Status(ErrorCode::kIo, path + ": is a directory, not a store file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  const size_t header_size = 8 + 4 + 4 + 8 + 8 + 8;
-  if (size < header_size) {
+  const size_t version_end = 8 + 4 + 4;             // magic, format, cfgmask version
+  const size_t header_size = version_end + 8 * 5;   // identity, sizes, checksums
+  if (size < version_end) {
     close(fd);
     return Status(ErrorCode::kStoreFile,
                   path + ":0: not a cfgmask store (file of " + std::to_string(size) + " bytes)");
@@ -463,58 +546,113 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out) {
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return Status(ErrorCode::kIo, path + ": mmap failed");
+  std::shared_ptr<const void> mapping(map, [size](const void* m) {
+    munmap(const_cast<void*>(m), size);
+  });
   const char* p = static_cast<const char*>(map);
-  Status result = Status::Ok();
-  do {
-    if (std::memcmp(p, kMagic, 8) != 0) {
-      result = Status(ErrorCode::kStoreFile, path + ":0: not a cfgmask store (bad magic)");
-      break;
-    }
-    Reader h(p + 8, header_size - 8);
-    uint32_t format = 0, version = 0;
-    uint64_t identity = 0, payload = 0, checksum = 0;
-    h.Pod(&format);
-    h.Pod(&version);
-    h.Pod(&identity);
-    h.Pod(&payload);
-    h.Pod(&checksum);
-    if (format != kStoreFormatVersion || version != kCfgmaskVersion) {
-      result = Status(ErrorCode::kStoreFile,
-                      path + ":8: store format " + std::to_string(format) + " from cfgmask " +
-                          std::to_string(version) + "; this cfgmask reads format " +
-                          std::to_string(kStoreFormatVersion) + " from cfgmask " +
-                          std::to_string(kCfgmaskVersion) + ": recompile the grammar");
-      break;
-    }
-    if (payload != size - header_size) {
-      result = Status(ErrorCode::kStoreFile,
-                      path + ":" + std::to_string(size) + ": truncated or padded store (" +
-                          std::to_string(size - header_size) + " payload bytes, header says " +
-                          std::to_string(payload) + ")");
-      break;
-    }
-    if (Fnv1a(p + header_size, payload) != checksum) {
-      result = Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size) +
-                                                 ": checksum mismatch (corrupted store)");
-      break;
-    }
-    Reader r(p + header_size, payload);
-    CompiledStore s;
-    if (!Fields(r, &s) || !r.done()) {
-      result = Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size + r.offset()) +
-                                                 ": malformed store payload");
-      break;
-    }
-    std::string why;
-    if (!Validate(s, &why) || s.tokenizer_identity != identity) {
-      result = Status(ErrorCode::kStoreFile,
-                      path + ": inconsistent store (" + (why.empty() ? "identity" : why) + ")");
-      break;
-    }
-    *out = std::move(s);
-  } while (false);
-  munmap(map, size);
-  return result;
+  if (std::memcmp(p, kMagic, 8) != 0) {
+    return Status(ErrorCode::kStoreFile, path + ":0: not a cfgmask store (bad magic)");
+  }
+  Reader h(p + 8, size - 8);
+  uint32_t format = 0, version = 0;
+  h.Pod(&format);
+  h.Pod(&version);
+  if (format != kStoreFormatVersion || version != kCfgmaskVersion) {
+    return Status(ErrorCode::kStoreFile,
+                  path + ":8: store format " + std::to_string(format) + " from cfgmask " +
+                      std::to_string(version) + "; this cfgmask reads format " +
+                      std::to_string(kStoreFormatVersion) + " from cfgmask " +
+                      std::to_string(kCfgmaskVersion) + ": recompile the grammar");
+  }
+  if (size < header_size) {
+    return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(size) +
+                                             ": truncated store header (" + std::to_string(size) +
+                                             " bytes)");
+  }
+  uint64_t identity = 0, payload = 0, checksum = 0, index_bytes = 0, index_checksum = 0;
+  h.Pod(&identity);
+  h.Pod(&payload);
+  h.Pod(&checksum);
+  h.Pod(&index_bytes);
+  h.Pod(&index_checksum);
+  if (payload != size - header_size) {
+    return Status(ErrorCode::kStoreFile,
+                  path + ":" + std::to_string(size) + ": truncated or padded store (" +
+                      std::to_string(size - header_size) + " payload bytes, header says " +
+                      std::to_string(payload) + ")");
+  }
+  if (index_bytes > payload || Checksum(p + header_size, index_bytes) != index_checksum) {
+    return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size) +
+                                             ": checksum mismatch in the store's index "
+                                             "(corrupted store)");
+  }
+  if (options.verify && Checksum(p + header_size, payload) != checksum) {
+    return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size) +
+                                             ": checksum mismatch (corrupted store)");
+  }
+  Reader r(p + header_size, payload);
+  CompiledStore s;
+  if (!Fields(r, &s) || !r.Align() || !r.done() || r.index_end != index_bytes) {
+    return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size + r.offset()) +
+                                             ": malformed store payload");
+  }
+  std::string why;
+  if (!Validate(s, &why) || s.tokenizer_identity != identity) {
+    return Status(ErrorCode::kStoreFile,
+                  path + ": inconsistent store (" + (why.empty() ? "identity" : why) + ")");
+  }
+  s.mapping = std::move(mapping);
+  s.row_check = std::make_shared<CompiledStore::RowCheck>(static_cast<size_t>(s.num_roots));
+  if (options.verify && !s.AllRowsOk()) {
+    return Status(ErrorCode::kStoreFile, path + ": inconsistent store (rows)");
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+bool CompiledStore::CheckRootRows(int32_t root) const {
+  bool ok = true;
+  for (int32_t r = root_row_offsets[root]; ok && r < root_row_offsets[root + 1]; ++r) {
+    ok = RowOk(*this, static_cast<size_t>(r));
+  }
+  for (int32_t i = root_sim_offsets[root]; ok && i < root_sim_offsets[root + 1]; ++i) {
+    ok = RowOk(*this, static_cast<size_t>(sim_row[i]));
+  }
+  row_check->state[root].store(ok ? 1 : 2, std::memory_order_release);
+  return ok;
+}
+
+bool CompiledStore::AllRowsOk() const {
+  bool ok = true;
+  for (int32_t root = 0; root < num_roots; ++root) ok = RootRowsOk(root) && ok;
+  return ok;
+}
+
+namespace {
+// Fields() visitor summing the bytes of owned (not mapped) arrays.
+struct OwnedCounter {
+  size_t n = 0;
+  template <typename T>
+  bool Pod(T*) {
+    return true;
+  }
+  bool IndexEnd() { return true; }
+  template <typename T>
+  bool Vec(StoreArray<T>* v) {
+    if (!v->is_view()) n += v->size() * sizeof(T);
+    return true;
+  }
+  bool Str(std::string* s) {
+    n += s->size();
+    return true;
+  }
+};
+}  // namespace
+
+size_t CompiledStore::OwnedBytes() const {
+  OwnedCounter c;
+  Fields(c, const_cast<CompiledStore*>(this));
+  return c.n;
 }
 
 }  // namespace cfgmask

@@ -220,7 +220,7 @@ class FollowRelation {
 struct WalkContext {
   const TerminalAutomaton* a;
   int32_t nl;                      // indenter newline terminal, -1 without indenter
-  const std::vector<uint8_t>* ignored;
+  const StoreArray<uint8_t>* ignored;
   const FollowRelation* follow;    // nullptr: every pair of Emits is kept
 };
 

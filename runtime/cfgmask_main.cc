@@ -82,7 +82,8 @@ const CommandSpec kCommands[] = {
      {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
-    {"stats", "usage: cfgmask stats STORE.cfgm [--json]", {}, {"--json"}, 1, 1},
+    {"stats", "usage: cfgmask stats STORE.cfgm [--json] [--verify]", {}, {"--json", "--verify"}, 1,
+     1},
     {"check",
      "usage: cfgmask check STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
      "[--seed S] [--verify-masks N]  (canonical: token ids read from FILE.ids)",
@@ -397,7 +398,9 @@ int Compile(const CommandSpec& spec, const Args& args) {
 int Stats(const CommandSpec& spec, const Args& args) {
   const std::string path = args.positional[0];
   CompiledStore s;
-  Status st = ReadStoreFile(path, &s);
+  // --verify: the whole payload's checksum too (opening checks the header,
+  // the index part's checksum and every index; see store_file.cc).
+  Status st = ReadStoreFile(path, &s, {.verify = args.Has("--verify")});
   if (!st.ok()) return Error(st.message());
   if (!args.Has("--json")) {
     PrintSummary(s, path);

@@ -64,7 +64,7 @@ StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int
   r.start = s.start;
   r.tokenizer_name = s.tokenizer_name;
   r.vocab_size = s.vocab_size;
-  r.eos_ids = s.eos_ids;
+  r.eos_ids = s.eos_ids.ToVector();
   r.tokenizer_identity = s.tokenizer_identity;
   r.terminals = s.num_terminals;
   r.rules = static_cast<int64_t>(s.rule_lhs.size());

@@ -12,7 +12,7 @@ VocabTrie StoreVocabTrie(const CompiledStore& store) {
   Vocabulary v;
   v.tokens.reserve(store.vocab_size);
   for (int32_t t = 0; t < store.vocab_size; ++t) v.tokens.emplace_back(store.TokenBytes(t));
-  v.special = store.token_special;
+  v.special = store.token_special.ToVector();
   v.special.resize(store.vocab_size, 0);
   return VocabTrie::Build(v);
 }

@@ -290,6 +290,10 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
+    if (!s->RootRowsOk(root)) {  // a damaged store file: its rows are not followed
+      store_damaged_ = true;
+      continue;
+    }
     uint64_t hash = 0;
     if (memo_) {
       hash = RowMemo::Hash(l);
@@ -727,6 +731,13 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
   return Status::Ok();
 }
 
+Status Session::store_status() const {
+  if (!store_damaged_) return Status::Ok();
+  return Status(ErrorCode::kStoreFile,
+                "the store's rows are damaged (row or token ids out of range): recompile it, or "
+                "check it with cfgmask stats --verify");
+}
+
 Status Session::Advance(int32_t token) {
   if (token < 0 || token >= store_->vocab_size) {
     return Status(ErrorCode::kInvalidToken, "token id " + std::to_string(token) +
@@ -734,6 +745,7 @@ Status Session::Advance(int32_t token) {
                                                 std::to_string(store_->vocab_size) + ")");
   }
   if (terminated_) return Status(ErrorCode::kInvalidToken, "the session has already ended");
+  if (store_damaged_) return store_status();
   for (int32_t e : store_->eos_ids) {
     if (e == token) {
       if (!CanEnd()) {

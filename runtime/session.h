@@ -112,6 +112,10 @@ class Session {
   // Advances by raw bytes (teacher forcing of text not aligned to tokens).
   Status AdvanceBytes(std::string_view bytes);
   bool IsTerminated() const { return terminated_; }
+  // Not ok once a mask met rows of the store file that are out of range (a
+  // damaged file; the rows are checked per root on first use, see
+  // CompiledStore::RootRowsOk): the mask left them out, and Advance fails.
+  Status store_status() const;
   void Reset();
 
   // Undoes the last k successful Advance/AdvanceBytes calls (speculative
@@ -177,6 +181,7 @@ class Session {
   int32_t history_len_ = 0;
   std::string text_;
   bool terminated_ = false;
+  bool store_damaged_ = false;
   // No text is in the language: the start state has no action left (see
   // PruneUnlexableLookaheads in maskstore/store_builder.cc); every mask is
   // empty, ignored text included.

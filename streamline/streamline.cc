@@ -80,11 +80,11 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   st.cache_hits = never.counts().cache_hits + always.counts().cache_hits;
   st.budget_exceeded = never.counts().budget_exceeded + always.counts().budget_exceeded;
 
-  std::vector<int32_t> old_root_offsets = std::move(s.root_row_offsets);
-  std::vector<int32_t> old_seq = std::move(s.row_seq), old_kind = std::move(s.row_kind),
-                       old_offset = std::move(s.row_offset), old_length = std::move(s.row_length),
-                       old_tokens = std::move(s.row_tokens);
-  std::vector<uint32_t> old_bits = std::move(s.row_bits);
+  std::vector<int32_t> old_root_offsets = s.root_row_offsets.Release();
+  std::vector<int32_t> old_seq = s.row_seq.Release(), old_kind = s.row_kind.Release(),
+                       old_offset = s.row_offset.Release(), old_length = s.row_length.Release(),
+                       old_tokens = s.row_tokens.Release();
+  std::vector<uint32_t> old_bits = s.row_bits.Release();
   CompiledStore old_rows;  // a view for DecodeRow
   old_rows.vocab_size = s.vocab_size;
   old_rows.token_special = s.token_special;

@@ -22,6 +22,12 @@ source "$ROOT/.cache/env.sh"
 # Tests left out of the sanitizer run, each with its reason.  Their checks
 # still run in the optimised build of ./setup.sh test; none is skipped there.
 EXCLUDE=(
+  "SqlExactness.ByteLevelBpeCorpusAndSlowReference: compiles sql.lark with a byte-level BPE vocabulary (5-6 min under the sanitizer); the SQL session code runs here in SqlExactness.CorpusTeacherForced"
+  "SqlExactness.ByteLevelBpeNoDeadEnds: the same large SQL store; dead ends are checked here by the viable-prefix tests on small stores"
+  "BatchTest.CorpusQwen2PythonWithSpmSql: compiles Python with a 151,936-token vocabulary beside the SQL store; the batch code runs here in BatchTest.OneSession/SevenSessions/SixtyFourSessions"
+  "BatchTest.CorpusOneSession: compiles sql.lark with LLaMA's 32k vocabulary (5 min under the sanitizer) for a corpus walk the optimised build runs"
+  "BatchTest.CorpusSevenSessions: the same store and corpus as CorpusOneSession"
+  "BatchTest.CorpusSixtyFourSessions: the same store and corpus as CorpusOneSession"
 )
 
 t0=$(date +%s)

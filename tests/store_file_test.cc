@@ -35,7 +35,9 @@ extern char** environ;
 namespace cfgmask {
 namespace {
 
-constexpr size_t kHeaderSize = 40;
+// The header: magic, format, version, identity, payload size, checksum,
+// index-part size, index checksum.
+constexpr size_t kHeaderSize = 56, kIndexBytesOffset = 40;
 
 const char kJsonGrammar[] = R"(?start: value
 ?value: object | array | STRING | NUMBER | "true" | "false" | "null"
@@ -240,12 +242,16 @@ std::string ValidStoreBytes(const TempDir& dir) {
   return ReadBytes(dir.path + "v.cfgm");
 }
 
-Status ReadFromBytes(const TempDir& dir, const std::string& bytes) {
+Status ReadFromBytes(const TempDir& dir, const std::string& bytes, bool verify = false,
+                     CompiledStore* out = nullptr) {
   const std::string path = dir.path + "x.cfgm";
   WriteTextFile(path, bytes);
   CompiledStore s;
-  return ReadStoreFile(path, &s);
+  Status st = ReadStoreFile(path, &s, {.verify = verify});
+  if (out != nullptr) *out = s;
+  return st;
 }
+
 
 TEST(StoreFile, OtherVersionRefusedWithBothVersions) {
   TempDir dir;
@@ -285,13 +291,40 @@ TEST(StoreFile, TruncatedAndCorruptedFilesRejected) {
     ASSERT_FALSE(st.ok()) << "truncated at " << n;
     EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
   }
+  // A flipped byte: always refused with the full checksum (verify); without
+  // it, refused anywhere in the header and the index part, and in the row
+  // payload either refused (a token id out of range) or read as a store the
+  // runtime can use safely (a different but valid token id).
+  uint64_t index_bytes = 0;
+  std::memcpy(&index_bytes, good.data() + kIndexBytesOffset, 8);
+  ASSERT_GT(index_bytes, 0u);
+  ASSERT_LT(kHeaderSize + index_bytes, good.size());
+  int accepted_in_rows = 0;
   for (size_t at = 0; at < good.size(); at += step) {
     std::string bad = good;
     bad[at] ^= 0x5a;
-    Status st = ReadFromBytes(dir, bad);
+    Status st = ReadFromBytes(dir, bad, /*verify=*/true);
     ASSERT_FALSE(st.ok()) << "byte " << at << " flipped";
     EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
+    CompiledStore s;
+    st = ReadFromBytes(dir, bad, /*verify=*/false, &s);
+    const bool full_checksum_field = at >= 24 && at < 32;
+    if (at < kHeaderSize + index_bytes && !full_checksum_field) {
+      ASSERT_FALSE(st.ok()) << "byte " << at << " flipped";
+      EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
+    } else if (st.ok()) {
+      ++accepted_in_rows;
+      Session session(&s);
+      std::vector<uint32_t> mask(s.mask_words());
+      for (int k = 0; k < 4; ++k) {
+        session.FillMask(mask.data());
+        int32_t t = 0;
+        while (t < s.vocab_size && !(mask[t >> 5] >> (t & 31) & 1)) ++t;
+        if (t == s.vocab_size || !session.Advance(t).ok()) break;
+      }
+    }
   }
+  EXPECT_GT(accepted_in_rows, 0) << "no flip in the row payload was tried";
 }
 
 // Found by store_file_fuzz: empty arrays were read with memcpy from a null
@@ -341,8 +374,6 @@ TEST(StoreFile, ForgedTablesRejected) {
   const std::vector<std::pair<const char*, std::function<void(CompiledStore*)>>> edits = {
       {"lexer transition", [](CompiledStore* s) { s->step_to[0] = s->num_lex_states; }},
       {"candidate item", [](CompiledStore* s) { s->cand_item[0] = -1; }},
-      {"row kind", [](CompiledStore* s) { s->row_kind[0] = 7; }},
-      {"row offset", [](CompiledStore* s) { s->row_offset[0] = -5; }},
       {"token offsets", [](CompiledStore* s) { std::swap(s->token_offsets[1], s->token_offsets[2]); }},
       {"item terminal", [](CompiledStore* s) { s->item_terminal[0] = s->num_terminals; }},
       {"goto", [](CompiledStore* s) { s->goto_table[0] = s->num_states; }},
@@ -367,6 +398,51 @@ TEST(StoreFile, ForgedTablesRejected) {
     Status st = ReadStoreFile(path, &r);
     EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << what << ": " << st.ToString();
     EXPECT_NE(st.message().find("inconsistent store"), std::string::npos) << what << ": " << st.message();
+  }
+  // Rows are checked per root on first use: a forged row loads, and the
+  // first mask that meets it leaves it out and makes the session fail; with
+  // verify the loader refuses it at once.
+  const std::vector<std::pair<const char*, std::function<void(CompiledStore*, int32_t)>>> row_edits = {
+      {"row kind", [](CompiledStore* s, int32_t r) { s->row_kind[r] = 7; }},
+      {"row offset", [](CompiledStore* s, int32_t r) { s->row_offset[r] = -5; }},
+      {"row sequence", [](CompiledStore* s, int32_t r) { s->row_seq[r] = 1 << 30; }},
+      {"row token", [](CompiledStore* s, int32_t r) {
+         for (int32_t k = r; k < static_cast<int32_t>(s->row_kind.size()); ++k) {
+           if (s->row_kind[k] != static_cast<int32_t>(RowKind::kBitset) && s->row_length[k] > 0) {
+             s->row_tokens[s->row_offset[k]] = s->vocab_size;
+             return;
+           }
+         }
+         s->row_kind[r] = -1;
+       }},
+  };
+  const int32_t first_root = good.root_index[good.initial_lex_state];
+  ASSERT_GE(first_root, 0);
+  const int32_t first_row = good.root_row_offsets[first_root];
+  ASSERT_LT(first_row, good.root_row_offsets[first_root + 1]);
+  for (const auto& [what, edit] : row_edits) {
+    CompiledStore s = good;
+    edit(&s, first_row);
+    const std::string path = dir.path + "forged.cfgm";
+    ASSERT_TRUE(WriteStoreFile(s, path).ok()) << what;
+    CompiledStore r;
+    Status st = ReadStoreFile(path, &r, {.verify = true});
+    EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << what << ": " << st.ToString();
+    ASSERT_TRUE(ReadStoreFile(path, &r).ok()) << what;
+    Session session(&r);
+    bool damaged = false;
+    for (int k = 0; k < 20 && !damaged; ++k) {
+      std::vector<uint32_t> mask = session.Mask();
+      damaged = !session.store_status().ok();
+      int32_t t = 0;
+      while (t < r.vocab_size && !(mask[t >> 5] >> (t & 31) & 1)) ++t;
+      if (damaged || t == r.vocab_size) break;
+      if (!session.Advance(t).ok()) break;
+    }
+    if (r.row_kind[first_row] == 7 || r.row_offset[first_row] < 0 || r.row_seq[first_row] == 1 << 30) {
+      EXPECT_TRUE(damaged) << what;  // the initial state's root is met at once
+      EXPECT_EQ(session.Advance(0).code(), ErrorCode::kStoreFile) << what;
+    }
   }
   // The unedited store loads and runs.
   ASSERT_TRUE(WriteStoreFile(good, dir.path + "good.cfgm").ok());
@@ -410,6 +486,48 @@ TEST(StoreFile, ForgedSlotsDoNotCrashTheSession) {
       for (int32_t t = 0; t < r.vocab_size; ++t) (void)session.AllowsSlow(t);
     }
   }
+}
+
+// A store read from a file is a set of views into the mapping (zero-copy),
+// and stays so while sessions decode with it: nothing in the runtime writes
+// to (and so copies) an array.  The mapping outlives the path: the file is
+// replaced while the store is open, as a recompile does.
+TEST(StoreFile, ReadStoreIsZeroCopyAndSurvivesReplacement) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore built;
+  ASSERT_TRUE(Compile(dir.path, &built).ok());
+  const std::string path = dir.path + "z.cfgm";
+  ASSERT_TRUE(WriteStoreFile(built, path).ok());
+  CompiledStore s;
+  ASSERT_TRUE(ReadStoreFile(path, &s).ok());
+  ASSERT_NE(s.mapping, nullptr);
+  EXPECT_TRUE(s.row_kind.is_view());
+  EXPECT_TRUE(s.action.is_view());
+  EXPECT_TRUE(s.token_bytes.is_view());
+  const size_t owned_before = s.OwnedBytes();
+  EXPECT_LT(owned_before, 4096u) << "arrays copied on open";
+  ASSERT_TRUE(WriteStoreFile(built, path).ok());  // replaced under the mapping
+  const CompiledStore& cs = s;
+  Session session(&cs);
+  std::vector<uint32_t> mask(cs.mask_words()), expect(cs.mask_words());
+  Session reference(&built);
+  for (int k = 0; k < 30; ++k) {
+    session.FillMask(mask.data());
+    reference.FillMask(expect.data());
+    ASSERT_EQ(mask, expect) << "step " << k;
+    int32_t t = 0;
+    while (t < cs.vocab_size && !(mask[t >> 5] >> (t & 31) & 1)) ++t;
+    if (t == cs.vocab_size) break;
+    ASSERT_TRUE(session.Advance(t).ok());
+    ASSERT_TRUE(reference.Advance(t).ok());
+  }
+  EXPECT_EQ(s.OwnedBytes(), owned_before);
+  EXPECT_TRUE(s.row_kind.is_view());
+  CompiledStore copy = s;  // a copy shares the mapping
+  s = CompiledStore();
+  EXPECT_TRUE(copy.row_kind.is_view());
+  EXPECT_EQ(copy.TokenBytes(1), built.TokenBytes(1));
 }
 
 }  // namespace

@@ -310,9 +310,9 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   return store;
 }
 
-StorePtr LoadStoreFile(const std::string& path) {
+StorePtr LoadStoreFile(const std::string& path, bool verify) {
   return MakeWithoutGil<CompiledStore>(
-      [&](CompiledStore* store) { return ReadStoreFile(path, store); });
+      [&](CompiledStore* store) { return ReadStoreFile(path, store, {.verify = verify}); });
 }
 
 void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
@@ -332,6 +332,7 @@ void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
   py::gil_scoped_release release;
   std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words - need));
   s.session.FillMask(row);
+  if (Status st = s.session.store_status(); !st.ok()) throw EngineError(st.message());
 }
 
 class PyBatchMatcher {
@@ -436,7 +437,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("vocab_size",
                              [](const PreparedTokenizer& t) { return t.tokens.vocab_size; })
       .def_property_readonly("name", [](const PreparedTokenizer& t) { return t.tokens.tokenizer_name; })
-      .def_property_readonly("eos_ids", [](const PreparedTokenizer& t) { return t.tokens.eos_ids; })
+      .def_property_readonly("eos_ids", [](const PreparedTokenizer& t) { return t.tokens.eos_ids.ToVector(); })
       .def_property_readonly("seconds", [](const PreparedTokenizer& t) { return t.seconds; });
 
   py::class_<CompiledStore, StorePtr>(m, "Store")
@@ -456,7 +457,9 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("streamline") = true, py::arg("num_threads") = 0,
                   py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
                   py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
-      .def_static("load", &LoadStoreFile, py::arg("path"))
+      .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
+                  "Maps a store file (zero-copy); verify=True also checks the whole payload's "
+                  "checksum")
       .def(
           "save",
           [](const CompiledStore& s, const std::string& path) {
@@ -471,7 +474,7 @@ PYBIND11_MODULE(_core, m) {
       .def("stats", &StoreStats)
       .def_property_readonly("vocab_size", [](const CompiledStore& s) { return s.vocab_size; })
       .def_property_readonly("mask_words", &CompiledStore::mask_words)
-      .def_property_readonly("eos_ids", [](const CompiledStore& s) { return s.eos_ids; })
+      .def_property_readonly("eos_ids", [](const CompiledStore& s) { return s.eos_ids.ToVector(); })
       .def_property_readonly("terminal_names",
                              [](const CompiledStore& s) { return s.terminal_names; })
       .def(

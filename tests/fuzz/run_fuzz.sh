@@ -66,7 +66,7 @@ store_seeds() {
   CFGMASK_FUZZ_GRAMMAR="$ROOT/tests/data/engine/json.lark" CFGMASK_FUZZ_STORE="$f" \
     "$BUILD/tests/fuzz/session_fuzz" -runs=0 "$SEEDS/session_fuzz" >"$LOGS/json-store.log" 2>&1
   { printf '\0'; cat "$f"; } > "$dir/json-small.file"
-  { printf '\1'; tail -c +41 "$f"; } > "$dir/json-small.payload"
+  { printf '\1'; tail -c +57 "$f"; } > "$dir/json-small.payload"  # header: 56 bytes
 }
 
 status=0

@@ -2,8 +2,8 @@
 //
 // Input: byte 0 chooses the mode.  Even: the rest is a whole file.  Odd: the
 // rest is a payload, and the target writes the header that makes it pass the
-// size, version, identity and checksum tests (the identity is read where the
-// payload keeps it), so that the structural validation is what is fuzzed:
+// size, version, identity and checksum tests (StoreFileHeaderFor), so that
+// the structural validation is what is fuzzed:
 // whatever ReadStoreFile accepts must be safe to run, so a Session is then
 // driven over it (masks, a few Advance calls, EOS, JumpForwardString).
 // Seeds: make_seeds.py (payloads of small compiled stores).
@@ -15,54 +15,11 @@
 #include "runtime/session.h"
 #include "tests/fuzz/fuzz_util.h"
 
-namespace {
-
-constexpr size_t kHeaderSize = 40;
-
-// The header a real writer gives this payload: versions taken from a store
-// this build writes, identity from the payload's fourth field.
-std::string HeaderFor(const std::string& payload) {
-  static const std::string versions = [] {
-    cfgmask::CompiledStore empty;
-    const std::string& path = cfgmask::FuzzScratchPath(".versions.cfgm");
-    cfgmask::WriteStoreFile(empty, path);
-    FILE* f = std::fopen(path.c_str(), "rb");
-    char h[kHeaderSize] = {};
-    if (f == nullptr || std::fread(h, 1, kHeaderSize, f) != kHeaderSize) std::abort();
-    std::fclose(f);
-    std::remove(path.c_str());
-    return std::string(h, 16);  // magic + format + cfgmask version
-  }();
-  uint64_t identity = 0;
-  size_t off = 0;
-  for (int field = 0; field < 3; ++field) {
-    uint64_t n = 0;
-    if (payload.size() - off < 8) break;
-    std::memcpy(&n, payload.data() + off, 8);
-    if (n > payload.size() - off - 8) break;
-    off += 8 + n;
-  }
-  if (payload.size() >= off + 8) std::memcpy(&identity, payload.data() + off, 8);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : payload) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  const uint64_t size = payload.size();
-  std::string header = versions;
-  header.append(reinterpret_cast<const char*>(&identity), 8);
-  header.append(reinterpret_cast<const char*>(&size), 8);
-  header.append(reinterpret_cast<const char*>(&h), 8);
-  return header;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cfgmask;
   if (size < 1 || size > (1 << 20)) return 0;
   std::string file(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (data[0] & 1) file = HeaderFor(file) + file;
+  if (data[0] & 1) file = StoreFileHeaderFor(file) + file;
   const std::string& path = FuzzScratchPath(".cfgm");
   FuzzWriteFile(path, reinterpret_cast<const uint8_t*>(file.data()), file.size());
   CompiledStore store;
