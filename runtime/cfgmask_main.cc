@@ -64,7 +64,7 @@ const char kUsage[] =
     "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] "
     "[--seed S] [--memo-mb M]\n"
     "       cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--corpus FILE... | "
-    "--walks N] [--max-tokens T] [--seed S] [--json] [--plot OUT.svg]\n"
+    "--walks N] [--max-tokens T] [--seed S] [--json] [--plot OUT.svg] [-o STORE.cfgm]\n"
     "--segment canonical reads the tokenizer's own encoding of FILE from FILE.ids (token ids\n"
     "separated by white space, e.g. from tests/tools/canonical_ids.py); their bytes must spell\n"
     "FILE exactly.  `sample` ends every walk that reaches --max-tokens with a shortest\n"
@@ -114,9 +114,9 @@ const CommandSpec kCommands[] = {
     {"reduction",
      "usage: cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--indenter "
      "auto|python|none] [--corpus FILE... | --walks N] [--max-tokens T] [--seed S] [--threads N] "
-     "[--lark-grammars DIR] [--max-memory BYTES] [--json] [--plot OUT.svg|.png]",
+     "[--lark-grammars DIR] [--max-memory BYTES] [--json] [--plot OUT.svg|.png] [-o STORE.cfgm]",
      {"--tokenizer", "--start", "--indenter", "--walks", "--max-tokens", "--seed", "--threads",
-      "--lark-grammars", "--max-memory", "--plot"},
+      "--lark-grammars", "--max-memory", "--plot", "-o"},
      {"--json", "--corpus"},
      1,
      SIZE_MAX},
@@ -732,7 +732,9 @@ int Reduction(const CommandSpec& spec, const Args& args) {
     }
   }
   ReductionReport report;
-  Status st = RunReduction(args.positional[0], args.Get("--tokenizer"), o, &report);
+  CompiledStore store;
+  Status st = RunReduction(args.positional[0], args.Get("--tokenizer"), o, &report, &store);
+  if (st.ok() && args.values.count("-o")) st = WriteStoreFile(store, args.Get("-o"));
   if (!st.ok()) return Error(st.message());
   const std::string json = ReductionReportJson(report);
   std::fputs(args.Has("--json") ? json.c_str() : ReductionReportText(report).c_str(), stdout);

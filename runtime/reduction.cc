@@ -195,7 +195,8 @@ Status ReadText(const std::string& path, std::string* out) {
 }  // namespace
 
 Status RunReduction(const std::string& grammar_path, const std::string& tokenizer_path,
-                    const ReductionOptions& options, ReductionReport* out) {
+                    const ReductionOptions& options, ReductionReport* out,
+                    CompiledStore* streamlined) {
   ReductionReport& r = *out;
   std::vector<std::string> texts;
   for (const std::string& f : options.corpus) {
@@ -266,6 +267,7 @@ Status RunReduction(const std::string& grammar_path, const std::string& tokenize
       std::sort(v->begin(), v->end());
   }
   r.peak_rss_bytes = std::max(r.peak_rss_bytes, PeakRssBytes());
+  if (streamlined) *streamlined = std::move(lean);
   return Status::Ok();
 }
 

@@ -62,8 +62,10 @@ struct ReductionReport {
 
 // Compiles and measures.  Errors on input are the compile's (one line with
 // the position) or a corpus file's.
+// With `streamlined`, also the streamlined store (for `-o`).
 Status RunReduction(const std::string& grammar_path, const std::string& tokenizer_path,
-                    const ReductionOptions& options, ReductionReport* out);
+                    const ReductionOptions& options, ReductionReport* out,
+                    CompiledStore* streamlined = nullptr);
 
 std::string ReductionReportText(const ReductionReport& r);
 std::string ReductionReportJson(const ReductionReport& r);

@@ -2,6 +2,7 @@
 #include "streamline/streamline.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -49,6 +50,178 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
     total += static_cast<int64_t>(keys.size()) * states_of[root];
   }
   return total;
+}
+
+// Lexing conditions (streamline.h, step 4): each row's items replaced by
+// items that every hypothesis checks the same way (Session's Sim::Item), with
+// what no scanner can ever make a difference dropped:
+//  - a Hit whose terminal is in no scanner's alternation always passes (its
+//    slot's bits are unions of alternations): dropped;
+//  - an Emit of t is only checked further in states whose alternation has t:
+//    a blocker never in such a state's alternation cannot fail it, a
+//    full-match string never in such a state's terminals cannot retype it,
+//    and the column is read only when t or a retyping is the indenter's
+//    newline.
+// Rows of a group whose sequences become equal merge (their token sets ORed).
+// Returns the number of items changed.
+int64_t CanonicalLexingConditions(CompiledStore* store) {
+  CompiledStore& s = *store;
+  const int32_t W = s.scanner_words, T = s.num_terminals;
+  auto bit = [&](const std::vector<uint64_t>& v, size_t row, int32_t t) {
+    return (v[row * W + t / 64] >> (t & 63)) & 1;
+  };
+  // Per terminal t: the union of the alternations and of the terminal sets of
+  // the states whose alternation has t; and the union of every alternation.
+  std::vector<uint64_t> alt_with(static_cast<size_t>(T) * W, 0), terms_with(alt_with),
+      any_alt(W, 0);
+  for (int32_t st = 0; st < s.num_states; ++st) {
+    for (int32_t w = 0; w < W; ++w) any_alt[w] |= s.scanner_alt[static_cast<size_t>(st) * W + w];
+    for (int32_t t = 0; t < T; ++t) {
+      if (!bit(s.scanner_alt, st, t)) continue;
+      for (int32_t w = 0; w < W; ++w) {
+        alt_with[static_cast<size_t>(t) * W + w] |= s.scanner_alt[static_cast<size_t>(st) * W + w];
+        terms_with[static_cast<size_t>(t) * W + w] |= s.scanner_terms[static_cast<size_t>(st) * W + w];
+      }
+    }
+  }
+  // Interned sets and items, the store's own first.
+  std::map<std::vector<int32_t>, int32_t> set_id;
+  const int32_t num_sets = static_cast<int32_t>(s.set_offsets.size()) - 1;
+  for (int32_t i = 0; i < num_sets; ++i)
+    set_id.emplace(std::vector<int32_t>(s.set_data.begin() + s.set_offsets[i],
+                                        s.set_data.begin() + s.set_offsets[i + 1]), i);
+  auto intern_set = [&](const std::vector<int32_t>& v) {
+    auto [it, inserted] = set_id.emplace(v, static_cast<int32_t>(s.set_offsets.size()) - 1);
+    if (inserted) {
+      s.set_data.insert(s.set_data.end(), v.begin(), v.end());
+      s.set_offsets.push_back(static_cast<int32_t>(s.set_data.size()));
+    }
+    return it->second;
+  };
+  using Key = std::array<int32_t, 7>;
+  std::map<Key, int32_t> item_id;
+  const int32_t num_items = static_cast<int32_t>(s.item_kind.size());
+  auto key_of = [&](int32_t i) {
+    return Key{s.item_kind[i], s.item_terminal[i], s.item_blockers[i], s.item_full[i],
+               s.item_col_abs[i], s.item_col[i], s.item_slot[i]};
+  };
+  for (int32_t i = 0; i < num_items; ++i) item_id.emplace(key_of(i), i);
+  std::vector<int32_t> canon(num_items);  // -1: dropped
+  int64_t changed = 0;
+  std::vector<int32_t> v;
+  for (int32_t i = 0; i < num_items; ++i) {
+    const int32_t t = s.item_terminal[i];
+    canon[i] = i;
+    if (s.item_kind[i] == 1) {  // Hit
+      if (!((any_alt[t / 64] >> (t & 63)) & 1)) canon[i] = -1, ++changed;
+      continue;
+    }
+    if (s.item_kind[i] != 0) continue;  // Tail: kept
+    Key k = key_of(i);
+    v.clear();
+    for (int32_t j = s.set_offsets[k[2]]; j < s.set_offsets[k[2] + 1]; ++j) {
+      const int32_t b = s.set_data[j];
+      if (bit(alt_with, t, b)) v.push_back(b);
+    }
+    k[2] = intern_set(v);
+    v.clear();
+    bool newline = t == s.indenter_nl;
+    for (int32_t j = s.set_offsets[k[3]]; j < s.set_offsets[k[3] + 1]; ++j) {
+      const int32_t f = s.set_data[j];
+      if (bit(terms_with, t, f)) v.push_back(f), newline |= f == s.indenter_nl;
+    }
+    k[3] = intern_set(v);
+    if (s.indenter_nl < 0 || !newline) k[4] = 0, k[5] = 0;
+    if (k == key_of(i)) continue;
+    ++changed;
+    auto [it, inserted] = item_id.emplace(k, static_cast<int32_t>(s.item_kind.size()));
+    if (inserted) {
+      s.item_kind.push_back(k[0]);
+      s.item_terminal.push_back(k[1]);
+      s.item_blockers.push_back(k[2]);
+      s.item_full.push_back(k[3]);
+      s.item_col_abs.push_back(k[4]);
+      s.item_col.push_back(k[5]);
+      s.item_slot.push_back(k[6]);
+    }
+    canon[i] = it->second;
+  }
+  if (changed == 0) return 0;
+  // Rewrite the rows of every group, merging equal sequences.
+  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> seq_id;
+  const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
+  for (int32_t q = 0; q < num_seqs; ++q)
+    seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],
+                                        s.seq_data.begin() + s.seq_offsets[q + 1]), q);
+  CompiledStore old;
+  old.vocab_size = s.vocab_size;
+  old.token_special = s.token_special;
+  old.row_seq = std::move(s.row_seq);
+  old.row_kind = std::move(s.row_kind);
+  old.row_offset = std::move(s.row_offset);
+  old.row_length = std::move(s.row_length);
+  old.row_tokens = std::move(s.row_tokens);
+  old.row_bits = std::move(s.row_bits);
+  const std::vector<int32_t> old_offsets = std::move(s.root_row_offsets);
+  s.row_seq.clear();
+  s.row_kind.clear();
+  s.row_offset.clear();
+  s.row_length.clear();
+  s.row_tokens.clear();
+  s.row_bits.clear();
+  s.root_row_offsets.assign(1, 0);
+  const int32_t text_tokens = TextTokenCount(s);
+  std::vector<int32_t> new_row(old.row_seq.size(), -1);
+  auto copy_row = [&](int32_t r, int32_t seq) {
+    new_row[r] = static_cast<int32_t>(s.row_seq.size());
+    s.row_seq.push_back(seq);
+    s.row_kind.push_back(old.row_kind[r]);
+    s.row_length.push_back(old.row_length[r]);
+    const int32_t off = old.row_offset[r], len = old.row_length[r];
+    if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+      s.row_bits.insert(s.row_bits.end(), old.row_bits.begin() + off, old.row_bits.begin() + off + len);
+    } else {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+      s.row_tokens.insert(s.row_tokens.end(), old.row_tokens.begin() + off,
+                          old.row_tokens.begin() + off + len);
+    }
+  };
+  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
+  std::vector<int32_t> toks;
+  for (int32_t g = 0; g < s.num_roots; ++g) {
+    merged.clear();
+    for (int32_t r = old_offsets[g]; r < old_offsets[g + 1]; ++r) {
+      const int32_t seq = old.row_seq[r];
+      v.clear();
+      for (int32_t j = s.seq_offsets[seq]; j < s.seq_offsets[seq + 1]; ++j)
+        if (canon[s.seq_data[j]] >= 0) v.push_back(canon[s.seq_data[j]]);
+      merged[v].push_back(r);
+    }
+    for (auto& [items, rows] : merged) {
+      auto [it, inserted] = seq_id.emplace(items, static_cast<int32_t>(s.seq_offsets.size()) - 1);
+      if (inserted) {
+        s.seq_data.insert(s.seq_data.end(), items.begin(), items.end());
+        s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
+      }
+      if (rows.size() == 1) {
+        copy_row(rows[0], it->second);
+        continue;
+      }
+      toks.clear();
+      for (int32_t r : rows) DecodeRow(old, r, &toks);
+      std::sort(toks.begin(), toks.end());
+      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+      AppendRow(it->second, toks, text_tokens, &s);
+    }
+    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+  }
+  // The rows of no group (simulated tokens): kept, renumbered.
+  for (int32_t r = old_offsets[s.num_roots]; r < static_cast<int32_t>(old.row_seq.size()); ++r)
+    copy_row(r, old.row_seq[r]);
+  for (int32_t& r : s.sim_row) r = new_row[r];
+  CompactSequences(&s);
+  return changed;
 }
 
 // Row r of `s` and row r2 of `t`: the same sequence and the same payload.
@@ -347,6 +520,13 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
                       SecondsSince(t_step)});
 
+  if (options.lexing_conditions) {
+    t_step = std::chrono::steady_clock::now();
+    st.items_canonical = CanonicalLexingConditions(&s);
+    st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
+                        RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
+                        SecondsSince(t_step)});
+  }
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
     st.groups_shared = ShareRowGroups(&s);
