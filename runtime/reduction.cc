@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -102,6 +103,16 @@ void RowSources(const CompiledStore& s, ReductionReport* out) {
       ++by_terminal[label];
     }
   }
+  // Rows equal in sequence and tokens, counted once over all groups: what a
+  // store whose groups referenced shared rows would hold.
+  std::set<std::pair<int32_t, std::vector<int32_t>>> distinct;
+  std::vector<int32_t> toks;
+  for (int32_t r = 0; r < s.root_row_offsets[s.num_roots]; ++r) {
+    toks.clear();
+    DecodeRow(s, r, &toks);
+    distinct.emplace(s.row_seq[r], toks);
+  }
+  out->distinct_rows = static_cast<int64_t>(distinct.size());
   out->rows_by_state_class = Sorted(by_class, 12);
   out->rows_by_first_terminal = Sorted(by_terminal, 12);
 }
@@ -328,6 +339,7 @@ std::string ReductionReportJson(const ReductionReport& r) {
     for (const auto& [k, n] : v) a.push_back({k, n});
     return a;
   };
+  j["distinct_rows"] = r.distinct_rows;
   j["rows_by_state_class"] = pairs(r.rows_by_state_class);
   j["rows_by_first_terminal"] = pairs(r.rows_by_first_terminal);
   j["workload"] = {{"what", r.workload}, {"texts", r.texts}, {"not_finished", r.texts_not_finished}};
@@ -363,6 +375,8 @@ std::string ReductionReportText(const ReductionReport& r) {
     out += Format("  interchangeable terminals: %zu classes of %zu terminals\n",
                   r.interchangeable.size(), n);
   }
+  out += Format("  distinct rows over all groups (a store whose groups shared single rows): %" PRId64
+                " (%.2fx)\n", r.distinct_rows, Ratio(first, static_cast<double>(r.distinct_rows)));
   out += "  rows by lexer state:";
   for (const auto& [k, n] : r.rows_by_state_class) out += Format(" %s %" PRId64 ";", k.c_str(), n);
   out += "\n  rows by first terminal:";

@@ -48,6 +48,8 @@ struct ReductionReport {
   int32_t vocab_size = 0, terminals = 0, lalr_states = 0, lexer_states = 0, roots = 0;
   std::vector<StreamlineStep> steps;
   std::vector<std::vector<std::string>> interchangeable;
+  // Rows equal in sequence and tokens counted once over all groups.
+  int64_t distinct_rows = 0;
   // Where the final rows come from: (label, rows), largest first.
   std::vector<std::pair<std::string, int64_t>> rows_by_state_class, rows_by_first_terminal;
   double compile_seconds = 0;
