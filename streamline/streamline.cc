@@ -379,6 +379,18 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   st.rows_before = static_cast<int64_t>(s.row_seq.size());
   st.bytes_before = RowPayloadBytes(s);
 
+  st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
+                      s.num_roots, 0, 0});
+  // Lexing conditions first: the exploration then proves folds on the
+  // simpler sequences too (and a second pass finds nothing more).
+  if (options.lexing_conditions) {
+    const auto t_lex = std::chrono::steady_clock::now();
+    st.items_canonical = CanonicalLexingConditions(&s);
+    st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
+                        RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
+                        SecondsSince(t_lex)});
+  }
+
   // Existing sequences by content, so that a prefix that is already a
   // sequence keeps its id.
   const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
@@ -393,8 +405,6 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // running the steps one after the other asks each memo the same queries
   // in the same order as interleaving them would).
   ItemExploration exploration(s, ExplorationOptions{options.max_stack, options.max_steps});
-  st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
-                      s.num_roots, 0, 0});
 
   // Never legal: per sequence, in the order the rows meet them.
   auto t_step = std::chrono::steady_clock::now();
@@ -520,13 +530,6 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
                       SecondsSince(t_step)});
 
-  if (options.lexing_conditions) {
-    t_step = std::chrono::steady_clock::now();
-    st.items_canonical = CanonicalLexingConditions(&s);
-    st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
-                        RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
-                        SecondsSince(t_step)});
-  }
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
     st.groups_shared = ShareRowGroups(&s);

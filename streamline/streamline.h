@@ -2,16 +2,16 @@
 // compiled store, each with its statistics:
 //
 //  1. every lexing: the store as built, one row per (root, item sequence);
-//  2. never legal (streamline/never_legal.h, NeverLegalStep): a row that no
-//     hypothesis can accept is deleted;
-//  3. always legal (streamline/always_legal.h, AlwaysLegalStep): a row whose
-//     sequence S = P R is accepted by every hypothesis that accepts P is
-//     folded into the row (q, P); rows folded into the same prefix merge;
-//  4. lexing conditions: in every row's sequence, the lexing conditions no
+//  2. lexing conditions: in every row's sequence, the lexing conditions no
 //     parser state's scanner can fail are dropped (a Hit of a terminal in no
 //     scanner's alternation; an Emit's blockers and keyword retypings that
 //     never share a scanner with its terminal; a column no newline reads),
 //     and rows whose sequences become equal merge;
+//  3. never legal (streamline/never_legal.h, NeverLegalStep): a row that no
+//     hypothesis can accept is deleted;
+//  4. always legal (streamline/always_legal.h, AlwaysLegalStep): a row whose
+//     sequence S = P R is accepted by every hypothesis that accepts P is
+//     folded into the row (q, P); rows folded into the same prefix merge;
 //  5. shared row groups: lexer states whose row groups are equal (the same
 //     item sequences with the same token sets, the same simulated tokens)
 //     share one group (CompiledStore::root_index); the runtime walks a group
@@ -53,7 +53,7 @@ struct StreamlineOptions {
 
 // One named step of the pass: the rows and row payload bytes after it.
 struct StreamlineStep {
-  std::string name;           // "every lexing", "never legal", "always legal", "lexing conditions", "shared row groups", "interchangeable"
+  std::string name;           // "every lexing", "lexing conditions", "never legal", "always legal", "shared row groups", "interchangeable"
   int64_t rows = 0, bytes = 0;
   // The rows as the seed keys them: per lexer state at a token boundary
   // (not per shared row group), the distinct terminal sequences of its rows

@@ -160,7 +160,8 @@ TEST(Reduction, SeedKeysPerStep) {
     EXPECT_EQ(st.steps[0].keys, TerminalSequenceKeys(*plain));
     EXPECT_EQ(st.steps[0].rows, static_cast<int64_t>(plain->row_seq.size()));
     // Before sharing, one group per state: the per-group count is the seed's.
-    EXPECT_EQ(st.steps[3].name, "lexing conditions");
+    EXPECT_EQ(st.steps[1].name, "lexing conditions");
+    EXPECT_EQ(st.steps[3].name, "always legal");
     EXPECT_EQ(st.steps[4].name, "shared row groups");
     EXPECT_EQ(st.steps[4].keys, st.steps[3].keys);
     EXPECT_EQ(st.steps[4].rows, static_cast<int64_t>(lean.row_seq.size()));
