@@ -8,7 +8,7 @@ walks compare both stores' masks at every step (mask_mismatches) and count fewer
 parser checks with streamlining; --corpus teacher-forces files; the plot is drawn by
 matplotlib through `python -m cfgmask plot-reduction`; bad input is one line with
 exit status 2.  Quick size over two grammars of tests/realgrammars/fetch.sh
-(commentjson, syncode's SQL), fetched from PyPI.
+(commentjson, syncode's Prover9), fetched from PyPI.
 """
 import json
 import os
@@ -145,7 +145,8 @@ def real_grammars():
 
 
 @pytest.mark.parametrize("rel,start", [("commentjson/commentjson.lark", "start"),
-                                       ("syncode/sql.lark", "start")], ids=["commentjson", "sql"])
+                                       ("syncode/prover9.lark", "start")],
+                         ids=["commentjson", "prover9"])
 def test_real_grammar_quick(real_grammars, rel, start):
     r = run("reduction", real_grammars / rel, "--tokenizer", TOK, "--start", start, "--walks", 5,
             "--max-tokens", 24, "--json")
