@@ -50,6 +50,9 @@ struct ReductionReport {
   std::vector<std::vector<std::string>> interchangeable;
   // Rows equal in sequence and tokens counted once over all groups.
   int64_t distinct_rows = 0;
+  // Rows per group once interchangeable terminals' Emits are keyed by their
+  // class (other item fields kept): an estimate of what applying them gives.
+  int64_t rows_interchangeable_bound = 0;
   // Where the final rows come from: (label, rows), largest first.
   std::vector<std::pair<std::string, int64_t>> rows_by_state_class, rows_by_first_terminal;
   double compile_seconds = 0;
