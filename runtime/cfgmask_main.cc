@@ -6,7 +6,8 @@
 // runtime/completion.h, the token drawing runtime/cli.h and the statistics
 // and their text and JSON renderings runtime/report.h.
 //
-// Exit status: 0 success, 1 `check` found a failing file or `sample` could
+// Exit status: 0 success, 1 `check` found a failing file, `reduction` found
+// masks that differ with and without streamlining, or `sample` could
 // not end a sample with EOS, 2 an error on user input (bad arguments,
 // unreadable or malformed grammar, tokenizer or store) reported as one line
 // "cfgmask: FILE:LINE:COL: what is wrong".  `compile` writes its store
@@ -14,7 +15,9 @@
 // that sample is complete.
 // Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py.
 #include <sys/resource.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include "maskstore/store_builder.h"
 #include "runtime/cli.h"
 #include "runtime/compile.h"
+#include "runtime/reduction.h"
 #include "runtime/report.h"
 #include "runtime/session.h"
 #include "runtime/teacher_force.h"
@@ -59,6 +63,8 @@ const char kUsage[] =
     "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR\n"
     "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] "
     "[--seed S] [--memo-mb M]\n"
+    "       cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--corpus FILE... | "
+    "--walks N] [--max-tokens T] [--seed S] [--json] [--plot OUT.svg] [-o STORE.cfgm]\n"
     "--segment canonical reads the tokenizer's own encoding of FILE from FILE.ids (token ids\n"
     "separated by white space, e.g. from tests/tools/canonical_ids.py); their bytes must spell\n"
     "FILE exactly.  `sample` ends every walk that reaches --max-tokens with a shortest\n"
@@ -105,6 +111,15 @@ const CommandSpec kCommands[] = {
      {"--segment", "--seed", "--memo-mb"},
      {"--json"},
      2,
+     SIZE_MAX},
+    {"reduction",
+     "usage: cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--indenter "
+     "auto|python|none] [--corpus FILE... | --walks N] [--max-tokens T] [--seed S] [--threads N] "
+     "[--lark-grammars DIR] [--max-memory BYTES] [--json] [--plot OUT.svg|.png] [-o STORE.cfgm]",
+     {"--tokenizer", "--start", "--indenter", "--walks", "--max-tokens", "--seed", "--threads",
+      "--lark-grammars", "--max-memory", "--plot", "-o"},
+     {"--json", "--corpus"},
+     1,
      SIZE_MAX},
 };
 
@@ -652,6 +667,88 @@ int Bench(const CommandSpec& spec, const Args& args) {
   return kExitOk;
 }
 
+// ---------------------------------------------------------------- reduction
+
+// Draws the figure from the report's JSON with the Python package
+// (`python -m cfgmask plot-reduction`), the interpreter named by
+// $CFGMASK_PYTHON or python3.
+int Plot(const std::string& json, const std::string& out) {
+  const std::string tmp = out + ".json.tmp." + std::to_string(getpid());
+  std::string error;
+  if (!WriteFileAtomically(tmp, json, &error)) return Error(error);
+  const char* env = std::getenv("CFGMASK_PYTHON");
+  const std::string python = env && *env ? env : "python3";
+  std::vector<std::string> argv_s = {python, "-m", "cfgmask", "plot-reduction", tmp, "-o", out};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  int status = 0;
+  if (rc == 0) waitpid(pid, &status, 0);
+  std::remove(tmp.c_str());
+  if (rc != 0) return Error(python + ": cannot run it to draw the plot: " + std::strerror(rc));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Error(out + ": the plot was not drawn (" + python +
+                 " -m cfgmask plot-reduction failed; it needs the cfgmask package and matplotlib)");
+  }
+  return kExitOk;
+}
+
+int Reduction(const CommandSpec& spec, const Args& args) {
+  if (!args.values.count("--tokenizer")) return UsageError(&spec, "missing --tokenizer TOK");
+  ReductionOptions o;
+  const bool corpus = args.Has("--corpus");
+  if (corpus && args.values.count("--walks")) {
+    return UsageError(&spec, "give either --corpus FILE... or --walks N, not both");
+  }
+  if (!corpus && args.positional.size() > 1) {
+    return UsageError(&spec, "unexpected argument '" + args.positional[1] +
+                                 "' (corpus files follow --corpus)");
+  }
+  if (corpus && args.positional.size() < 2) return UsageError(&spec, "--corpus needs files");
+  for (size_t i = 1; i < args.positional.size(); ++i) o.corpus.push_back(args.positional[i]);
+  int64_t seed = 0, threads = 0;
+  if (!IntFlag(spec, args, "--walks", 100, 1, 1000000, &o.walks) ||
+      !IntFlag(spec, args, "--max-tokens", 64, 1, 100000, &o.max_tokens) ||
+      !IntFlag(spec, args, "--seed", 0, 0, INT64_MAX, &seed) ||
+      !IntFlag(spec, args, "--threads", 0, 0, 1024, &threads) ||
+      !BytesFlag(spec, args, "--max-memory", &o.compile.max_memory)) {
+    return kExitUsage;
+  }
+  o.seed = static_cast<uint64_t>(seed);
+  o.compile.num_threads = static_cast<int32_t>(threads);
+  o.compile.start = args.Get("--start");
+  o.compile.indenter = args.Get("--indenter", "auto");
+  if (o.compile.indenter != "auto" && o.compile.indenter != "python" &&
+      o.compile.indenter != "none") {
+    return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
+                                 o.compile.indenter + "'");
+  }
+  const char* lark_env = std::getenv("CFGMASK_LARK_GRAMMARS");
+  o.compile.lark_grammars_dir = args.Get("--lark-grammars", lark_env != nullptr ? lark_env : "");
+  const std::string plot = args.Get("--plot");
+  if (args.values.count("--plot")) {
+    const std::string ext = std::filesystem::path(plot).extension().string();
+    if (ext != ".svg" && ext != ".png" && ext != ".pdf") {
+      return UsageError(&spec, "option --plot: expected a .svg, .png or .pdf file, got '" + plot + "'");
+    }
+  }
+  ReductionReport report;
+  CompiledStore store;
+  Status st = RunReduction(args.positional[0], args.Get("--tokenizer"), o, &report, &store);
+  if (st.ok() && args.values.count("-o")) st = WriteStoreFile(store, args.Get("-o"));
+  if (!st.ok()) return Error(st.message());
+  const std::string json = ReductionReportJson(report);
+  std::fputs(args.Has("--json") ? json.c_str() : ReductionReportText(report).c_str(), stdout);
+  std::fflush(stdout);
+  if (!plot.empty()) {
+    if (int rc = Plot(json, plot); rc != kExitOk) return rc;
+  }
+  // A mask that differs between the two stores is a bug in the pass.
+  return report.mask_mismatches ? kExitFailed : kExitOk;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
@@ -680,6 +777,7 @@ int Main(int argc, char** argv) {
   if (command == "stats") return Stats(*spec, args);
   if (command == "check") return Check(*spec, args);
   if (command == "sample") return Sample(*spec, args);
+  if (command == "reduction") return Reduction(*spec, args);
   return Bench(*spec, args);
 }
 

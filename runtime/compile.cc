@@ -25,6 +25,7 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
   stats.row_bytes_before = RowPayloadBytes(*out);
   if (!streamline) return Status::Ok();
+  if (details && details->unstreamlined) *details->unstreamlined = *out;
   if (options.progress) options.progress(CompileProgress{"streamline", 1, 0});
   StreamlineStats sl;
   StreamlineOptions so;

@@ -30,6 +30,9 @@ int64_t DefaultMaxMemory();  // three quarters of the physical memory
 // classes it reports (by terminal name).
 struct CompileDetails {
   std::vector<StreamlineStep> streamline_steps;
+  // When set, receives a copy of the store as built, before streamlining
+  // (`cfgmask reduction` walks both).
+  CompiledStore* unstreamlined = nullptr;
   std::vector<std::vector<std::string>> interchangeable;
 };
 

@@ -287,6 +287,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
   thread_local std::vector<Sim> sims;  // reused: no allocation in steady state
+  int64_t checks = 0, visited = 0, simulated = 0;  // for counters_
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
@@ -315,13 +316,16 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       prev = items;
       prev_len = len;
       if (fail_at <= lcp) continue;  // a rejected prefix
+      ++visited;
       valid = std::min(valid, lcp);
       fail_at = INT32_MAX;
+      checks += len - valid;
       for (int32_t d = valid; d < len; ++d) {
         if (static_cast<int32_t>(sims.size()) <= d + 1) sims.resize(d + 2, sims[0]);
         sims[d + 1] = sims[d];
         if (!sims[d + 1].Item(items[d], l.col)) {
           fail_at = d + 1;
+          checks -= len - fail_at;  // the checks not made
           break;
         }
         valid = d + 1;
@@ -329,9 +333,17 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       if (fail_at == INT32_MAX) rows->push_back(r);
     }
     if (!s->root_sim_offsets.empty() && s->root_sim_offsets[root] < s->root_sim_offsets[root + 1]) {
+      simulated += s->root_sim_offsets[root + 1] - s->root_sim_offsets[root];
       CheckSimulated(l, root, rows, memo_ ? &low : nullptr);
     }
     if (memo_) memo_->Put(l, hash, low, rows->data() + first, rows->size() - first);
+  }
+  if (counters_) {
+    ++counters_->calls;
+    counters_->parser_checks += checks;
+    counters_->rows_visited += visited;
+    counters_->rows_accepted += static_cast<int64_t>(rows->size());
+    counters_->simulated += simulated;
   }
   *eos = CanEnd();
 }

@@ -75,6 +75,18 @@ struct SessionLimits {
 
 class RowMemo;
 
+// What AcceptedRows did, summed over the calls since it was attached
+// (Session::set_counters): a research statistic (`cfgmask reduction`), off by
+// default.  Counted in locals and added once per call, so the walk itself
+// pays nothing; with a row memo, a hit checks nothing and counts nothing.
+struct StepCounters {
+  int64_t calls = 0;
+  int64_t parser_checks = 0;   // item checks on the incremental parser (Sim::Item)
+  int64_t rows_visited = 0;    // rows whose sequence was walked (not skipped by a rejected prefix)
+  int64_t rows_accepted = 0;   // rows ORed into the mask
+  int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)
+};
+
 class Session {
  public:
   // With `memo`, the session uses that row memo (made for the same store),
@@ -149,6 +161,9 @@ class Session {
   int64_t memo_hits() const;
   int64_t memo_misses() const;
   const std::vector<LiveState>& live() const { return live_; }
+  // Counts what AcceptedRows (and so FillMask) does into `c` from now on;
+  // null stops counting.  Not shared by Fork.
+  void set_counters(StepCounters* c) { counters_ = c; }
   const std::string& text() const { return text_; }
 
  private:
@@ -215,6 +230,7 @@ class Session {
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
   std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0
+  StepCounters* counters_ = nullptr;
 };
 
 }  // namespace cfgmask

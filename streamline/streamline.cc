@@ -2,8 +2,10 @@
 #include "streamline/streamline.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +23,352 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The seed's keys (StreamlineStep::keys): per lexer state at a token
+// boundary, the distinct terminal sequences of its group's rows, leaving out
+// the rows of sequences marked in `dead` (when given).  As TerminalSequenceKeys
+// (maskstore/row_codec.h), counted per state rather than per group.
+int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
+  std::vector<int64_t> states_of(s.num_roots, 0);
+  for (int32_t root : s.root_index)
+    if (root >= 0) ++states_of[root];
+  std::set<std::vector<int32_t>> keys;
+  int64_t total = 0;
+  std::vector<int32_t> key;
+  for (int32_t root = 0; root < s.num_roots; ++root) {
+    keys.clear();
+    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+      const int32_t seq = s.row_seq[r];
+      if (dead && (*dead)[seq] > 0) continue;
+      key.clear();
+      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
+        const int32_t item = s.seq_data[i];
+        if (s.item_kind[item] == 0) key.push_back(s.item_terminal[item]);
+        if (s.item_kind[item] == 2) key.push_back(-2 - s.item_blockers[item]);
+      }
+      keys.insert(key);
+    }
+    total += static_cast<int64_t>(keys.size()) * states_of[root];
+  }
+  return total;
+}
+
+// Lexing conditions (streamline.h, step 4): each row's items replaced by
+// items that every hypothesis checks the same way (Session's Sim::Item), with
+// what no scanner can ever make a difference dropped:
+//  - a Hit whose terminal is in no scanner's alternation always passes (its
+//    slot's bits are unions of alternations): dropped;
+//  - an Emit of t is only checked further in states whose alternation has t:
+//    a blocker never in such a state's alternation cannot fail it, a
+//    full-match string never in such a state's terminals cannot retype it,
+//    and the column is read only when t or a retyping is the indenter's
+//    newline.
+// Rows of a group whose sequences become equal merge (their token sets ORed).
+// Returns the number of items changed.
+int64_t CanonicalLexingConditions(CompiledStore* store) {
+  CompiledStore& s = *store;
+  const int32_t W = s.scanner_words, T = s.num_terminals;
+  auto bit = [&](const std::vector<uint64_t>& v, size_t row, int32_t t) {
+    return (v[row * W + t / 64] >> (t & 63)) & 1;
+  };
+  // Per terminal t: the union of the alternations and of the terminal sets of
+  // the states whose alternation has t; and the union of every alternation.
+  std::vector<uint64_t> alt_with(static_cast<size_t>(T) * W, 0), terms_with(alt_with),
+      any_alt(W, 0);
+  for (int32_t st = 0; st < s.num_states; ++st) {
+    for (int32_t w = 0; w < W; ++w) any_alt[w] |= s.scanner_alt[static_cast<size_t>(st) * W + w];
+    for (int32_t t = 0; t < T; ++t) {
+      if (!bit(s.scanner_alt, st, t)) continue;
+      for (int32_t w = 0; w < W; ++w) {
+        alt_with[static_cast<size_t>(t) * W + w] |= s.scanner_alt[static_cast<size_t>(st) * W + w];
+        terms_with[static_cast<size_t>(t) * W + w] |= s.scanner_terms[static_cast<size_t>(st) * W + w];
+      }
+    }
+  }
+  // Interned sets and items, the store's own first.
+  std::map<std::vector<int32_t>, int32_t> set_id;
+  const int32_t num_sets = static_cast<int32_t>(s.set_offsets.size()) - 1;
+  for (int32_t i = 0; i < num_sets; ++i)
+    set_id.emplace(std::vector<int32_t>(s.set_data.begin() + s.set_offsets[i],
+                                        s.set_data.begin() + s.set_offsets[i + 1]), i);
+  auto intern_set = [&](const std::vector<int32_t>& v) {
+    auto [it, inserted] = set_id.emplace(v, static_cast<int32_t>(s.set_offsets.size()) - 1);
+    if (inserted) {
+      s.set_data.insert(s.set_data.end(), v.begin(), v.end());
+      s.set_offsets.push_back(static_cast<int32_t>(s.set_data.size()));
+    }
+    return it->second;
+  };
+  using Key = std::array<int32_t, 7>;
+  std::map<Key, int32_t> item_id;
+  const int32_t num_items = static_cast<int32_t>(s.item_kind.size());
+  auto key_of = [&](int32_t i) {
+    return Key{s.item_kind[i], s.item_terminal[i], s.item_blockers[i], s.item_full[i],
+               s.item_col_abs[i], s.item_col[i], s.item_slot[i]};
+  };
+  for (int32_t i = 0; i < num_items; ++i) item_id.emplace(key_of(i), i);
+  std::vector<int32_t> canon(num_items);  // -1: dropped
+  int64_t changed = 0;
+  std::vector<int32_t> v;
+  for (int32_t i = 0; i < num_items; ++i) {
+    const int32_t t = s.item_terminal[i];
+    canon[i] = i;
+    if (s.item_kind[i] == 1) {  // Hit
+      if (!((any_alt[t / 64] >> (t & 63)) & 1)) canon[i] = -1, ++changed;
+      continue;
+    }
+    if (s.item_kind[i] != 0) continue;  // Tail: kept
+    Key k = key_of(i);
+    v.clear();
+    for (int32_t j = s.set_offsets[k[2]]; j < s.set_offsets[k[2] + 1]; ++j) {
+      const int32_t b = s.set_data[j];
+      if (bit(alt_with, t, b)) v.push_back(b);
+    }
+    k[2] = intern_set(v);
+    v.clear();
+    bool newline = t == s.indenter_nl;
+    for (int32_t j = s.set_offsets[k[3]]; j < s.set_offsets[k[3] + 1]; ++j) {
+      const int32_t f = s.set_data[j];
+      if (bit(terms_with, t, f)) v.push_back(f), newline |= f == s.indenter_nl;
+    }
+    k[3] = intern_set(v);
+    if (s.indenter_nl < 0 || !newline) k[4] = 0, k[5] = 0;
+    if (k == key_of(i)) continue;
+    ++changed;
+    auto [it, inserted] = item_id.emplace(k, static_cast<int32_t>(s.item_kind.size()));
+    if (inserted) {
+      s.item_kind.push_back(k[0]);
+      s.item_terminal.push_back(k[1]);
+      s.item_blockers.push_back(k[2]);
+      s.item_full.push_back(k[3]);
+      s.item_col_abs.push_back(k[4]);
+      s.item_col.push_back(k[5]);
+      s.item_slot.push_back(k[6]);
+    }
+    canon[i] = it->second;
+  }
+  if (changed == 0) return 0;
+  // Rewrite the rows of every group, merging equal sequences.
+  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> seq_id;
+  const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
+  for (int32_t q = 0; q < num_seqs; ++q)
+    seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],
+                                        s.seq_data.begin() + s.seq_offsets[q + 1]), q);
+  CompiledStore old;
+  old.vocab_size = s.vocab_size;
+  old.token_special = s.token_special;
+  old.row_seq = std::move(s.row_seq);
+  old.row_kind = std::move(s.row_kind);
+  old.row_offset = std::move(s.row_offset);
+  old.row_length = std::move(s.row_length);
+  old.row_tokens = std::move(s.row_tokens);
+  old.row_bits = std::move(s.row_bits);
+  const std::vector<int32_t> old_offsets = std::move(s.root_row_offsets);
+  s.row_seq.clear();
+  s.row_kind.clear();
+  s.row_offset.clear();
+  s.row_length.clear();
+  s.row_tokens.clear();
+  s.row_bits.clear();
+  s.root_row_offsets.assign(1, 0);
+  const int32_t text_tokens = TextTokenCount(s);
+  std::vector<int32_t> new_row(old.row_seq.size(), -1);
+  auto copy_row = [&](int32_t r, int32_t seq) {
+    new_row[r] = static_cast<int32_t>(s.row_seq.size());
+    s.row_seq.push_back(seq);
+    s.row_kind.push_back(old.row_kind[r]);
+    s.row_length.push_back(old.row_length[r]);
+    const int32_t off = old.row_offset[r], len = old.row_length[r];
+    if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+      s.row_bits.insert(s.row_bits.end(), old.row_bits.begin() + off, old.row_bits.begin() + off + len);
+    } else {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+      s.row_tokens.insert(s.row_tokens.end(), old.row_tokens.begin() + off,
+                          old.row_tokens.begin() + off + len);
+    }
+  };
+  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
+  std::vector<int32_t> toks;
+  for (int32_t g = 0; g < s.num_roots; ++g) {
+    merged.clear();
+    for (int32_t r = old_offsets[g]; r < old_offsets[g + 1]; ++r) {
+      const int32_t seq = old.row_seq[r];
+      v.clear();
+      for (int32_t j = s.seq_offsets[seq]; j < s.seq_offsets[seq + 1]; ++j)
+        if (canon[s.seq_data[j]] >= 0) v.push_back(canon[s.seq_data[j]]);
+      merged[v].push_back(r);
+    }
+    for (auto& [items, rows] : merged) {
+      auto [it, inserted] = seq_id.emplace(items, static_cast<int32_t>(s.seq_offsets.size()) - 1);
+      if (inserted) {
+        s.seq_data.insert(s.seq_data.end(), items.begin(), items.end());
+        s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
+      }
+      if (rows.size() == 1) {
+        copy_row(rows[0], it->second);
+        continue;
+      }
+      toks.clear();
+      for (int32_t r : rows) DecodeRow(old, r, &toks);
+      std::sort(toks.begin(), toks.end());
+      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+      AppendRow(it->second, toks, text_tokens, &s);
+    }
+    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+  }
+  // The rows of no group (simulated tokens): kept, renumbered.
+  for (int32_t r = old_offsets[s.num_roots]; r < static_cast<int32_t>(old.row_seq.size()); ++r)
+    copy_row(r, old.row_seq[r]);
+  for (int32_t& r : s.sim_row) r = new_row[r];
+  CompactSequences(&s);
+  return changed;
+}
+
+// Row r of `s` and row r2 of `t`: the same sequence and the same payload.
+bool SameRow(const CompiledStore& s, int32_t r, const CompiledStore& t, int32_t r2) {
+  if (s.row_seq[r] != t.row_seq[r2] || s.row_kind[r] != t.row_kind[r2] ||
+      s.row_length[r] != t.row_length[r2]) {
+    return false;
+  }
+  const int32_t len = s.row_length[r];
+  if (static_cast<RowKind>(s.row_kind[r]) == RowKind::kBitset) {
+    return std::equal(s.row_bits.begin() + s.row_offset[r],
+                      s.row_bits.begin() + s.row_offset[r] + len,
+                      t.row_bits.begin() + t.row_offset[r2]);
+  }
+  return std::equal(s.row_tokens.begin() + s.row_offset[r],
+                    s.row_tokens.begin() + s.row_offset[r] + len,
+                    t.row_tokens.begin() + t.row_offset[r2]);
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+// Shared row groups (streamline.h, step 4): lexer states whose groups hold
+// equal rows in the same order and the same simulated tokens (whose rows
+// hold the same single token) point to one group.  Returns the groups merged.
+int32_t ShareRowGroups(CompiledStore* store) {
+  CompiledStore& s = *store;
+  const int32_t R = s.num_roots;
+  const bool sims = !s.root_sim_offsets.empty();
+  auto group_hash = [&](int32_t g) {
+    uint64_t h = Mix(0, s.root_row_offsets[g + 1] - s.root_row_offsets[g]);
+    for (int32_t r = s.root_row_offsets[g]; r < s.root_row_offsets[g + 1]; ++r) {
+      h = Mix(h, s.row_seq[r]);
+      h = Mix(h, s.row_kind[r]);
+      h = Mix(h, s.row_length[r]);
+      const int32_t off = s.row_offset[r], len = s.row_length[r];
+      if (static_cast<RowKind>(s.row_kind[r]) == RowKind::kBitset) {
+        for (int32_t i = 0; i < len; ++i) h = Mix(h, s.row_bits[off + i]);
+      } else {
+        for (int32_t i = 0; i < len; ++i) h = Mix(h, s.row_tokens[off + i]);
+      }
+    }
+    if (sims) {
+      for (int32_t i = s.root_sim_offsets[g]; i < s.root_sim_offsets[g + 1]; ++i)
+        h = Mix(h, s.sim_token[i]);
+    }
+    return h;
+  };
+  auto same_group = [&](int32_t a, int32_t b) {
+    const int32_t n = s.root_row_offsets[a + 1] - s.root_row_offsets[a];
+    if (n != s.root_row_offsets[b + 1] - s.root_row_offsets[b]) return false;
+    for (int32_t i = 0; i < n; ++i) {
+      if (!SameRow(s, s.root_row_offsets[a] + i, s, s.root_row_offsets[b] + i)) return false;
+    }
+    if (!sims) return true;
+    const int32_t m = s.root_sim_offsets[a + 1] - s.root_sim_offsets[a];
+    if (m != s.root_sim_offsets[b + 1] - s.root_sim_offsets[b]) return false;
+    for (int32_t i = 0; i < m; ++i) {
+      // The rows of simulated tokens hold the token alone, so the token decides.
+      if (s.sim_token[s.root_sim_offsets[a] + i] != s.sim_token[s.root_sim_offsets[b] + i])
+        return false;
+    }
+    return true;
+  };
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;
+  std::vector<int32_t> canon(R);
+  int32_t merged = 0;
+  for (int32_t g = 0; g < R; ++g) {
+    auto& bucket = by_hash[group_hash(g)];
+    canon[g] = g;
+    for (int32_t h : bucket) {
+      if (same_group(h, g)) {
+        canon[g] = h;
+        break;
+      }
+    }
+    if (canon[g] == g) bucket.push_back(g);
+    else ++merged;
+  }
+  if (merged == 0) return 0;
+  // Rebuild: the kept groups in order, then the rows of no group (the
+  // simulated tokens' rows).
+  CompiledStore old;
+  old.row_seq = std::move(s.row_seq);
+  old.row_kind = std::move(s.row_kind);
+  old.row_offset = std::move(s.row_offset);
+  old.row_length = std::move(s.row_length);
+  old.row_tokens = std::move(s.row_tokens);
+  old.row_bits = std::move(s.row_bits);
+  const std::vector<int32_t> old_offsets = std::move(s.root_row_offsets);
+  const std::vector<int32_t> old_sim_offsets = std::move(s.root_sim_offsets);
+  const std::vector<int32_t> old_sim_token = std::move(s.sim_token);
+  const std::vector<int32_t> old_sim_row = std::move(s.sim_row);
+  s.row_seq.clear();
+  s.row_kind.clear();
+  s.row_offset.clear();
+  s.row_length.clear();
+  s.row_tokens.clear();
+  s.row_bits.clear();
+  s.root_row_offsets.assign(1, 0);
+  s.root_sim_offsets.clear();
+  if (sims) s.root_sim_offsets.assign(1, 0);
+  s.sim_token.clear();
+  s.sim_row.clear();
+  std::vector<int32_t> new_id(R, -1), new_row(old.row_seq.size(), -1);
+  auto copy_row = [&](int32_t r) {
+    new_row[r] = static_cast<int32_t>(s.row_seq.size());
+    s.row_seq.push_back(old.row_seq[r]);
+    s.row_kind.push_back(old.row_kind[r]);
+    s.row_length.push_back(old.row_length[r]);
+    const int32_t off = old.row_offset[r], len = old.row_length[r];
+    if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
+      s.row_bits.insert(s.row_bits.end(), old.row_bits.begin() + off,
+                        old.row_bits.begin() + off + len);
+    } else {
+      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
+      s.row_tokens.insert(s.row_tokens.end(), old.row_tokens.begin() + off,
+                          old.row_tokens.begin() + off + len);
+    }
+  };
+  int32_t kept = 0;
+  for (int32_t g = 0; g < R; ++g) {
+    if (canon[g] != g) continue;
+    new_id[g] = kept++;
+    for (int32_t r = old_offsets[g]; r < old_offsets[g + 1]; ++r) copy_row(r);
+    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
+  }
+  for (int32_t r = old_offsets[R]; r < static_cast<int32_t>(old.row_seq.size()); ++r) copy_row(r);
+  if (sims) {
+    for (int32_t g = 0; g < R; ++g) {
+      if (canon[g] != g) continue;
+      for (int32_t i = old_sim_offsets[g]; i < old_sim_offsets[g + 1]; ++i) {
+        s.sim_token.push_back(old_sim_token[i]);
+        s.sim_row.push_back(new_row[old_sim_row[i]]);
+      }
+      s.root_sim_offsets.push_back(static_cast<int32_t>(s.sim_token.size()));
+    }
+  }
+  s.num_roots = kept;
+  for (int32_t& root : s.root_index)
+    if (root >= 0) root = new_id[canon[root]];
+  return merged;
+}
+
 }  // namespace
 
 Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
@@ -30,6 +378,18 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   StreamlineStats st;
   st.rows_before = static_cast<int64_t>(s.row_seq.size());
   st.bytes_before = RowPayloadBytes(s);
+
+  st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
+                      s.num_roots, 0, 0});
+  // Lexing conditions first: the exploration then proves folds on the
+  // simpler sequences too (and a second pass finds nothing more).
+  if (options.lexing_conditions) {
+    const auto t_lex = std::chrono::steady_clock::now();
+    st.items_canonical = CanonicalLexingConditions(&s);
+    st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
+                        RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
+                        SecondsSince(t_lex)});
+  }
 
   // Existing sequences by content, so that a prefix that is already a
   // sequence keeps its id.
@@ -45,7 +405,6 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // running the steps one after the other asks each memo the same queries
   // in the same order as interleaving them would).
   ItemExploration exploration(s, ExplorationOptions{options.max_stack, options.max_steps});
-  st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, 0, 0});
 
   // Never legal: per sequence, in the order the rows meet them.
   auto t_step = std::chrono::steady_clock::now();
@@ -61,8 +420,8 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // Rows past the roots' (the simulated tokens') are kept as they are.
   for (int32_t r = s.root_row_offsets[s.num_roots]; r < static_cast<int32_t>(s.row_seq.size()); ++r)
     ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
-  st.steps.push_back({"never legal", rows_live, bytes_live, never.counts().queries,
-                      SecondsSince(t_step)});
+  st.steps.push_back({"never legal", rows_live, bytes_live, SeedKeys(s, &dead), s.num_roots,
+                      never.counts().queries, SecondsSince(t_step)});
 
   // Always legal: per sequence left, the length of the prefix it folds into
   // (0 for a deleted one).
@@ -167,17 +526,26 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.proved += fold_len[seq] > 0 && fold_len[seq] < s.seq_offsets[seq + 1] - s.seq_offsets[seq];
   }
   CompactSequences(&s);
+  st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
+                      RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
+                      SecondsSince(t_step)});
+
+  if (options.share) {
+    t_step = std::chrono::steady_clock::now();
+    st.groups_shared = ShareRowGroups(&s);
+    st.steps.push_back({"shared row groups", static_cast<int64_t>(s.row_seq.size()),
+                        RowPayloadBytes(s), st.steps.back().keys, s.num_roots, 0,
+                        SecondsSince(t_step)});
+  }
   st.rows_after = static_cast<int64_t>(s.row_seq.size());
   st.bytes_after = RowPayloadBytes(s);
-  st.steps.push_back({"always legal", st.rows_after, st.bytes_after, st.queries,
-                      SecondsSince(t_step)});
 
   // Interchangeable terminals: reported only.
   if (options.grammar) {
     t_step = std::chrono::steady_clock::now();
     st.interchangeable = InterchangeableClasses(*options.grammar);
-    st.steps.push_back({"interchangeable", st.rows_after, st.bytes_after, 0,
-                        SecondsSince(t_step)});
+    st.steps.push_back({"interchangeable", st.rows_after, st.bytes_after, st.steps.back().keys,
+                        s.num_roots, 0, SecondsSince(t_step)});
   }
   st.seconds = SecondsSince(t0);
   if (stats) *stats = st;

@@ -2,12 +2,21 @@
 // compiled store, each with its statistics:
 //
 //  1. every lexing: the store as built, one row per (root, item sequence);
-//  2. never legal (streamline/never_legal.h, NeverLegalStep): a row that no
+//  2. lexing conditions: in every row's sequence, the lexing conditions no
+//     parser state's scanner can fail are dropped (a Hit of a terminal in no
+//     scanner's alternation; an Emit's blockers and keyword retypings that
+//     never share a scanner with its terminal; a column no newline reads),
+//     and rows whose sequences become equal merge;
+//  3. never legal (streamline/never_legal.h, NeverLegalStep): a row that no
 //     hypothesis can accept is deleted;
-//  3. always legal (streamline/always_legal.h, AlwaysLegalStep): a row whose
+//  4. always legal (streamline/always_legal.h, AlwaysLegalStep): a row whose
 //     sequence S = P R is accepted by every hypothesis that accepts P is
 //     folded into the row (q, P); rows folded into the same prefix merge;
-//  4. interchangeable terminals (streamline/interchangeable.h): the classes
+//  5. shared row groups: lexer states whose row groups are equal (the same
+//     item sequences with the same token sets, the same simulated tokens)
+//     share one group (CompiledStore::root_index); the runtime walks a group
+//     from the hypothesis's own state, so masks cannot change;
+//  6. interchangeable terminals (streamline/interchangeable.h): the classes
 //     are reported (with StreamlineOptions::grammar), not applied: merging
 //     them changes the store's keys.
 //
@@ -33,6 +42,8 @@ namespace cfgmask {
 struct StreamlineOptions {
   bool delete_never = true;     // delete rows no hypothesis can accept
   bool fold = true;             // fold proved always-legal suffixes into their prefix
+  bool lexing_conditions = true;  // drop lexing conditions no scanner can fail; merge equal rows
+  bool share = true;            // lexer states with equal row groups share one
   int32_t max_stack = 8;        // known part of the parse stack kept by the exploration
   int64_t max_steps = 50000;    // exploration budget per query; beyond it: not proved
   // When set (the grammar the store was compiled from), the interchangeable
@@ -42,8 +53,13 @@ struct StreamlineOptions {
 
 // One named step of the pass: the rows and row payload bytes after it.
 struct StreamlineStep {
-  std::string name;           // "every lexing", "never legal", "always legal", "interchangeable"
+  std::string name;           // "every lexing", "lexing conditions", "never legal", "always legal", "shared row groups", "interchangeable"
   int64_t rows = 0, bytes = 0;
+  // The rows as the seed keys them: per lexer state at a token boundary
+  // (not per shared row group), the distinct terminal sequences of its rows
+  // (TerminalSequenceKeys: Hit items, columns and blocker sets dropped).
+  int64_t keys = 0;
+  int32_t groups = 0;         // row groups (CompiledStore::num_roots) after the step
   int64_t queries = 0;        // explorations run by the step (after its cache)
   double seconds = 0;
 };
@@ -57,6 +73,8 @@ struct StreamlineStats {
   int64_t proved = 0;        // rows folded
   int64_t cache_hits = 0;
   int64_t budget_exceeded = 0;
+  int32_t groups_shared = 0; // row groups merged into an equal one
+  int64_t items_canonical = 0;  // items whose lexing conditions were simplified or dropped
   double seconds = 0;
   std::vector<StreamlineStep> steps;  // in order, "every lexing" first
   // Interchangeable terminals (terminal ids, classes of two or more); only

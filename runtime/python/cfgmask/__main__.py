@@ -1,4 +1,6 @@
 """python -m cfgmask generate: a GGUF model, a prompt, a grammar, constrained text out.
+python -m cfgmask plot-reduction REPORT.json -o OUT.svg: the figure of `cfgmask reduction`
+(cfgmask/reduction.py).
 
     python -m cfgmask generate --grammar grammar/lark/python.lark --start file_input \
         --model SmolLM2.gguf --prompt "Write a function that reverses a list."
@@ -91,6 +93,10 @@ def _generate(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["plot-reduction"]:
+        from .reduction import main as plot_main
+        return plot_main(argv[1:])
     p = _Parser(prog="python -m cfgmask")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     g = sub.add_parser("generate", help="constrained generation with a GGUF model")
