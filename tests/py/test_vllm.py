@@ -345,10 +345,105 @@ def test_added_request_replaces_the_rows_occupant(json_store_path):
     assert proc.requests[0].output is c.output and proc.requests[0].matcher.text == "[1"
 
 
-def test_vllm_loads_it_by_name():
+@pytest.fixture()
+def input_batch_module(monkeypatch):
+    """vLLM's GPU input batch, on the CPU: only its pinned host buffers need a
+    driver, so they are made unpinned."""
+    gib = pytest.importorskip("vllm.v1.worker.gpu_input_batch")
+    monkeypatch.setattr(gib, "PIN_MEMORY", False)
+    return gib
+
+
+def test_vllms_own_input_batch_drives_it(input_batch_module, json_store_path, cache_dir):
+    """vLLM's InputBatch (add_request, remove_request, condense, swap_states,
+    refresh_metadata) calls update_state itself; masks per row still equal
+    per-request GrammarMatchers'."""
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    gib = input_batch_module
+    rng = np.random.default_rng(11)
+    pyrng = random.Random(11)
+    json_store = load_request_store(store_params(json_store_path))
+    arith_store = load_request_store(grammar_params())
+    vocab = json_store.vocab_size + PAD
+    proc = new_processor()
+    ib = gib.InputBatch(max_num_reqs=16, max_model_len=4096, max_num_batched_tokens=4096,
+                        device=torch.device("cpu"), vocab_size=vocab, block_sizes=[16],
+                        max_num_blocks_per_req=[256], logitsprocs=LogitsProcessors([proc]),
+                        logitsprocs_need_output_token_ids=True)
+    states = {}  # req_id -> (CachedRequestState, reference matcher or None)
+    next_id = 0
+
+    def add():
+        nonlocal next_id
+        next_id += 1
+        kind = next_id % 3
+        params, store = [(store_params(json_store_path), json_store),
+                         (grammar_params(), arith_store), (SamplingParams(), None)][kind]
+        rs = gib.CachedRequestState(
+            req_id=f"r{next_id}", prompt_token_ids=[1, 2, 3], mm_features=[],
+            sampling_params=params, generator=None, block_ids=([],), num_computed_tokens=3,
+            output_token_ids=[])
+        states[rs.req_id] = (rs, cfgmask.GrammarMatcher(store) if store else None)
+        ib.add_request(rs)
+
+    for _ in range(5):
+        add()
+    steps = 40 if not FULL else 300
+    swaps = 0
+    for step in range(steps):
+        for rid in list(ib.req_ids):
+            rs, ref = states[rid]
+            if (ref is not None and ref.is_terminated()) or pyrng.random() < 0.08:
+                ib.remove_request(rid)
+                del states[rid]
+        for _ in range(pyrng.choice([0, 1, 2])):
+            if len(states) < 10:
+                add()
+        ib.condense()
+        if ib.num_reqs >= 2 and pyrng.random() < 0.3:
+            a, b = pyrng.sample(range(ib.num_reqs), 2)
+            ib.swap_states(a, b)
+            swaps += 1
+        ib.refresh_metadata()
+        if ib.num_reqs == 0:
+            add()
+            ib.refresh_metadata()
+        before = make_logits(ib.num_reqs, vocab, json_store.eos_ids, rng)
+        after = proc.apply(before.clone())
+        finite = torch.isfinite(after).numpy()
+        assert len(proc.requests) == sum(states[r][1] is not None for r in ib.req_ids)
+        picks = sample_rows(after, rng)
+        for i, rid in enumerate(ib.req_ids):
+            rs, ref = states[rid]
+            if ref is None:
+                assert torch.equal(after[i], before[i])
+            else:
+                assert proc.requests[i].output is rs.output_token_ids
+                assert proc.requests[i].matcher.text == ref.text
+                assert np.array_equal(finite[i], reference_allowed(ref, vocab)), (rid, ref.text)
+                assert ref.accept_token(int(picks[i]))
+            rs.output_token_ids.append(int(picks[i]))  # as the model runner does
+    assert swaps >= 3 and next_id >= 10
+
+
+def test_vllm_loads_it_by_name(monkeypatch):
+    """What `--logits-processors cfgmask.vllm:CfgmaskLogitsProcessor` does:
+    vLLM's build_logitsprocs finds the class by name and builds it beside
+    its built-ins; with speculative decoding on it refuses custom ones."""
+    from types import SimpleNamespace
+    from vllm.utils import torch_utils
     from vllm.v1.sample import logits_processor as lp
-    classes = lp._load_logitsprocs_by_fqcns([FQCN])
-    assert classes == [CfgmaskLogitsProcessor]
+    monkeypatch.setattr(torch_utils, "PIN_MEMORY", False)  # no driver here
+    assert lp._load_logitsprocs_by_fqcns([FQCN]) == [CfgmaskLogitsProcessor]
+    config = SimpleNamespace(speculative_config=None,
+                             scheduler_config=SimpleNamespace(max_num_seqs=8), model_config=None)
+    procs = lp.build_logitsprocs(config, torch.device("cpu"), False, False, (FQCN,))
+    mine = [p for p in procs.non_argmax_invariant if isinstance(p, CfgmaskLogitsProcessor)]
+    assert len(mine) == 1 and not any(isinstance(p, CfgmaskLogitsProcessor)
+                                      for p in procs.argmax_invariant)
+    config.speculative_config = object()
+    with pytest.raises(ValueError, match="speculative decoding"):
+        lp.build_logitsprocs(config, torch.device("cpu"), False, False, (FQCN,))
 
 
 def test_bad_requests_are_one_line_errors(json_store_path, cache_dir, tmp_path):
