@@ -134,7 +134,7 @@ install_python_package() {
 # built from $BUILD (the same Python version as .venv).
 VLLM_VERSION=0.33.0
 VLLM_VENV="$ROOT/.venv-vllm"
-VLLM_INSTALL_NOTE="about 6.5 GiB, 7-9 min on the 2-core machine"
+VLLM_INSTALL_NOTE="9.4 GiB; 22 min measured on the busy 2-core machine"
 want_vllm() { [ "${CFGMASK_VLLM:-${CFGMASK_FULL:-0}}" = 1 ]; }
 
 install_vllm() {
