@@ -531,6 +531,23 @@ def test_other_logits_layouts(dtype, json_store_path):
             break
 
 
+def test_device_bit_expansion():
+    """The expansion a GPU runs (torch ops on the device), here on the CPU,
+    equals numpy's: every bit pattern, widths that do not fill the last word."""
+    proc = new_processor()
+    rng = np.random.default_rng(4)
+    for vocab in (1, 31, 32, 33, 100, 32000 + PAD):
+        words = (vocab + 31) // 32
+        bm = rng.integers(-2**31, 2**31, size=(5, words), dtype=np.int64).astype(np.int32)
+        bm[0] = -1
+        bm[1] = 0
+        bm[2] = np.int32(-2**31)  # the sign bit alone: token 31 of each word
+        want = np.unpackbits(bm.view(np.uint8), axis=1, bitorder="little")[:, :vocab].astype(bool)
+        got = proc._expand_on(torch.device("cpu"), bm, vocab)
+        assert got.dtype == torch.bool and got.shape == (5, vocab)
+        assert np.array_equal(got.numpy(), want), vocab
+
+
 def test_dropped_tokens_roll_back(json_store_path):
     """vLLM may drop output tokens (a KV-cache load failure): the matcher
     rolls back to what the list still holds."""

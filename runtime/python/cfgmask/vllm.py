@@ -366,14 +366,26 @@ class CfgmaskLogitsProcessor(LogitsProcessor):
                 _core.apply_token_bitmask_inplace(logits.numpy(), full)
             return
         dev = logits.device
-        bm = torch.from_numpy(bitmask).to(dev)  # B x V/32 words: small
-        shifts = self._shifts.get(dev)
-        if shifts is None:
-            shifts = torch.arange(32, dtype=torch.int32, device=dev)
-            self._shifts[dev] = shifts
-        allowed = ((bm.unsqueeze(-1) >> shifts) & 1).bool().reshape(len(rows), -1)[:, :vocab]
-        if len(rows) == logits.shape[0]:
+        n = len(rows)
+        if dev.type == "cpu":  # bf16, or not contiguous: numpy expands the bits
+            allowed = torch.from_numpy(np.unpackbits(
+                bitmask.view(np.uint8), axis=1, bitorder="little")[:, :vocab].astype(bool))
+        else:
+            allowed = self._expand_on(dev, bitmask, vocab)
+        if n == logits.shape[0]:
             logits.masked_fill_(~allowed, float("-inf"))
         else:
             idx = torch.tensor(list(rows), dtype=torch.long, device=dev)
             logits[idx] = logits[idx].masked_fill(~allowed, float("-inf"))
+
+    def _expand_on(self, dev: torch.device, bitmask: np.ndarray, vocab: int) -> torch.Tensor:
+        """The allowed tokens as a bool (rows, vocab) tensor on `dev`: the
+        B x V/32 words are copied there and expanded by the device (bit j of
+        byte k of word w is token 32 w + 8 k + j, little-endian)."""
+        bytes_ = torch.from_numpy(bitmask.view(np.uint8)).to(dev)
+        shifts = self._shifts.get(dev)
+        if shifts is None:
+            shifts = torch.arange(8, dtype=torch.uint8, device=dev)
+            self._shifts[dev] = shifts
+        bits = (bytes_.unsqueeze(-1) >> shifts) & 1
+        return bits.bool().reshape(bitmask.shape[0], -1)[:, :vocab]
