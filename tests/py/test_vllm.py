@@ -583,6 +583,27 @@ def test_dropped_tokens_roll_back(json_store_path):
     assert proc.requests[0].tokens == slot.output
 
 
+def test_dropped_tokens_past_the_end(json_store_path):
+    """Stop tokens read past the grammar's end (ignore_eos) are no matcher
+    steps: dropping them and more rolls the matcher back by what it took."""
+    store = load_request_store(store_params(json_store_path))
+    proc = new_processor()
+    batch = Batch()
+    s = Slot(0, store_params(json_store_path), store)
+    batch.add(s)
+    proc.update_state(batch.update())
+    eos = store.eos_ids[0]
+    s.output.extend(s.ref.tokenize_forced("[1, 2]") + [eos, eos, eos])
+    proc.apply(torch.zeros((1, store.vocab_size)))
+    assert proc.requests[0].matcher.is_terminated() and not proc.failures
+    del s.output[-5:]  # two stop tokens past the end, the end, "]" and what came before
+    for t in s.output:
+        assert s.ref.accept_token(t)
+    after = proc.apply(torch.zeros((1, store.vocab_size)))
+    assert proc.requests[0].matcher.text == s.ref.text
+    assert np.array_equal(torch.isfinite(after[0]).numpy(), reference_allowed(s.ref, store.vocab_size))
+
+
 def test_refused_token_ends_only_that_request(json_store_path):
     rng = np.random.default_rng(9)
     store = load_request_store(store_params(json_store_path))

@@ -176,12 +176,13 @@ def load_request_store(params: SamplingParams) -> Optional[Store]:
 class _Request:
     """One constrained row: its matcher and vLLM's live output-token list."""
 
-    __slots__ = ("matcher", "output", "tokens", "failed")
+    __slots__ = ("matcher", "output", "tokens", "accepted", "failed")
 
     def __init__(self, matcher: GrammarMatcher, output: List[int]):
         self.matcher = matcher
         self.output = output       # vLLM's list, appended to by the engine
-        self.tokens: List[int] = []  # the tokens the matcher has accepted
+        self.tokens: List[int] = []  # the output tokens read so far
+        self.accepted = 0  # how many of them the matcher took (stop tokens past the end: not)
         self.failed: Optional[str] = None
 
 
@@ -290,7 +291,9 @@ class CfgmaskLogitsProcessor(LogitsProcessor):
             limit = min(n, len(out))
             while k < limit and out[k] == mine[k]:
                 k += 1
-            req.matcher.rollback(n - k)
+            if req.accepted > k:
+                req.matcher.rollback(req.accepted - k)
+                req.accepted = k
             del mine[k:]
             n = k
         if req.failed is not None:
@@ -314,6 +317,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor):
                            f"refuses after {m.text[-60:]!r}")
                 return
             mine.append(t)
+            req.accepted += 1
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.requests:
