@@ -664,3 +664,21 @@ def test_resumed_request_replays_its_output(json_store_path):
     proc.update_state(batch.update())
     after = proc.apply(torch.zeros((1, store.vocab_size)))
     assert np.array_equal(torch.isfinite(after[0]).numpy(), reference_allowed(ref, store.vocab_size))
+
+
+def test_store_cache_is_bounded(json_store_path, tmp_path, monkeypatch):
+    import shutil
+    from cfgmask import vllm as plugin
+    monkeypatch.setattr(plugin, "MAX_CACHED_STORES", 2)
+    paths = []
+    for k in range(3):
+        paths.append(str(tmp_path / f"s{k}.cfgm"))
+        shutil.copy(json_store_path, paths[-1])
+    first = load_request_store(store_params(paths[0]))
+    assert load_request_store(store_params(paths[0])) is first
+    m = cfgmask.GrammarMatcher(first)  # a request holding the store
+    load_request_store(store_params(paths[1]))
+    load_request_store(store_params(paths[2]))
+    assert len(plugin._stores) == 2
+    assert load_request_store(store_params(paths[0])) is not first  # evicted, loaded again
+    assert m.accept_string("[1") and m.text == "[1"

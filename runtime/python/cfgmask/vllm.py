@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -57,7 +58,17 @@ ARG_KEYS = ("cfgmask_store", "cfgmask_grammar", "cfgmask_tokenizer", "cfgmask_st
             "cfgmask_suffix")
 
 _lock = threading.Lock()
-_stores: Dict[tuple, Store] = {}  # (kind, key) -> loaded or compiled store
+# (kind, key) -> loaded or compiled store, the most recently used last; the
+# requests that use a store hold it, so dropping it here frees nothing in use.
+_stores: "OrderedDict[tuple, Store]" = OrderedDict()
+MAX_CACHED_STORES = 16
+
+
+def _remember(key: tuple, store: Store) -> None:
+    _stores[key] = store
+    _stores.move_to_end(key)
+    while len(_stores) > MAX_CACHED_STORES:
+        _stores.popitem(last=False)
 
 
 def _cache_dir() -> str:
@@ -108,7 +119,7 @@ def _load_store(path: str) -> Store:
                 store = Store.load(path)
             except Error as e:
                 raise ValueError(f"cfgmask: {_one_line(e)}") from None
-            _stores[key] = store
+        _remember(key, store)
     return store
 
 
@@ -135,6 +146,7 @@ def _compiled_store(grammar: str, tokenizer: str, start: str) -> Store:
     with _lock:
         store = _stores.get(key)
         if store is not None:
+            _remember(key, store)
             return store
         path = os.path.join(_cache_dir(), digest + ".cfgm")
         if os.path.isfile(path):
@@ -157,7 +169,7 @@ def _compiled_store(grammar: str, tokenizer: str, start: str) -> Store:
             except (OSError, Error) as e:  # the cache is an optimisation only
                 logger.warning("cfgmask: cannot keep the compiled store in %s: %s",
                                _cache_dir(), _one_line(e))
-        _stores[key] = store
+        _remember(key, store)
     return store
 
 
