@@ -343,6 +343,15 @@ def test_added_request_replaces_the_rows_occupant(json_store_path):
     proc.update_state(batch.update())
     proc.apply(torch.zeros((2, store.vocab_size)))
     assert proc.requests[0].output is c.output and proc.requests[0].matcher.text == "[1"
+    # A request added and removed again before the update reaches the processor.
+    d = Slot(4, store_params(json_store_path), store)
+    assert batch.add(d) == 2
+    batch.remove(2)
+    batch.condense()
+    upd = batch.update()
+    assert [a[0] for a in upd.added] == [2] and list(upd.removed) == [2]
+    proc.update_state(upd)
+    assert sorted(proc.requests) == [0, 1]
 
 
 @pytest.fixture()

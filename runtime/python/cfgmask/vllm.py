@@ -21,11 +21,11 @@ body), all values strings:
 Requests without these keys are not touched.  Only the generated tokens are
 constrained, never the prompt.  The processor is batch-level: it keeps one
 :class:`~cfgmask.GrammarMatcher` per constrained row of vLLM's persistent
-batch, follows the batch's updates (removed, then added, then moved or
-swapped rows), accepts at every step the tokens vLLM appended to each
+batch, follows the batch's updates (added, removed, then moved or swapped
+rows), accepts at every step the tokens vLLM appended to each
 request's output list (rolling back where vLLM dropped some), fills the masks
 of all constrained rows in one :class:`~cfgmask.BatchGrammarMatcher` call and
-masks the logits (on the CPU through the engine, on a GPU with torch).
+masks the logits (on the CPU through the engine or numpy, on a GPU with torch).
 
 vLLM refuses custom logits processors when speculative decoding is enabled,
 so there are no draft tokens to check here.
@@ -241,13 +241,15 @@ class CfgmaskLogitsProcessor(LogitsProcessor):
     def update_state(self, batch_update: Optional[BatchUpdate]) -> None:
         if not batch_update:
             return
-        # vLLM's order: removed, then added (which may reuse a removed row),
-        # then moved.
-        for index in batch_update.removed:
-            self._drop(index)
+        # Added first, then removed, then moved, as vLLM's own processors
+        # (process_dict_updates): an addition takes the lowest removed row
+        # and so leaves `removed`, hence a row in both was added, then removed
+        # before this update (a request that came and went in one step).
         for index, params, _prompt, output in batch_update.added:
             self._drop(index)  # an added request replaces the row's occupant
             self._add(index, params, output)
+        for index in batch_update.removed:
+            self._drop(index)
         for a, b, direction in batch_update.moved:
             ra, rb = self.requests.pop(a, None), self.requests.pop(b, None)
             fa, fb = self.failures.pop(a, None), self.failures.pop(b, None)
