@@ -146,6 +146,10 @@ def _to_numpy(tensor):
     copy of a tensor on another device, or the array itself."""
     if isinstance(tensor, np.ndarray):
         return tensor
+    try:  # the common case, a CPU tensor that needs no grad: one call
+        return tensor.numpy()
+    except (RuntimeError, TypeError):
+        pass
     if hasattr(tensor, "detach"):
         tensor = tensor.detach()
     device = getattr(tensor, "device", None)
