@@ -175,7 +175,14 @@ class HFLogitsProcessor(_HFBase):
     With ``steer_after=n``, once n tokens have been generated each row is
     driven to its end as LlamaCppLogitsProcessor's ``steer_to_end`` does (the
     stop tokens where the grammar allows one, else the tokens of a shortest
-    completion): give ``max_new_tokens`` some room past n for it.
+    completion): give ``max_new_tokens`` some room past n for it, and
+    ``eos_token_id=list(store.eos_ids)`` so that generate() stops a row on
+    the stop tokens the grammar allows.
+
+    A beam search never hands back a refused token: every running beam has
+    an allowed token (the grammar has no dead ends), so at least num_beams
+    of the 2 * num_beams candidates are finite, and transformers keeps a
+    candidate that ends its beam at a score lowered by 1e9, above -inf.
 
     CPU logits (float32, float16, bfloat16) are masked in place by the
     engine, through the tensor's own memory; logits on another device are
