@@ -121,6 +121,15 @@ install_python_package() {
         "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
     touch "$VENV/.cfgmask-pydeps-1"
   fi
+  # torch and transformers for tests/py/test_transformers.py (generate() on
+  # CPU tensors with HFLogitsProcessor).  PyPI's Linux torch wheel depends on
+  # the NVIDIA CUDA wheels and PyPI has no CPU-only build of it, so they come
+  # along (README, Serving: the download and the minutes it adds).
+  if [ ! -f "$VENV/.cfgmask-torch-1" ]; then
+    log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
+    "$VENV/bin/pip" install -q torch transformers accelerate
+    touch "$VENV/.cfgmask-torch-1"
+  fi
   log "pip install . (the cfgmask package, built in $BUILD)"
   CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}" "$VENV/bin/pip" install -q \
       --no-build-isolation --no-deps -Cbuild-dir="$BUILD" "$ROOT"
@@ -186,6 +195,7 @@ case "$MODE" in
   test)
     [ "${CI:-}" = "true" ] && export CFGMASK_QUICK="${CFGMASK_QUICK:-1}"
     export CFGMASK_REQUIRE_LLAMA=1  # installed above: its tests must not skip
+    export CFGMASK_REQUIRE_TORCH=1  # likewise torch and transformers
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
     "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
     if want_vllm; then

@@ -149,7 +149,60 @@ void MaskRows(Bits* logits, int32_t batch, int32_t vocab, const int32_t* bitmask
   });
 }
 
+// One row whose elements lie `stride` elements apart (stride > 1): only the
+// refused logits are written, since a strided row gains nothing from the
+// contiguous row's vectorised select.
+template <typename Bits>
+void MaskRowStrided(Bits* row, int64_t stride, int32_t vocab, const int32_t* mask,
+                    int32_t words_per_row, Bits neg_inf) {
+  const int32_t full = std::min(vocab / 32, words_per_row);
+  for (int32_t w = 0; w < full; ++w) {
+    const uint32_t m = static_cast<uint32_t>(mask[w]);
+    if (m == 0xFFFFFFFFu) continue;
+    Bits* p = row + static_cast<int64_t>(w) * 32 * stride;
+    for (int j = 0; j < 32; ++j) {
+      if ((m & kTokenBit[j]) == 0) p[j * stride] = neg_inf;
+    }
+  }
+  for (int32_t t = full * 32; t < vocab; ++t) {
+    if (!kernels::MaskAllows(mask, words_per_row, t)) row[t * stride] = neg_inf;
+  }
+}
+
 }  // namespace
+
+Status ApplyTokenBitmaskStridedCpu(void* logits, LogitsDType dtype, int32_t vocab, int64_t stride,
+                                   const int32_t* bitmask, int32_t words_per_row) {
+  if (vocab < 0 || words_per_row < 0 || stride < 1 || (vocab > 0 && (!logits || !bitmask))) {
+    return Status(ErrorCode::kInvalidArgument, "ApplyTokenBitmaskStridedCpu: bad shape or buffer");
+  }
+  switch (dtype) {
+    case LogitsDType::kFloat32:
+      if (stride == 1) {
+        MaskRow(static_cast<uint32_t*>(logits), vocab, bitmask, words_per_row,
+                kernels::kNegInfFloat32Bits);
+      } else {
+        MaskRowStrided(static_cast<uint32_t*>(logits), stride, vocab, bitmask, words_per_row,
+                       kernels::kNegInfFloat32Bits);
+      }
+      break;
+    case LogitsDType::kFloat16:
+    case LogitsDType::kBFloat16: {
+      const uint16_t neg_inf = dtype == LogitsDType::kFloat16 ? kernels::kNegInfFloat16Bits
+                                                              : kernels::kNegInfBFloat16Bits;
+      if (stride == 1) {
+        MaskRow(static_cast<uint16_t*>(logits), vocab, bitmask, words_per_row, neg_inf);
+      } else {
+        MaskRowStrided(static_cast<uint16_t*>(logits), stride, vocab, bitmask, words_per_row,
+                       neg_inf);
+      }
+      break;
+    }
+    default:
+      return Status(ErrorCode::kInvalidArgument, "ApplyTokenBitmaskStridedCpu: unknown dtype");
+  }
+  return Status::Ok();
+}
 
 Status ApplyTokenBitmaskInplaceCpu(void* logits, LogitsDType dtype, int32_t batch, int32_t vocab,
                                    const int32_t* bitmask, int32_t words_per_row) {

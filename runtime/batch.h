@@ -78,6 +78,13 @@ class BatchMatcher {
 Status ApplyTokenBitmaskInplaceCpu(void* logits, LogitsDType dtype, int32_t batch, int32_t vocab,
                                    const int32_t* bitmask, int32_t words_per_row);
 
+// One row of `vocab` logits whose elements lie `stride` elements apart
+// (llama-cpp-python hands its logits as a field of an array of records):
+// the same decision per token as ApplyTokenBitmaskInplaceCpu, which it is
+// for stride 1.
+Status ApplyTokenBitmaskStridedCpu(void* logits, LogitsDType dtype, int32_t vocab, int64_t stride,
+                                   const int32_t* bitmask, int32_t words_per_row);
+
 }  // namespace cfgmask
 
 #endif  // CFGMASK_RUNTIME_BATCH_H_

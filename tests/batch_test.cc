@@ -414,5 +414,45 @@ TEST(BatchTest, ApplyTokenBitmaskBFloat16) {
   EXPECT_EQ(static_cast<uint32_t>(kernels::kNegInfBFloat16Bits) << 16, kernels::kNegInfFloat32Bits);
 }
 
+// The strided row (llama-cpp-python's logits field of a record array)
+// against the contiguous kernel: the same logits end up -inf, the elements
+// between the strided ones are never written.
+template <typename Bits>
+void CheckApplyStrided(LogitsDType dtype) {
+  std::mt19937 rng(static_cast<uint32_t>(dtype) + 29);
+  for (int32_t vocab : {1, 31, 32, 33, 95, 300, 32003, 49152, 151936}) {
+    for (int64_t stride : {1, 2, 3, 6}) {
+      const int32_t words = (vocab + 31) / 32 - (vocab > 64 && vocab % 2 ? 1 : 0);
+      std::vector<int32_t> bitmask(static_cast<size_t>(words));
+      for (int32_t& w : bitmask) {
+        const uint32_t kind = rng() % 4;
+        w = kind == 0 ? 0 : kind == 1 ? -1 : static_cast<int32_t>(rng());
+      }
+      std::vector<Bits> flat(static_cast<size_t>(vocab));
+      for (Bits& x : flat) x = static_cast<Bits>(rng());
+      std::vector<Bits> strided(static_cast<size_t>(vocab) * stride);
+      for (Bits& x : strided) x = static_cast<Bits>(rng());
+      const std::vector<Bits> before = strided;
+      for (int32_t t = 0; t < vocab; ++t) strided[t * stride] = flat[t];
+      ASSERT_TRUE(ApplyTokenBitmaskInplaceCpu(flat.data(), dtype, 1, vocab, bitmask.data(), words).ok());
+      ASSERT_TRUE(
+          ApplyTokenBitmaskStridedCpu(strided.data(), dtype, vocab, stride, bitmask.data(), words).ok());
+      for (int64_t i = 0; i < static_cast<int64_t>(strided.size()); ++i) {
+        const Bits want = i % stride == 0 ? flat[i / stride] : before[i];
+        ASSERT_EQ(strided[i], want) << "dtype " << static_cast<int>(dtype) << " vocab " << vocab
+                                    << " stride " << stride << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(BatchTest, ApplyTokenBitmaskStrided) {
+  CheckApplyStrided<uint32_t>(LogitsDType::kFloat32);
+  CheckApplyStrided<uint16_t>(LogitsDType::kFloat16);
+  CheckApplyStrided<uint16_t>(LogitsDType::kBFloat16);
+  int32_t mask = 1;
+  EXPECT_FALSE(ApplyTokenBitmaskStridedCpu(&mask, LogitsDType::kFloat32, 1, 0, &mask, 1).ok());
+}
+
 }  // namespace
 }  // namespace cfgmask

@@ -9,7 +9,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tbb/parallel_for.h>
+
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grammar/check.h"
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/store_builder.h"
@@ -92,6 +97,55 @@ std::shared_ptr<RowMemo> MemoFor(const StorePtr& store) {
   return slot.second;
 }
 
+// What the completion search and the forced tokenizer precompute from a
+// store (Completer's cost tables, JumpForwarder's vocabulary trie: tens of
+// milliseconds at 49k-152k tokens), built once per store at first use and
+// kept while the store is alive, as the row memo is.  A Completer keeps a
+// memo while it searches, so searches on one store take turns (`mu`); the
+// forwarder is read-only once built.
+struct StoreSearch {
+  std::mutex mu;
+  std::unique_ptr<Completer> completer;
+  std::once_flag forwarder_once;
+  std::unique_ptr<JumpForwarder> forwarder;
+};
+
+std::shared_ptr<StoreSearch> SearchFor(const std::shared_ptr<CompiledStore>& store) {
+  static std::mutex mu;
+  static std::map<const CompiledStore*,
+                  std::pair<std::weak_ptr<CompiledStore>, std::shared_ptr<StoreSearch>>>
+      searches;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = searches.begin(); it != searches.end();) {
+    it = it->second.first.expired() ? searches.erase(it) : std::next(it);
+  }
+  auto& slot = searches[store.get()];
+  if (!slot.second || slot.first.lock() != store) slot = {store, std::make_shared<StoreSearch>()};
+  return slot.second;
+}
+
+// The store's cached Completer, held for one search.
+class HeldCompleter {
+ public:
+  explicit HeldCompleter(const std::shared_ptr<CompiledStore>& store)
+      : search_(SearchFor(store)), lock_(search_->mu) {
+    if (!search_->completer) search_->completer = std::make_unique<Completer>(*store);
+  }
+  Completer& operator*() { return *search_->completer; }
+
+ private:
+  std::shared_ptr<StoreSearch> search_;
+  std::lock_guard<std::mutex> lock_;
+};
+
+const JumpForwarder& ForwarderFor(const std::shared_ptr<CompiledStore>& store,
+                                  std::shared_ptr<StoreSearch>* keep) {
+  *keep = SearchFor(store);
+  StoreSearch& s = **keep;
+  std::call_once(s.forwarder_once, [&] { s.forwarder = std::make_unique<JumpForwarder>(*store); });
+  return *s.forwarder;
+}
+
 // A session and the store it reads, kept alive together.
 // A session is used by one thread at a time (stores are shared freely): a
 // call that finds its session busy in another thread raises instead of
@@ -100,6 +154,9 @@ struct PySession {
   StorePtr store;
   Session session;
   std::atomic<bool> busy{false};
+  // Nanoseconds the last `step` spent accepting tokens, filling the mask
+  // and masking the logits (what a processor benchmark subtracts).
+  int64_t step_ns[3] = {0, 0, 0};
   PySession(StorePtr s, SessionLimits limits)
       : store(std::move(s)), session(store.get(), limits, MemoFor(store)) {}
   PySession(StorePtr s, const Session& other) : store(std::move(s)), session(other) {}
@@ -335,6 +392,166 @@ void FillMaskRow(PySession& s, const py::buffer& bitmask, int64_t index) {
   if (Status st = s.session.store_status(); !st.ok()) throw EngineError(st.message());
 }
 
+// A logits buffer as a processor is handed it: 1 or 2 dimensions, any
+// strides that are whole elements (llama-cpp-python's logits are a field of
+// an array of records), float32, float16, or bfloat16 seen as int16/uint16
+// (numpy has no bfloat16; torch's view(torch.int16).numpy() is one).
+struct LogitsBuffer {
+  char* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0, col_stride = 0;  // in elements
+  LogitsDType dtype = LogitsDType::kFloat32;
+};
+
+LogitsBuffer LogitsOf(const py::buffer& b, bool bf16) {
+  py::buffer_info info = b.request(/*writable=*/true);
+  LogitsBuffer out;
+  const char f = info.format.empty() ? '?' : info.format.back();
+  if (bf16) {
+    if (info.itemsize != 2 || (f != 'h' && f != 'H')) {
+      throw py::type_error("bfloat16 logits must be passed as an int16 view, got format '" +
+                           info.format + "'");
+    }
+    out.dtype = LogitsDType::kBFloat16;
+  } else if (info.itemsize == 4 && f == 'f') {
+    out.dtype = LogitsDType::kFloat32;
+  } else if (info.itemsize == 2 && f == 'e') {
+    out.dtype = LogitsDType::kFloat16;
+  } else {
+    throw py::type_error("logits must be float32, float16 or bfloat16, got format '" +
+                         info.format + "'");
+  }
+  if (info.ndim != 1 && info.ndim != 2) throw py::type_error("logits must have 1 or 2 dimensions");
+  out.data = static_cast<char*>(info.ptr);
+  out.rows = info.ndim == 1 ? 1 : info.shape[0];
+  out.cols = info.shape[info.ndim - 1];
+  const int64_t cs = info.strides[info.ndim - 1], rs = info.ndim == 1 ? 0 : info.strides[0];
+  if (cs <= 0 || cs % info.itemsize != 0 || rs < 0 || rs % info.itemsize != 0) {
+    throw py::type_error("logits strides must be positive whole elements");
+  }
+  out.col_stride = cs / info.itemsize;
+  out.row_stride = rs / info.itemsize;
+  return out;
+}
+
+// Masks row r of `l` in place by a bitmask row.
+void MaskLogitsRow(const LogitsBuffer& l, int64_t r, const int32_t* mask, int32_t words) {
+  const int64_t itemsize = l.dtype == LogitsDType::kFloat32 ? 4 : 2;
+  ThrowIfError(ApplyTokenBitmaskStridedCpu(l.data + r * l.row_stride * itemsize, l.dtype,
+                                           static_cast<int32_t>(l.cols), l.col_stride, mask,
+                                           words));
+}
+
+// Token ids handed by a framework: int32 or int64, 1 or 2 dimensions, any
+// strides; element (r, i).
+struct TokenIds {
+  const char* data = nullptr;
+  int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0, itemsize = 0;
+  int64_t At(int64_t r, int64_t i) const {
+    const char* p = data + r * row_stride + i * col_stride;
+    if (itemsize == 4) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+};
+
+TokenIds TokenIdsOf(const py::buffer& b) {
+  py::buffer_info info = b.request();
+  const char f = info.format.empty() ? '?' : info.format.back();
+  if ((info.itemsize != 4 && info.itemsize != 8) || (f != 'i' && f != 'l' && f != 'q') ||
+      info.format[0] == '>') {
+    throw py::type_error("token ids must be an int32 or int64 array, got format '" + info.format +
+                         "'");
+  }
+  if (info.ndim != 1 && info.ndim != 2) throw py::type_error("token ids must have 1 or 2 dimensions");
+  TokenIds out;
+  out.data = static_cast<const char*>(info.ptr);
+  out.itemsize = info.itemsize;
+  out.rows = info.ndim == 1 ? 1 : info.shape[0];
+  out.cols = info.shape[info.ndim - 1];
+  out.col_stride = info.strides[info.ndim - 1];
+  out.row_stride = info.ndim == 1 ? 0 : info.strides[0];
+  return out;
+}
+
+int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+// Accepts row `r` of `tokens` into `s`, up to a stop token (what follows
+// one is the framework's padding); sets *taken to the count accepted.  On a
+// refusal rolls the call's tokens back and returns the refused token's
+// index, else -1.
+int64_t AcceptRow(Session& s, const TokenIds& tokens, int64_t r, int64_t* taken) {
+  *taken = 0;
+  for (int64_t i = 0; i < tokens.cols && !s.IsTerminated(); ++i) {
+    const int64_t t = tokens.At(r, i);
+    if (t < 0 || t > INT32_MAX || !s.Advance(static_cast<int32_t>(t)).ok()) {
+      if (i > 0) CFGMASK_CHECK(s.Rollback(static_cast<int32_t>(i)).ok());
+      *taken = 0;
+      return i;
+    }
+    *taken = i + 1;
+  }
+  return -1;
+}
+
+// Session.step: one logits-processor call in one engine call.  Accepts
+// `tokens` (the ids the sampler added since the last call), then fills
+// `bitmask` (one row) with the next-token mask, or with exactly the ids of
+// `only` when given (steering), and masks `logits` (one row) in place.
+// Returns -1, or the index of the first refused token, with the session
+// left as before the call and nothing masked.
+int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& logits,
+                    const py::buffer& bitmask, const std::vector<int32_t>& only, bool bf16) {
+  const TokenIds ids = TokenIdsOf(tokens);
+  const LogitsBuffer l = LogitsOf(logits, bf16);
+  const Buffer2D mask = BitmaskBuffer(bitmask);
+  const int32_t need = s.store->mask_words();
+  if (mask.rows != 1 || l.rows != 1 || ids.rows != 1) {
+    throw EngineError("Session.step takes one row of token ids, logits and bitmask");
+  }
+  if (mask.cols < need) {
+    throw EngineError("bitmask rows have " + std::to_string(mask.cols) +
+                      " words, the vocabulary needs " + std::to_string(need));
+  }
+  if (l.cols < s.store->vocab_size) {
+    throw EngineError("logits have " + std::to_string(l.cols) +
+                      " entries, fewer than the grammar store's vocabulary of " +
+                      std::to_string(s.store->vocab_size) + ": wrong tokenizer?");
+  }
+  for (int32_t t : only) {
+    if (t < 0 || t >= s.store->vocab_size) throw py::index_error("token id out of range");
+  }
+  InUse in_use(s);
+  py::gil_scoped_release release;
+  uint32_t* row = static_cast<uint32_t*>(mask.data);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t taken = 0;
+  const int64_t refused = AcceptRow(s.session, ids, 0, &taken);
+  if (refused >= 0) return refused;
+  s.step_ns[0] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  if (only.empty()) {
+    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols - need));
+    s.session.FillMask(row);
+  } else {
+    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols));
+    for (int32_t t : only) row[t >> 5] |= 1u << (t & 31);
+  }
+  s.step_ns[1] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row), static_cast<int32_t>(mask.cols));
+  s.step_ns[2] = NanosSince(t0);
+  return -1;
+}
+
 class PyBatchMatcher {
  public:
   void Fill(const std::vector<PySession*>& sessions, const py::buffer& bitmask) {
@@ -356,6 +573,110 @@ class PyBatchMatcher {
     }
     ThrowIfError(st);
   }
+
+  // The batch form of Session.step (HF processors): row b of `tokens`
+  // (B x k, the ids added since the last call) is accepted by sessions[b]
+  // unless it has ended (it then takes the framework's padding), row b of
+  // `bitmask` gets its mask (all ones for an ended session) and row b of
+  // `logits` is masked in place (None: left to the caller).  Returns -1, or (b, i) packed as
+  // b * k + i for the first refused token, with every session of the batch
+  // left as before the call and nothing masked.
+  int64_t Step(const std::vector<PySession*>& sessions, const py::buffer& tokens,
+               const py::buffer& bitmask, const py::object& logits, bool bf16,
+               const py::object& only_obj) {
+    const TokenIds ids = TokenIdsOf(tokens);
+    // only[b], when not empty, replaces row b's mask by exactly those ids (steering).
+    std::vector<std::vector<int32_t>> only;
+    if (!only_obj.is_none()) {
+      only = only_obj.cast<std::vector<std::vector<int32_t>>>();
+      if (only.size() != sessions.size()) {
+        throw EngineError("only: " + std::to_string(only.size()) + " rows for " +
+                          std::to_string(sessions.size()) + " matchers");
+      }
+    }
+    const bool masking = !logits.is_none();  // None: the caller masks (another device)
+    LogitsBuffer l;
+    if (masking) {
+      l = LogitsOf(logits.cast<py::buffer>(), bf16);
+    } else {
+      l.rows = static_cast<int64_t>(sessions.size());
+      l.cols = INT32_MAX;
+    }
+    const Buffer2D buf = BitmaskBuffer(bitmask);
+    const int64_t b_count = static_cast<int64_t>(sessions.size());
+    if (buf.rows < b_count || l.rows != b_count || ids.rows != b_count) {
+      throw EngineError(std::to_string(b_count) + " matchers but " + std::to_string(ids.rows) +
+                        " rows of token ids, " + std::to_string(l.rows) + " of logits and " +
+                        std::to_string(buf.rows) + " of bitmask");
+    }
+    std::vector<Session*> ss;
+    std::vector<const CompiledStore*> stores;
+    std::vector<std::unique_ptr<InUse>> held;
+    Split(sessions, &ss, &stores, &held);
+    for (size_t b = 0; b < only.size(); ++b) {
+      for (int32_t t : only[b]) {
+        if (t < 0 || t >= stores[b]->vocab_size) throw py::index_error("token id out of range");
+      }
+    }
+    for (const CompiledStore* store : stores) {
+      if (buf.cols < store->mask_words()) {
+        throw EngineError("bitmask rows have " + std::to_string(buf.cols) +
+                          " words, the vocabulary needs " + std::to_string(store->mask_words()));
+      }
+      if (l.cols < store->vocab_size) {
+        throw EngineError("logits have " + std::to_string(l.cols) +
+                          " entries, fewer than the grammar store's vocabulary of " +
+                          std::to_string(store->vocab_size) + ": wrong tokenizer?");
+      }
+    }
+    py::gil_scoped_release release;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int64_t> accepted(b_count, 0);  // tokens taken per row, for the undo
+    for (int64_t b = 0; b < b_count; ++b) {
+      if (ss[b]->IsTerminated()) continue;
+      const int64_t refused = AcceptRow(*ss[b], ids, b, &accepted[b]);
+      if (refused >= 0) {
+        for (int64_t u = 0; u < b; ++u) {
+          if (accepted[u] > 0) CFGMASK_CHECK(ss[u]->Rollback(static_cast<int32_t>(accepted[u])).ok());
+        }
+        return b * ids.cols + refused;
+      }
+    }
+    step_ns_[0] = NanosSince(t0);
+    t0 = std::chrono::steady_clock::now();
+    uint32_t* out = static_cast<uint32_t*>(buf.data);
+    auto fill = [&](int64_t b) {
+      uint32_t* row = out + b * buf.cols;
+      if (ss[b]->IsTerminated()) {
+        std::memset(row, 0xFF, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
+        return;
+      }
+      if (!only.empty() && !only[b].empty()) {
+        std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
+        for (int32_t t : only[b]) row[t >> 5] |= 1u << (t & 31);
+        return;
+      }
+      const int32_t need = stores[b]->mask_words();
+      std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols - need));
+      ss[b]->FillMask(row);
+    };
+    if (b_count == 1) {  // one row: a thread pool costs more than the row itself
+      fill(0);
+    } else {
+      tbb::parallel_for(int64_t{0}, b_count, fill);
+    }
+    step_ns_[1] = NanosSince(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t b = 0; b < b_count && masking; ++b) {
+      if (ss[b]->IsTerminated()) continue;  // an ended row is left as it is
+      MaskLogitsRow(l, b, reinterpret_cast<const int32_t*>(out + b * buf.cols),
+                    static_cast<int32_t>(buf.cols));
+    }
+    step_ns_[2] = NanosSince(t0);
+    return -1;
+  }
+
+  py::tuple StepTimes() const { return py::make_tuple(step_ns_[0], step_ns_[1], step_ns_[2]); }
 
   void Advance(const std::vector<PySession*>& sessions, const std::vector<int32_t>& tokens) {
     std::vector<Session*> ss;
@@ -395,6 +716,7 @@ class PyBatchMatcher {
   }
 
   BatchMatcher batch_;
+  int64_t step_ns_[3] = {0, 0, 0};  // as PySession::step_ns, for the last Step
 };
 
 void ApplyBitmask(const py::buffer& logits, const py::buffer& bitmask) {
@@ -505,6 +827,13 @@ PYBIND11_MODULE(_core, m) {
            py::arg("store"), py::arg("max_live_states") = 64)
       .def_property_readonly("store", [](const PySession& s) { InUse in_use(s); return s.store; })
       .def("fill_mask", &FillMaskRow, py::arg("bitmask"), py::arg("index") = 0)
+      .def("step", &SessionStep, py::arg("tokens"), py::arg("logits"), py::arg("bitmask"),
+           py::arg("only") = std::vector<int32_t>{}, py::arg("bf16") = false)
+      .def_property_readonly("step_times",
+                             [](const PySession& s) {
+                               return py::make_tuple(s.step_ns[0], s.step_ns[1], s.step_ns[2]);
+                             },
+                             "(accept, fill, mask) nanoseconds of the last step")
       .def(
           "advance",
           [](PySession& s, int32_t token) { InUse in_use(s);
@@ -562,8 +891,8 @@ PYBIND11_MODULE(_core, m) {
             bool found;
             {
               py::gil_scoped_release release;
-              Completer completer(*s.store);
-              found = completer.Find(&s.session, max_expansions, &completion);
+              HeldCompleter completer(s.store);
+              found = (*completer).Find(&s.session, max_expansions, &completion);
             }
             if (!found) return py::none();
             return py::bytes(completion);
@@ -571,14 +900,14 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_expansions") = 200000)
       .def(
           "completion_search",
-          [](PySession& s, int64_t max_nodes) -> py::tuple {
+          [](PySession& s, int64_t max_nodes) -> py::tuple { InUse in_use(s);
             std::string completion;
             int64_t used = 0;
             CompletionResult r;
             {
               py::gil_scoped_release release;
-              Completer completer(*s.store);
-              r = completer.Search(&s.session, max_nodes, &completion, &used);
+              HeldCompleter completer(s.store);
+              r = (*completer).Search(&s.session, max_nodes, &completion, &used);
             }
             const char* what = r == CompletionResult::kFound  ? "found"
                                : r == CompletionResult::kNone ? "none"
@@ -597,8 +926,8 @@ PYBIND11_MODULE(_core, m) {
             int32_t covered;
             {
               py::gil_scoped_release release;
-              JumpForwarder forwarder(*s.store);
-              covered = forwarder.Tokenize(s.session, text, &tokens);
+              std::shared_ptr<StoreSearch> keep;
+              covered = ForwarderFor(s.store, &keep).Tokenize(s.session, text, &tokens);
             }
             return py::make_tuple(tokens, covered);
           },
@@ -633,7 +962,12 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<>())
       .def("fill_next_token_bitmask", &PyBatchMatcher::Fill, py::arg("sessions"),
            py::arg("bitmask"))
-      .def("advance", &PyBatchMatcher::Advance, py::arg("sessions"), py::arg("tokens"));
+      .def("advance", &PyBatchMatcher::Advance, py::arg("sessions"), py::arg("tokens"))
+      .def("step", &PyBatchMatcher::Step, py::arg("sessions"), py::arg("tokens"),
+           py::arg("bitmask"), py::arg("logits"), py::arg("bf16") = false,
+           py::arg("only") = py::none())
+      .def_property_readonly("step_times", &PyBatchMatcher::StepTimes,
+                             "(accept, fill, mask) nanoseconds of the last step");
 
   m.def("apply_token_bitmask_inplace", &ApplyBitmask, py::arg("logits"), py::arg("bitmask"));
 }

@@ -188,3 +188,73 @@ def test_hf_suffix_per_row(store):
         json.loads(prefix + middle + suffix)
     with pytest.raises(ValueError, match="2 suffixes for 3 sequences"):
         HFLogitsProcessor(matchers=matchers, suffix=["]", "]"])
+
+
+def test_llama_cpp_refusal_leaves_the_matcher_unchanged(store):
+    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    scores = np.zeros(store.vocab_size, np.float32)  # copied: each call masks its own
+    proc(np.array([1], np.intc), scores.copy())
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    ok1, ok2, bad = tok[b"["], tok[b"1"], tok[b"}"]
+    with pytest.raises(cfgmask.Error, match=f"token {bad}, which the grammar refuses after '\\[1'"):
+        proc(np.array([1, ok1, ok2, bad], np.intc), scores.copy())
+    assert proc.matcher.text == ""  # the call's two good tokens were rolled back too
+    out = proc(np.array([1, ok1, ok2], np.intc), scores.copy())
+    assert proc.matcher.text == "[1"
+    assert np.isfinite(out[tok[b"]"]]) and np.isneginf(out[tok[b"["]])
+
+
+def test_llama_cpp_masks_the_strided_view_in_place(store):
+    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+    rng = np.random.default_rng(1)
+    raw = rng.standard_normal(store.vocab_size).astype(np.float32)
+    view = strided(raw)
+    out = proc(np.array([1], np.intc), view)
+    assert out is view  # no copy: llama-cpp-python's own buffer
+    bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    cfgmask.GrammarMatcher(store).fill_next_token_bitmask(bitmask)
+    allowed = np.zeros(store.vocab_size, bool)
+    allowed[cfgmask.allowed_token_ids(bitmask[0], store.vocab_size)] = True
+    assert (np.isneginf(view) == ~allowed).all()
+    assert (view[allowed] == raw[allowed]).all()
+    # float64 scores are masked in a float32 copy, which is returned
+    out = proc(np.array([1], np.intc), raw.astype(np.float64))
+    assert out.dtype == np.float32 and (np.isneginf(out) == ~allowed).all()
+
+
+def test_hf_matchers_follow_reordered_rows(store):
+    """Beam search moves rows between calls: each row's matcher must be the
+    one of the sequence its ids extend (forked where two rows share one)."""
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    proc = HFLogitsProcessor(store=store)  # batch size from the first call
+    V = store.vocab_size
+    prompt = np.array([[7, 8], [7, 9], [7, 10]], dtype=np.int64)
+    proc(FakeTensor(prompt), FakeTensor(np.zeros((3, V), np.float32)))
+    step1 = np.concatenate([prompt, [[tok[b"["]], [tok[b"{"]], [tok[b'"']]]], axis=1)
+    proc(FakeTensor(step1), FakeTensor(np.zeros((3, V), np.float32)))
+    assert [m.text for m in proc.matchers] == ["[", "{", '"']
+    # rows 0 and 2 now both extend old row 1, row 1 extends old row 0
+    step2 = np.stack([np.append(step1[1], tok[b'"']), np.append(step1[0], tok[b"1"]),
+                      np.append(step1[1], tok[b"}"])])
+    scores = np.zeros((3, V), np.float32)
+    proc(FakeTensor(step2), FakeTensor(scores))
+    assert [m.text for m in proc.matchers] == ['{"', "[1", "{}"]
+    assert proc.reorders == 1
+    assert np.isneginf(scores[2, tok[b"1"]]) and np.isfinite(scores[2, store.eos_ids[0]])
+    assert np.isfinite(scores[1, tok[b"]"]]) and np.isneginf(scores[1, tok[b"a"]])
+    assert np.isfinite(scores[0, tok[b"a"]])  # inside a string
+    stray = np.concatenate([step2[:, :1] + 1, step2[:, 1:], step2[:, :1]], axis=1)
+    with pytest.raises(cfgmask.Error, match="extend no sequence of the previous call"):
+        proc(FakeTensor(stray), FakeTensor(np.zeros((3, V), np.float32)))
+
+
+def test_hf_refusal_leaves_every_row_unchanged(store):
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    proc = HFLogitsProcessor(store=store, batch_size=2)
+    V = store.vocab_size
+    ids = np.ones((2, 1), np.int64)
+    proc(FakeTensor(ids), FakeTensor(np.zeros((2, V), np.float32)))
+    bad = np.concatenate([ids, [[tok[b"["]], [tok[b"]"]]]], axis=1)
+    with pytest.raises(cfgmask.Error, match="sequence 1: the sampler picked token"):
+        proc(FakeTensor(bad), FakeTensor(np.zeros((2, V), np.float32)))
+    assert [m.text for m in proc.matchers] == ["", ""]  # row 0's token rolled back

@@ -9,8 +9,13 @@
 
 Both keep one :class:`~cfgmask.GrammarMatcher` per sequence.  The first call
 marks where the prompt ends; every later call first accepts the tokens the
-sampler added since, then masks the logits of the next step.  Neither package
-is imported here: the processors only use the arrays they are handed.
+sampler added since, then masks the logits of the next step, in one engine
+call (``Session.step`` / ``BatchMatcher.step``: accept, fill, mask in place,
+without the GIL), so that a call costs little more than the engine's own
+work.  Logits are masked where they lie, strided or not: a numpy array as
+llama-cpp-python hands it, a CPU torch tensor through its ``numpy()`` view
+(float32 and float16; bfloat16 through an int16 view of the same memory).
+Neither package is imported here unless a tensor needs it.
 """
 from __future__ import annotations
 
@@ -28,6 +33,41 @@ except Exception:  # noqa: BLE001 - any import failure means "not available"
     _HFBase = object
 
 
+class _Steering:
+    """Where one sequence is being steered to its end: the tokens of the
+    shortest completion still to come (searched once, then followed), or
+    the fact that none was found."""
+
+    __slots__ = ("forced", "failed")
+
+    def __init__(self, forced=None, failed=False):
+        self.forced: List[int] = list(forced or ())  # reversed: popped from the end
+        self.failed = failed
+
+    def copy(self) -> "_Steering":
+        return _Steering(self.forced, self.failed)
+
+    def next_tokens(self, matcher: GrammarMatcher) -> List[int]:
+        """The only tokens allowed at this step, or [] to mask by the grammar alone."""
+        if matcher.can_end():
+            return matcher.stop_token_ids
+        if not self.forced and not self.failed:
+            # With a suffix a sampled text can wander where no completion
+            # meets it; a smaller budget bounds the search's last resort.
+            budget = 20_000 if matcher.suffix else 200_000
+            completion = matcher.find_completion(budget)
+            if completion is None:
+                self.failed = True
+            else:
+                try:
+                    self.forced = matcher.tokenize_forced(completion)[::-1]
+                except Error:
+                    self.failed = True
+        if not self.forced:
+            return _NO_TOKENS  # nothing to steer to: sample under the grammar alone
+        return [self.forced.pop()]
+
+
 class LlamaCppLogitsProcessor:
     """A llama-cpp-python logits processor constraining one sequence.
 
@@ -35,7 +75,12 @@ class LlamaCppLogitsProcessor:
     are always refused.  With ``steer_to_end`` set (e.g. when a token budget
     is reached) the text is driven to its end: the stop tokens whenever the
     grammar allows one, otherwise the tokens of a shortest completion
-    (GrammarMatcher.find_completion), one per step.
+    (GrammarMatcher.find_completion, searched once and then followed one
+    token per step).
+
+    The scores are masked in place (llama-cpp-python's strided view of its
+    token-data array included) and returned; scores of another dtype than
+    float32 or float16 are masked in a float32 copy, which is returned.
     """
 
     def __init__(self, matcher: GrammarMatcher, suffix: Union[str, bytes, None] = None):
@@ -43,144 +88,256 @@ class LlamaCppLogitsProcessor:
         if suffix:  # the text after the cursor: the completion must fit it
             matcher.set_suffix(suffix)
         self.bitmask = allocate_token_bitmask(1, matcher.vocab_size)
+        self._step = matcher._session.step
         self.prompt_len: Optional[int] = None
         self.accepted = 0
         self.steer_to_end = False
-        self.forced: List[int] = []  # tokens of the completion still to come
-        self.steer_failed = False    # no completion was found
+        self._steering = _Steering()
         self.mask_seconds = 0.0  # time spent accepting tokens and filling masks
         self.calls = 0
 
-    def _sync(self, input_ids: Sequence[int]) -> None:
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
         if self.prompt_len is None:
             self.prompt_len = len(input_ids)
         new = input_ids[self.prompt_len + self.accepted:]
-        for t in new:
-            if not self.matcher.accept_token(int(t)):
-                raise Error(f"the sampler picked token {int(t)}, which the grammar refuses "
-                            f"after {self.matcher.text!r}")
-            self.accepted += 1
-
-    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
-        if scores.shape[-1] < self.matcher.vocab_size:
-            raise Error(f"logits have {scores.shape[-1]} entries, fewer than the grammar "
-                        f"store's vocabulary of {self.matcher.vocab_size}: wrong tokenizer?")
-        self._sync(input_ids)
-        self.matcher.fill_next_token_bitmask(self.bitmask)
+        if not isinstance(new, np.ndarray):
+            new = np.asarray(new, dtype=np.int64)
+        out = scores
+        if not (isinstance(scores, np.ndarray) and scores.dtype in _MASKABLE):
+            out = np.ascontiguousarray(scores, dtype=np.float32)
+        only = _NO_TOKENS
         if self.steer_to_end:
-            self._steer()
-        # llama-cpp-python hands a strided view of its token-data array; the
-        # engine masks contiguous buffers, and the caller takes the result.
-        out = scores if scores.flags.c_contiguous and scores.dtype == np.float32 \
-            else np.ascontiguousarray(scores, dtype=np.float32)
-        _core.apply_token_bitmask_inplace(out, self.bitmask[0])
+            self._accept(new)
+            new = _NO_IDS
+            only = self._steering.next_tokens(self.matcher)
+        refused = self._step(new, out, self.bitmask, only)
+        if refused >= 0:
+            self._refused(int(new[refused]), new[:refused])
+        self.accepted += len(new)
         self.mask_seconds += time.perf_counter() - t0
         self.calls += 1
         return out
 
+    def _accept(self, new) -> None:
+        for t in new:
+            if not self.matcher.accept_token(int(t)):
+                self._refused(int(t), ())
+            self.accepted += 1
 
-    def _steer(self) -> None:
-        if self.matcher.can_end():
-            only = self.matcher.stop_token_ids
-        else:
-            if not self.forced and not self.steer_failed:
-                # With a suffix a sampled text can wander where no completion
-                # meets it; a smaller budget bounds the search's last resort.
-                budget = 20_000 if self.matcher.suffix else 200_000
-                completion = self.matcher.find_completion(budget)
-                if completion is None:
-                    self.steer_failed = True
-                else:
-                    try:
-                        self.forced = self.matcher.tokenize_forced(completion)
-                    except Error:
-                        self.steer_failed = True
-            if not self.forced:
-                return  # nothing to steer to: sample under the grammar alone
-            only = [self.forced.pop(0)]
-        self.bitmask[:] = 0
-        for t in only:
-            self.bitmask[0, t >> 5] |= np.uint32(1 << (t & 31)).view(np.int32)
+    def _refused(self, token: int, before) -> None:
+        text = self.matcher.text + "".join(
+            self.matcher.store.token_bytes(int(t)).decode("utf-8", "replace") for t in before)
+        raise Error(f"the sampler picked token {token}, which the grammar refuses after {text!r}")
+
+    @property
+    def steer_failed(self) -> bool:
+        """True once steering searched for a completion and found none."""
+        return self._steering.failed
+
+
+_MASKABLE = (np.dtype(np.float32), np.dtype(np.float16))
+_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_TOKENS: List[int] = []
 
 
 def _to_numpy(tensor):
-    """A numpy view of a CPU tensor (torch or anything with .numpy()), or the array."""
+    """A numpy view of a CPU tensor (torch or anything with .numpy()), a CPU
+    copy of a tensor on another device, or the array itself."""
     if isinstance(tensor, np.ndarray):
         return tensor
+    try:  # the common case, a CPU tensor that needs no grad: one call
+        return tensor.numpy()
+    except (RuntimeError, TypeError):
+        pass
     if hasattr(tensor, "detach"):
         tensor = tensor.detach()
+    device = getattr(tensor, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        tensor = tensor.cpu()
     return tensor.numpy()
 
 
 class HFLogitsProcessor(_HFBase):
     """A transformers LogitsProcessor constraining a batch of sequences.
 
-    Give one matcher per sequence of the batch (``num_return_sequences`` and
-    beams included), or a store and a batch size.  Rows whose matcher has
-    accepted a stop token are left unmasked (transformers pads them).
-    Float32 CPU logits are masked in place by the engine; any other tensor is
-    masked with the tensor's own ``masked_fill_``.
+    Give one matcher per row of the batch (``num_return_sequences`` and
+    beams included), or a store (and optionally a batch size; by default the
+    first call's number of rows).  Rows whose matcher has accepted a stop
+    token are left unmasked (transformers pads them).
+
+    Beam search reorders rows between steps: each call finds, for every row,
+    the row of the previous call that its ids extend (the same row when it
+    still matches) and forks that row's matcher, so that matchers follow the
+    beams.  Ids that extend no row of the previous call are an error (a new
+    generation needs a new processor).
+
+    With ``steer_after=n``, once n tokens have been generated each row is
+    driven to its end as LlamaCppLogitsProcessor's ``steer_to_end`` does (the
+    stop tokens where the grammar allows one, else the tokens of a shortest
+    completion): give ``max_new_tokens`` some room past n for it, and
+    ``eos_token_id=list(store.eos_ids)`` so that generate() stops a row on
+    the stop tokens the grammar allows.
+
+    A beam search never hands back a refused token: every running beam has
+    an allowed token (the grammar has no dead ends), so at least num_beams
+    of the 2 * num_beams candidates are finite, and transformers keeps a
+    candidate that ends its beam at a score lowered by 1e9, above -inf.
+
+    CPU logits (float32, float16, bfloat16) are masked in place by the
+    engine, through the tensor's own memory; logits on another device are
+    masked with the tensor's ``masked_fill_`` from the engine's bitmask.
     """
 
     def __init__(self, matchers: Optional[List[GrammarMatcher]] = None,
-                 store: Optional[Store] = None, batch_size: int = 1,
-                 suffix: Union[str, bytes, Sequence[Union[str, bytes]], None] = None):
+                 store: Optional[Store] = None, batch_size: Optional[int] = None,
+                 suffix: Union[str, bytes, Sequence[Union[str, bytes]], None] = None,
+                 steer_after: Optional[int] = None):
+        self.steer_after = steer_after
         if matchers is None:
             if store is None:
                 raise ValueError("give matchers or a store")
-            matchers = [GrammarMatcher(store) for _ in range(batch_size)]
-        self.matchers = list(matchers)
-        # The text after the cursor, one for the batch or one per row.
+            self.store = store
+            self.matchers: List[GrammarMatcher] = []
+            if batch_size is not None:
+                self._open(batch_size)
+        else:
+            self.store = None
+            self.matchers = list(matchers)
+        self.suffix = suffix
         if suffix is not None and not isinstance(suffix, (str, bytes)):
-            suffix = list(suffix)
-            if len(suffix) != len(self.matchers):
-                raise ValueError(f"{len(suffix)} suffixes for {len(self.matchers)} sequences")
-            for m, s in zip(self.matchers, suffix):
-                m.set_suffix(s)
-        elif suffix:
-            for m in self.matchers:
-                m.set_suffix(suffix)
-        vocab = max(m.vocab_size for m in self.matchers)
-        self.bitmask = allocate_token_bitmask(len(self.matchers), vocab)
+            self.suffix = list(suffix)
+            if self.matchers and len(self.suffix) != len(self.matchers):
+                raise ValueError(f"{len(self.suffix)} suffixes for {len(self.matchers)} sequences")
+        if self.matchers:
+            self._set_suffixes()
         self.batch = BatchGrammarMatcher()
-        self.prompt_len: Optional[int] = None
+        self._prev: Optional[np.ndarray] = None  # the previous call's ids
+        self._prev_bytes = b""
+        self.reorders = 0  # calls that found rows moved (beam search)
+        self._kind = None  # the dtype of the scores the masking path was chosen for
+        self._sync_matchers()
+
+    @property
+    def steer_failed(self) -> List[bool]:
+        """Per row: True once steering searched for a completion and found none."""
+        return [st.failed for st in self._steering]
+
+    def _open(self, batch_size: int) -> None:
+        self.matchers = [GrammarMatcher(self.store) for _ in range(batch_size)]
+
+    def _set_suffixes(self) -> None:
+        if isinstance(self.suffix, list):
+            if len(self.suffix) != len(self.matchers):
+                raise ValueError(f"{len(self.suffix)} suffixes for {len(self.matchers)} sequences")
+            for m, s in zip(self.matchers, self.suffix):
+                m.set_suffix(s)
+        elif self.suffix:
+            for m in self.matchers:
+                m.set_suffix(self.suffix)
+
+    def _sync_matchers(self, steering=None) -> None:
+        self._sessions = [m._session for m in self.matchers]
+        self._steering = steering or [_Steering() for _ in self.matchers]
+        for m in self.matchers:
+            self.batch._stores.setdefault(id(m.store), m.store)
+        if self.matchers:
+            vocab = max(m.vocab_size for m in self.matchers)
+            self.bitmask = allocate_token_bitmask(len(self.matchers), vocab)
 
     def __call__(self, input_ids, scores):
-        ids = np.asarray(_to_numpy(input_ids))
-        need = max(m.vocab_size for m in self.matchers)
-        if scores.shape[-1] < need:
-            raise Error(f"logits have {scores.shape[-1]} entries, fewer than the grammar "
-                        f"store's vocabulary of {need}: wrong tokenizer?")
+        ids = input_ids if isinstance(input_ids, np.ndarray) else _to_numpy(input_ids)
+        if ids.ndim != 2:
+            raise Error(f"input_ids must be (batch, length), got shape {tuple(ids.shape)}")
+        if not self.matchers and self.store is not None:
+            self._open(ids.shape[0])
+            self._set_suffixes()
+            self._sync_matchers()
         if ids.shape[0] != len(self.matchers):
             raise Error(f"{ids.shape[0]} sequences but {len(self.matchers)} matchers")
-        if self.prompt_len is None:
-            self.prompt_len = ids.shape[1]
-        elif ids.shape[1] > self.prompt_len:
-            for b, m in enumerate(self.matchers):
-                if not m.is_terminated() and not m.accept_token(int(ids[b, -1])):
-                    raise Error(f"sequence {b}: the sampler picked token {int(ids[b, -1])}, "
-                                f"which the grammar refuses after {m.text!r}")
-        live = [b for b, m in enumerate(self.matchers) if not m.is_terminated()]
-        if not live:
-            return scores
-        self.bitmask[:] = -1  # finished rows stay unmasked
-        if len(live) == len(self.matchers):
-            self.batch.batch_fill_next_token_bitmask(self.matchers, self.bitmask)
+        if self._prev is None:
+            new = ids[:, ids.shape[1]:]  # the prompt: nothing to accept
+            self._prompt_cols = ids.shape[1]
         else:
-            sub = np.zeros((len(live), self.bitmask.shape[1]), dtype=np.int32)
-            self.batch.batch_fill_next_token_bitmask([self.matchers[b] for b in live], sub)
-            self.bitmask[live] = sub
-        vocab = scores.shape[-1]
-        on_cpu = str(getattr(scores, "device", "cpu")) == "cpu"
-        arr = _to_numpy(scores) if on_cpu else None
-        if arr is not None and arr.dtype == np.float32 and arr.flags.c_contiguous:
-            _core.apply_token_bitmask_inplace(arr, self.bitmask)
-            return scores
+            known = self._prev.shape[1]
+            if ids.shape[1] < known:
+                raise Error(f"input_ids have {ids.shape[1]} columns, fewer than the "
+                            f"previous call's {known}: a new generation needs a new processor")
+            if ids[:, :known].tobytes() != self._prev_bytes:
+                self._follow_beams(ids[:, :known])
+            new = ids[:, known:]
+        if self._kind is None or getattr(scores, "dtype", None) is not self._kind:
+            self._classify(scores)
+        arr = None
+        if self._on_cpu:
+            arr = scores if isinstance(scores, np.ndarray) else \
+                (scores.view(self._int16).numpy() if self._bf16 else _to_numpy(scores))
+        step = self.batch._batch.step
+        only = None
+        if self.steer_after is not None and ids.shape[1] - self._prompt_cols >= self.steer_after:
+            self._check(step(self._sessions, new, self.bitmask, None), new)
+            new = new[:, :0]
+            only = [_NO_TOKENS if m.is_terminated() else st.next_tokens(m)
+                    for m, st in zip(self.matchers, self._steering)]
+        self._check(step(self._sessions, new, self.bitmask, arr, self._bf16, only), new)
+        self._prev = ids.copy()
+        self._prev_bytes = self._prev.tobytes()
+        if not self._on_cpu:
+            self._mask_on_device(scores)
+        return scores
+
+    def _check(self, refused: int, new: np.ndarray) -> None:
+        if refused >= 0:
+            b, i = divmod(refused, new.shape[1])
+            m = self.matchers[b]
+            raise Error(f"sequence {b}: the sampler picked token {int(new[b, i])}, which the "
+                        f"grammar refuses after {m.text!r}")
+
+    def _classify(self, scores) -> None:
+        """Picks, once per dtype and device, how the logits are masked."""
+        self._kind = getattr(scores, "dtype", None)
+        self._on_cpu = str(getattr(scores, "device", "cpu")) == "cpu"
+        self._bf16 = False
+        if isinstance(scores, np.ndarray):
+            if scores.dtype not in _MASKABLE:
+                raise Error(f"logits must be float32 or float16, got {scores.dtype}")
+            return
+        if not self._on_cpu:
+            return
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(scores, torch.Tensor):
+            if scores.dtype == torch.bfloat16:
+                self._bf16, self._int16 = True, torch.int16
+            elif scores.dtype not in (torch.float32, torch.float16):
+                self._on_cpu = False  # masked by the tensor's own masked_fill_
+
+    def _follow_beams(self, prefix: np.ndarray) -> None:
+        """Reorders the matchers after beam search moved rows: row b's
+        matcher becomes a fork of the matcher of the previous row its ids
+        extend (itself when it still matches)."""
+        prev = self._prev
+        first = {}
+        for p in range(prev.shape[0]):
+            first.setdefault(prev[p].tobytes(), p)
+        moved = []
+        for b in range(prefix.shape[0]):
+            key = prefix[b].tobytes()
+            p = b if prev[b].tobytes() == key else first.get(key)
+            if p is None:
+                raise Error(f"sequence {b}: input_ids extend no sequence of the previous call "
+                            "(a new generation needs a new processor)")
+            moved.append(p)
+        self.reorders += 1
+        self.matchers = [self.matchers[p].fork() for p in moved]
+        self._sync_matchers([self._steering[p].copy() for p in moved])
+
+    def _mask_on_device(self, scores) -> None:
         import torch  # a non-numpy path only exists for real tensors
+        vocab = scores.shape[-1]
         bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
         allowed = np.zeros((len(self.matchers), vocab), dtype=bool)
         width = min(vocab, bits.shape[1])
         allowed[:, :width] = bits[:, :width].astype(bool)
         refused = torch.from_numpy(~allowed).to(scores.device)
-        return scores.masked_fill_(refused, float("-inf"))
+        scores.masked_fill_(refused, float("-inf"))

@@ -4,7 +4,9 @@
     engines.py ENGINE GRAMMAR STREAMS.txt TOKENIZER.json OUT.json
 
 ENGINE is ``llguidance`` (the grammar is Lark text, given to ``LLMatcher``),
-``xgrammar`` (the grammar is XGrammar EBNF, given to ``GrammarCompiler``) or
+``xgrammar`` (the grammar is XGrammar EBNF, given to ``GrammarCompiler``),
+``xgrammar-builtin`` (XGrammar's own built-in JSON grammar; the file is not
+read) or
 ``syncode`` (the grammar is the Lark file of one of SynCode's built-in
 grammars, e.g. its ``json.lark``, given as ``Grammar('json')`` to
 ``SyncodeLogitsProcessor``).  All get the same vocabulary:
@@ -139,6 +141,19 @@ class XGrammar(BitmaskEngine):
 
     def advance(self, tok):
         return self.matcher.accept_token(tok)
+
+
+class XGrammarBuiltinJSON(XGrammar):
+    """XGrammar's best configuration for JSON: its own built-in JSON grammar
+    (``GrammarCompiler.compile_builtin_json_grammar``), hand-written for its
+    engine, instead of the EBNF translation of json.lark.  The grammar file
+    is not read.  Its language is XGrammar's JSON, judged like every
+    engine's by Lark on json.lark."""
+    name = "xgrammar-builtin"
+
+    def compile(self, grammar_text):
+        self.compiled = self.compiler.compile_builtin_json_grammar()
+        self.grammar = "builtin JSON"
 
 
 class SynCode:
@@ -282,7 +297,8 @@ def _dist_version(name):
     return version(name)
 
 
-ENGINES = {"llguidance": LLGuidance, "xgrammar": XGrammar, "syncode": SynCode}
+ENGINES = {"llguidance": LLGuidance, "xgrammar": XGrammar,
+           "xgrammar-builtin": XGrammarBuiltinJSON, "syncode": SynCode}
 
 
 def run(engine_name, grammar_path, streams_path, tokenizer_json, out_path):

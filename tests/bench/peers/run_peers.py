@@ -102,6 +102,9 @@ def ensure_corpus(corpus: Path, workload: str, cfgmask_python: str):
                         "--jobs", "1"], check=True)
 
 
+STRIP_FINAL_NEWLINE = False
+
+
 def candidate_texts(corpus: Path, workload: str, max_bytes: int):
     if workload == "python":
         m = json.loads((corpus / "python/manifest.json").read_text())
@@ -112,7 +115,10 @@ def candidate_texts(corpus: Path, workload: str, max_bytes: int):
     ext = {"json": "json", "sql": "sql"}[workload]
     for p in sorted((corpus / workload / "valid").glob(f"*.{ext}")):
         if p.stat().st_size <= max_bytes:
-            yield p.name, p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8")
+            if STRIP_FINAL_NEWLINE and text.endswith("\n"):
+                text = text[:-1]  # --strip-final-newline: the file's last byte
+            yield p.name, text
 
 
 MUTATION_CHARS = {"json": list('{}[],:"0-.e ') + ["true", "nul", "\\"],
@@ -295,6 +301,8 @@ def peer_grammar(engine, workload, out: Path):
         return rewritten if rewritten.exists() else GRAMMARS[workload]["lark"]
     if engine == "xgrammar":
         return HERE / "grammars" / f"{workload}.gbnf"
+    if engine == "xgrammar-builtin":  # its own JSON grammar; the file only names the workload
+        return HERE / "grammars" / "json.gbnf" if workload == "json" else HERE / f"no-{workload}"
     if engine == "syncode":  # its own built-in grammar (README.md), JSON only here
         from importlib.util import find_spec
         builtin = Path(find_spec("syncode").origin).parent / "parsers" / "grammars"
@@ -449,8 +457,9 @@ def main(argv=None):
     ap.add_argument("--size", choices=sorted(SIZES), default="modest")
     ap.add_argument("--out", default=str(ROOT / "out" / "peers"))
     ap.add_argument("--corpus", default=str(ROOT / ".cache" / "corpus"))
-    ap.add_argument("--engines", nargs="+", default=["cfgmask", "llguidance", "xgrammar"],
-                    help="also: syncode (JSON only)")
+    ap.add_argument("--engines", nargs="+",
+                    default=["cfgmask", "llguidance", "xgrammar", "xgrammar-builtin"],
+                    help="also: syncode (JSON only); xgrammar-builtin runs on JSON only")
     ap.add_argument("--workloads", nargs="+", default=["json", "sql", "python"],
                     choices=["json", "sql", "python"])
     ap.add_argument("--cfgmask", default=str(ROOT / "build-peers" / "cfgmask"))
@@ -460,15 +469,22 @@ def main(argv=None):
                     help="address-space cap for cfgmask compile")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other workloads/engines of an earlier results.json in OUT")
+    ap.add_argument("--docs", type=int,
+                    help="valid documents per workload (default: the size's)")
+    ap.add_argument("--strip-final-newline", action="store_true",
+                    help="JSON and SQL documents without their file's final newline (llguidance "
+                         "refuses whitespace after the last value); the same streams for all")
     ap.add_argument("--driver", default=str(ROOT / "build-peers" / "tests" / "cfgmask_peer_driver"))
     a = ap.parse_args(argv)
-    global TIMEOUT_S
+    global TIMEOUT_S, STRIP_FINAL_NEWLINE
     TIMEOUT_S = a.timeout
+    STRIP_FINAL_NEWLINE = a.strip_final_newline
     out = Path(a.out)
     (out / "raw").mkdir(parents=True, exist_ok=True)
     (out / "streams").mkdir(parents=True, exist_ok=True)
     cfgmask_python = os.environ.get("CFGMASK_PYTHON", sys.executable)
     meta = {"cpu": cpu_model(), "cores": os.cpu_count(), "size": a.size,
+            "docs": a.docs, "strip_final_newline": a.strip_final_newline,
             "python": platform.python_version(), "vocab": 151936,
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     log(f"machine: {meta['cpu']}")
@@ -478,6 +494,7 @@ def main(argv=None):
         results = json.loads((out / "results.json").read_text())["workloads"]
     for wl in a.workloads:
         n_valid, n_mut, max_bytes = SIZES[a.size][wl]
+        n_valid = a.docs or n_valid
         ensure_corpus(Path(a.corpus), wl, cfgmask_python)
         valid, mutants, sel = select_documents(Path(a.corpus), wl, n_valid, n_mut, max_bytes)
         docs = valid + mutants
