@@ -67,7 +67,7 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
 int64_t CanonicalLexingConditions(CompiledStore* store) {
   CompiledStore& s = *store;
   const int32_t W = s.scanner_words, T = s.num_terminals;
-  auto bit = [&](const std::vector<uint64_t>& v, size_t row, int32_t t) {
+  auto bit = [&](const StoreArray<uint64_t>& v, size_t row, int32_t t) {
     return (v[row * W + t / 64] >> (t & 63)) & 1;
   };
   // Per terminal t: the union of the alternations and of the terminal sets of
@@ -162,7 +162,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
   old.row_length = std::move(s.row_length);
   old.row_tokens = std::move(s.row_tokens);
   old.row_bits = std::move(s.row_bits);
-  const std::vector<int32_t> old_offsets = std::move(s.root_row_offsets);
+  const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   s.row_seq.clear();
   s.row_kind.clear();
   s.row_offset.clear();
@@ -313,10 +313,10 @@ int32_t ShareRowGroups(CompiledStore* store) {
   old.row_length = std::move(s.row_length);
   old.row_tokens = std::move(s.row_tokens);
   old.row_bits = std::move(s.row_bits);
-  const std::vector<int32_t> old_offsets = std::move(s.root_row_offsets);
-  const std::vector<int32_t> old_sim_offsets = std::move(s.root_sim_offsets);
-  const std::vector<int32_t> old_sim_token = std::move(s.sim_token);
-  const std::vector<int32_t> old_sim_row = std::move(s.sim_row);
+  const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
+  const std::vector<int32_t> old_sim_offsets = s.root_sim_offsets.Release();
+  const std::vector<int32_t> old_sim_token = s.sim_token.Release();
+  const std::vector<int32_t> old_sim_row = s.sim_row.Release();
   s.row_seq.clear();
   s.row_kind.clear();
   s.row_offset.clear();
