@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -222,11 +223,21 @@ bool Validate(const CompiledStore& s, std::string* why) {
     }
     return static_cast<size_t>(off.back()) <= data;
   };
+  // Branch-free over 64-bit bounds, so that the compiler vectorises it (the
+  // index part of a large store holds tens of MB of ids).
   auto all_in = [](const StoreArray<int32_t>& v, int64_t lo, int64_t hi) {
-    for (int32_t x : v) {
-      if (x < lo || x >= hi) return false;
+    const int32_t l = static_cast<int32_t>(std::clamp<int64_t>(lo, INT32_MIN, INT32_MAX));
+    const int64_t h64 = std::clamp<int64_t>(hi, INT32_MIN, int64_t{INT32_MAX} + 1);
+    const int32_t* p = v.data();
+    const size_t n = v.size();
+    int32_t bad = 0;
+    if (h64 > INT32_MAX) {
+      for (size_t i = 0; i < n; ++i) bad |= p[i] < l;
+    } else {
+      const int32_t h = static_cast<int32_t>(h64);
+      for (size_t i = 0; i < n; ++i) bad |= (p[i] < l) | (p[i] >= h);
     }
-    return true;
+    return lo <= INT32_MAX && hi > INT32_MIN && lo < hi ? bad == 0 : n == 0;
   };
   if (s.vocab_size <= 0 || s.num_terminals < 0 || s.num_states <= 0 ||
       s.num_nonterminals < 0 || s.num_lex_states <= 0 || s.num_roots < 0) {
