@@ -127,7 +127,7 @@ install_python_package() {
   # along (README, Serving: the download and the minutes it adds).
   if [ ! -f "$VENV/.cfgmask-torch-1" ]; then
     log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
-    "$VENV/bin/pip" install -q torch transformers accelerate
+    "$VENV/bin/pip" install -q "torch==2.15.0" "transformers==5.24.0" "accelerate==1.15.0"
     touch "$VENV/.cfgmask-torch-1"
   fi
   log "pip install . (the cfgmask package, built in $BUILD)"
