@@ -27,18 +27,6 @@
 namespace cfgmask {
 namespace {
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
-std::string Format(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
-double Round(double v, double scale) { return std::round(v * scale) / scale; }
 
 double Mean(const std::vector<double>& v) {
   double sum = 0;

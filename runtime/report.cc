@@ -13,10 +13,6 @@
 
 namespace cfgmask {
 
-namespace {
-
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
 std::string Format(const char* fmt, ...) {
   char buf[1024];
   va_list ap;
@@ -26,8 +22,10 @@ std::string Format(const char* fmt, ...) {
   return buf;
 }
 
-// JSON numbers keep the precision the text of earlier versions printed.
 double Round(double v, double scale) { return std::round(v * scale) / scale; }
+
+namespace {
+
 
 double Seconds(const StoreReport& r, const std::string& phase) {
   for (const auto& [name, s] : r.seconds) {

@@ -23,6 +23,11 @@
 
 namespace cfgmask {
 
+// printf into a string (up to 1 KiB), for the reports' text.
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// v rounded to 1/scale: JSON numbers keep the precision the text prints.
+double Round(double v, double scale);
+
 struct StoreReport {
   std::string file;  // the store file ("" for a store only in memory)
   int64_t file_bytes = 0;

@@ -19,6 +19,17 @@
 namespace cfgmask {
 namespace {
 
+// Appends to s one row under sequence `seq`: the union of the token sets of
+// rows `rows` of `old` (`toks` is scratch).
+void AppendUnionRow(const CompiledStore& old, const std::vector<int32_t>& rows, int32_t seq,
+                    int32_t text_tokens, std::vector<int32_t>* toks, CompiledStore* s) {
+  toks->clear();
+  for (int32_t r : rows) DecodeRow(old, r, toks);
+  std::sort(toks->begin(), toks->end());
+  toks->erase(std::unique(toks->begin(), toks->end()), toks->end());
+  AppendRow(seq, *toks, text_tokens, s);
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -208,11 +219,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
         copy_row(rows[0], it->second);
         continue;
       }
-      toks.clear();
-      for (int32_t r : rows) DecodeRow(old, r, &toks);
-      std::sort(toks.begin(), toks.end());
-      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-      AppendRow(it->second, toks, text_tokens, &s);
+      AppendUnionRow(old, rows, it->second, text_tokens, &toks, &s);
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
   }
@@ -502,11 +509,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
         }
         continue;
       }
-      toks.clear();
-      for (int32_t r : rows) DecodeRow(old_rows, r, &toks);
-      std::sort(toks.begin(), toks.end());
-      toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-      AppendRow(it->second, toks, text_tokens, &s);
+      AppendUnionRow(old_rows, rows, it->second, text_tokens, &toks, &s);
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
   }
