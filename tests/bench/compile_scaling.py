@@ -143,15 +143,16 @@ def tokenizer_path(vocab: str, cache: str) -> str:
 
 
 def run_compile(cfgmask: str, grammar: str, tok: str, threads: int, out: str):
-    cmd = ["/usr/bin/time", "-f", "%e %M", cfgmask, "compile", *grammar_args(grammar),
+    cmd = ["/usr/bin/time", "-f", "%e %M %U %S", cfgmask, "compile", *grammar_args(grammar),
            "--tokenizer", tok, "--threads", str(threads), "--quiet", "-o", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return {"error": p.stderr.strip().splitlines()[-2:] if p.stderr else p.returncode}
-    wall, rss_kb = p.stderr.strip().splitlines()[-1].split()
+    wall, rss_kb, user, system = p.stderr.strip().splitlines()[-1].split()
     stats = json.loads(subprocess.run([cfgmask, "stats", out, "--json"], capture_output=True,
                                       text=True, check=True).stdout)
-    return {"seconds": float(wall), "peak_mib": int(rss_kb) / 1024,
+    return {"seconds": float(wall), "cpu_seconds": float(user) + float(system),
+            "peak_mib": int(rss_kb) / 1024,
             "store_mib": os.path.getsize(out) / 1048576, "stats": stats}
 
 
@@ -189,13 +190,14 @@ def main() -> None:
                 json.dump(results, open(results_path, "w"), indent=1)
                 print(grammar, vocab, threads, {k: v for k, v in r.items() if k != "stats"},
                       file=sys.stderr, flush=True)
-    print("| grammar | vocabulary | threads | seconds | peak MiB | store MiB | open ms |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| grammar | vocabulary | threads | seconds | CPU seconds | peak MiB | store MiB | open ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if "error" in r:
-            print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {r['error']} | | | |")
+            print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {r['error']} | | | | |")
             continue
         print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {r['seconds']:.1f} | "
+              f"{r.get('cpu_seconds', float('nan')):.1f} | "
               f"{r['peak_mib']:.0f} | {r['store_mib']:.1f} | {r.get('open_ms', float('nan')):.1f} |")
     if args.plot:
         plot(results, args.plot)
