@@ -19,6 +19,36 @@
 namespace cfgmask {
 namespace {
 
+// Moves s's rows (sequence ids, kinds, offsets, lengths, payloads) into a
+// store of their own, with what DecodeRow needs; s is left with none.
+CompiledStore TakeRows(CompiledStore* s) {
+  CompiledStore old;
+  old.vocab_size = s->vocab_size;
+  old.token_special = s->token_special;
+  old.row_seq = std::move(s->row_seq);
+  old.row_kind = std::move(s->row_kind);
+  old.row_offset = std::move(s->row_offset);
+  old.row_length = std::move(s->row_length);
+  old.row_tokens = std::move(s->row_tokens);
+  old.row_bits = std::move(s->row_bits);
+  return old;
+}
+
+// Appends row r of `old` to s under sequence `seq`, in its own encoding.
+void CopyRow(const CompiledStore& old, int32_t r, int32_t seq, CompiledStore* s) {
+  const int32_t off = old.row_offset[r], len = old.row_length[r];
+  s->row_seq.push_back(seq);
+  s->row_kind.push_back(old.row_kind[r]);
+  s->row_length.push_back(len);
+  if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
+    s->row_offset.push_back(static_cast<int32_t>(s->row_bits.size()));
+    s->row_bits.append(old.row_bits.begin() + off, old.row_bits.begin() + off + len);
+  } else {
+    s->row_offset.push_back(static_cast<int32_t>(s->row_tokens.size()));
+    s->row_tokens.append(old.row_tokens.begin() + off, old.row_tokens.begin() + off + len);
+  }
+}
+
 // Appends to s one row under sequence `seq`: the union of the token sets of
 // rows `rows` of `old` (`toks` is scratch).
 void AppendUnionRow(const CompiledStore& old, const std::vector<int32_t>& rows, int32_t seq,
@@ -164,39 +194,14 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
   for (int32_t q = 0; q < num_seqs; ++q)
     seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],
                                         s.seq_data.begin() + s.seq_offsets[q + 1]), q);
-  CompiledStore old;
-  old.vocab_size = s.vocab_size;
-  old.token_special = s.token_special;
-  old.row_seq = std::move(s.row_seq);
-  old.row_kind = std::move(s.row_kind);
-  old.row_offset = std::move(s.row_offset);
-  old.row_length = std::move(s.row_length);
-  old.row_tokens = std::move(s.row_tokens);
-  old.row_bits = std::move(s.row_bits);
+  const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
-  s.row_seq.clear();
-  s.row_kind.clear();
-  s.row_offset.clear();
-  s.row_length.clear();
-  s.row_tokens.clear();
-  s.row_bits.clear();
   s.root_row_offsets.assign(1, 0);
   const int32_t text_tokens = TextTokenCount(s);
   std::vector<int32_t> new_row(old.row_seq.size(), -1);
   auto copy_row = [&](int32_t r, int32_t seq) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    s.row_seq.push_back(seq);
-    s.row_kind.push_back(old.row_kind[r]);
-    s.row_length.push_back(old.row_length[r]);
-    const int32_t off = old.row_offset[r], len = old.row_length[r];
-    if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
-      s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-      s.row_bits.insert(s.row_bits.end(), old.row_bits.begin() + off, old.row_bits.begin() + off + len);
-    } else {
-      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-      s.row_tokens.insert(s.row_tokens.end(), old.row_tokens.begin() + off,
-                          old.row_tokens.begin() + off + len);
-    }
+    CopyRow(old, r, seq, &s);
   };
   std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
   std::vector<int32_t> toks;
@@ -313,23 +318,11 @@ int32_t ShareRowGroups(CompiledStore* store) {
   if (merged == 0) return 0;
   // Rebuild: the kept groups in order, then the rows of no group (the
   // simulated tokens' rows).
-  CompiledStore old;
-  old.row_seq = std::move(s.row_seq);
-  old.row_kind = std::move(s.row_kind);
-  old.row_offset = std::move(s.row_offset);
-  old.row_length = std::move(s.row_length);
-  old.row_tokens = std::move(s.row_tokens);
-  old.row_bits = std::move(s.row_bits);
+  const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   const std::vector<int32_t> old_sim_offsets = s.root_sim_offsets.Release();
   const std::vector<int32_t> old_sim_token = s.sim_token.Release();
   const std::vector<int32_t> old_sim_row = s.sim_row.Release();
-  s.row_seq.clear();
-  s.row_kind.clear();
-  s.row_offset.clear();
-  s.row_length.clear();
-  s.row_tokens.clear();
-  s.row_bits.clear();
   s.root_row_offsets.assign(1, 0);
   s.root_sim_offsets.clear();
   if (sims) s.root_sim_offsets.assign(1, 0);
@@ -338,19 +331,7 @@ int32_t ShareRowGroups(CompiledStore* store) {
   std::vector<int32_t> new_id(R, -1), new_row(old.row_seq.size(), -1);
   auto copy_row = [&](int32_t r) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    s.row_seq.push_back(old.row_seq[r]);
-    s.row_kind.push_back(old.row_kind[r]);
-    s.row_length.push_back(old.row_length[r]);
-    const int32_t off = old.row_offset[r], len = old.row_length[r];
-    if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
-      s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-      s.row_bits.insert(s.row_bits.end(), old.row_bits.begin() + off,
-                        old.row_bits.begin() + off + len);
-    } else {
-      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-      s.row_tokens.insert(s.row_tokens.end(), old.row_tokens.begin() + off,
-                          old.row_tokens.begin() + off + len);
-    }
+    CopyRow(old, r, old.row_seq[r], &s);
   };
   int32_t kept = 0;
   for (int32_t g = 0; g < R; ++g) {
@@ -493,20 +474,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
       if (rows.size() == 1) {
         // Nothing merged: the row keeps its encoding (AppendRow would choose
         // the same one for the same tokens).
-        const int32_t r = rows[0];
-        const int32_t off = old_rows.row_offset[r], len = old_rows.row_length[r];
-        s.row_seq.push_back(it->second);
-        s.row_kind.push_back(old_rows.row_kind[r]);
-        s.row_length.push_back(len);
-        if (static_cast<RowKind>(old_rows.row_kind[r]) == RowKind::kBitset) {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-          s.row_bits.insert(s.row_bits.end(), old_rows.row_bits.begin() + off,
-                            old_rows.row_bits.begin() + off + len);
-        } else {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-          s.row_tokens.insert(s.row_tokens.end(), old_rows.row_tokens.begin() + off,
-                              old_rows.row_tokens.begin() + off + len);
-        }
+        CopyRow(old_rows, rows[0], it->second, &s);
         continue;
       }
       AppendUnionRow(old_rows, rows, it->second, text_tokens, &toks, &s);

@@ -3,17 +3,18 @@
 
 Usage: store_compare.py A.cfgm B.cfgm
 
-A store is a 40-byte header (magic, format, version, tokenizer identity,
-payload size, checksum) and a payload that ends with the compile statistics
+A store (format 5) is a 56-byte header (magic, format, version, tokenizer
+identity, payload size, checksum, index-part size, index checksum) and a
+payload whose index part ends with the compile statistics
 (CompiledStore::Stats, written as one struct: five doubles of seconds, eleven
-64-bit counters, one double of seconds).  Everything but the checksum and the
+64-bit counters, one double of seconds), the rows following it.  Everything but the checksum and the
 seconds must be equal; the first difference is reported with its offset.
 Exit status 0 when equal, 1 when not, 2 on unreadable input.
 """
 import struct
 import sys
 
-HEADER = 8 + 4 + 4 + 8 + 8 + 8
+HEADER = 8 + 4 + 4 + 8 * 5
 STATS = 5 * 8 + 11 * 8 + 8
 # Byte ranges of the statistics block that hold seconds (ignored).
 SECONDS = [(0, 40), (128, 136)]
@@ -27,8 +28,10 @@ def masked(path):
     (payload,) = struct.unpack_from("<Q", data, 24)
     if payload != len(data) - HEADER:
         raise ValueError(f"{path}: payload size {payload} does not match the file")
-    data[32:40] = bytes(8)  # checksum
-    base = len(data) - STATS
+    (index_bytes,) = struct.unpack_from("<Q", data, 40)
+    data[32:40] = bytes(8)  # checksums (whole payload, index part)
+    data[48:56] = bytes(8)
+    base = HEADER + index_bytes - STATS
     for a, b in SECONDS:
         data[base + a:base + b] = bytes(b - a)
     return bytes(data)
