@@ -19,6 +19,18 @@
 namespace cfgmask {
 namespace {
 
+// The id of item sequence `items` in s, added to s's sequences when new.
+using SequenceIds = std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash>;
+SequenceIds::const_iterator InternSequence(const std::vector<int32_t>& items, SequenceIds* ids,
+                                           CompiledStore* s) {
+  auto [it, inserted] = ids->emplace(items, static_cast<int32_t>(s->seq_offsets.size()) - 1);
+  if (inserted) {
+    s->seq_data.append(items.begin(), items.end());
+    s->seq_offsets.push_back(static_cast<int32_t>(s->seq_data.size()));
+  }
+  return it;
+}
+
 // Moves s's rows (sequence ids, kinds, offsets, lengths, payloads) into a
 // store of their own, with what DecodeRow needs; s is left with none.
 CompiledStore TakeRows(CompiledStore* s) {
@@ -215,11 +227,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
       merged[v].push_back(r);
     }
     for (auto& [items, rows] : merged) {
-      auto [it, inserted] = seq_id.emplace(items, static_cast<int32_t>(s.seq_offsets.size()) - 1);
-      if (inserted) {
-        s.seq_data.insert(s.seq_data.end(), items.begin(), items.end());
-        s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
-      }
+      const auto it = InternSequence(items, &seq_id, &s);
       if (rows.size() == 1) {
         copy_row(rows[0], it->second);
         continue;
@@ -466,11 +474,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
       merged[std::vector<int32_t>(items, items + len)].push_back(r);
     }
     for (auto& [items, rows] : merged) {
-      auto [it, inserted] = seq_id.emplace(items, static_cast<int32_t>(s.seq_offsets.size()) - 1);
-      if (inserted) {
-        s.seq_data.insert(s.seq_data.end(), items.begin(), items.end());
-        s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
-      }
+      const auto it = InternSequence(items, &seq_id, &s);
       if (rows.size() == 1) {
         // Nothing merged: the row keeps its encoding (AppendRow would choose
         // the same one for the same tokens).
