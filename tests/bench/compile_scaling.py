@@ -36,6 +36,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import qwen2_tokenizer  # noqa: E402  Qwen2's GGUF strings and pre-tokenizer pattern
 
 
 def env(name: str) -> str:
@@ -58,8 +60,7 @@ def grammar_args(name: str):
 def _qwen2_strings():
     import gguf  # PyPI package, installed by ./setup.sh
     reader = gguf.GGUFReader(env("CFGMASK_TOK_QWEN2"))
-    f = reader.fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+    tokens = qwen2_tokenizer._field_strings(reader, "tokenizer.ggml.tokens")
     t = reader.fields["tokenizer.ggml.token_type"]
     types = [int(t.parts[i][0]) for i in t.data]
     return tokens, types
@@ -90,9 +91,8 @@ def _stdlib_pairs(tokens, limit: int):
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
     ranks = load_tiktoken_bpe(env("CFGMASK_TOK_QWEN_TIKTOKEN"))
-    pat = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-    enc = tiktoken.Encoding("qwen", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+    enc = tiktoken.Encoding("qwen", pat_str=qwen2_tokenizer.QWEN2_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={})
     counts = collections.Counter()
     stdlib = sysconfig.get_paths()["stdlib"]
     for name in sorted(os.listdir(stdlib)):
