@@ -436,9 +436,18 @@ struct EncodedRow {
   std::vector<uint32_t> bits;   // kBitset
 };
 
-// The walk of one root, across passes.
+// A root's walk below one first byte, from one walk state: the part of the
+// trie under node `node` is the sub-walk `sub`'s, its items following the
+// root's sequence `prefix`.
+struct WalkPart {
+  int32_t prefix;
+  int32_t sub;
+};
+
+// The walk of one root, across passes; or a sub-walk (a shared walk of the
+// subtree below one first byte, from one walk state: see SubWalkKey).
 struct RootWalk {
-  int32_t index = 0;  // root index
+  int32_t index = 0;  // root index (-1: a sub-walk)
   int32_t q = 0;      // its lexer state
   Interner in;        // local: item and sequence ids of this root only
   std::vector<std::vector<int32_t>> rows;  // local seq -> tokens (empty: no row)
@@ -454,6 +463,8 @@ struct RootWalk {
   std::vector<NfaTransitionEntry> record;
   std::vector<WalkTask> deferred;   // subtrees with too many hypotheses
   std::vector<int32_t> sim_tokens;  // their tokens, sorted at the merge
+  std::vector<WalkPart> parts;      // a root's sub-walks, in trie order
+  int64_t last_used = 0;            // a sub-walk's last batch
 };
 
 // Token-end data computed in the serial phase, read by the passes: per
@@ -510,6 +521,50 @@ class SelfLoopCache {
   Entry entries_[kSize];
 };
 
+// Adds tokens read from the walk's start to a walk state to their row: the
+// walk state's items, then the Tail of its lexer state (which is Ready).
+class RowAdder {
+ public:
+  RowAdder(const WalkShared& sh, RootWalk* r) : sh_(sh), r_(r) {}
+  void Add(int32_t ws_seq, int32_t q, std::span<const int32_t> toks) {
+    const TokenEndData& ends = *sh_.ends;
+    RootWalk* r = r_;
+    if (ends.dead[q]) return;  // no text goes on from here
+    const int32_t to = ends.compact_to[q];
+    if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
+    if (!r->discovered_flag[to]) {
+      r->discovered_flag[to] = 1;
+      r->discovered.push_back(to);
+    }
+    // The last row looked up is kept: consecutive tokens usually end in the
+    // same walk state.
+    int32_t seq = last_row_seq_;
+    if (ws_seq != last_seq_ || q != last_q_) {
+      if (q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(q + 1, -1);
+      int32_t& tail = r->tail_item[q];
+      if (tail < 0) tail = r->in.Item(ends.tail[q]);
+      seq = r->in.Append(ws_seq, tail);
+      last_seq_ = ws_seq;
+      last_q_ = q;
+      last_row_seq_ = seq;
+    }
+    if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
+    auto& row = r->rows[seq];
+    row.insert(row.end(), toks.begin(), toks.end());
+    r->entries += static_cast<int64_t>(toks.size());
+    if (sh_.recording) {
+      std::vector<LexItem> items;
+      for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
+      for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
+    }
+  }
+
+ private:
+  const WalkShared& sh_;
+  RootWalk* r_;
+  int32_t last_seq_ = -1, last_q_ = -1, last_row_seq_ = -1;
+};
+
 // Runs the pending tasks of one root as far as the automaton allows; misses
 // become requests and new tasks.
 void RunRoot(const WalkShared& sh, RootWalk* r) {
@@ -530,38 +585,9 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
     return r->over_time;
   };
 
-  // Adds tokens `toks`, read from the root to walk state (ws_seq, q), to
-  // their row: the walk state's items, then the Tail of q.  q is Ready.
-  int32_t last_seq = -1, last_q = -1, last_row_seq = -1;
+  RowAdder adder(sh, r);
   auto add_tokens = [&](int32_t ws_seq, int32_t q, std::span<const int32_t> toks) {
-    if (ends.dead[q]) return;  // no text goes on from here
-    const int32_t to = ends.compact_to[q];
-    if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
-    if (!r->discovered_flag[to]) {
-      r->discovered_flag[to] = 1;
-      r->discovered.push_back(to);
-    }
-    // The last row looked up is kept: consecutive tokens usually end in the
-    // same walk state.
-    int32_t seq = last_row_seq;
-    if (ws_seq != last_seq || q != last_q) {
-      if (q >= static_cast<int32_t>(r->tail_item.size())) r->tail_item.resize(q + 1, -1);
-      int32_t& tail = r->tail_item[q];
-      if (tail < 0) tail = r->in.Item(ends.tail[q]);
-      seq = r->in.Append(ws_seq, tail);
-      last_seq = ws_seq;
-      last_q = q;
-      last_row_seq = seq;
-    }
-    if (seq >= static_cast<int32_t>(r->rows.size())) r->rows.resize(seq + 1);
-    auto& row = r->rows[seq];
-    row.insert(row.end(), toks.begin(), toks.end());
-    r->entries += static_cast<int64_t>(toks.size());
-    if (sh.recording) {
-      std::vector<LexItem> items;
-      for (int32_t id : r->in.seq_list[seq]) items.push_back(r->in.item_list[id]);
-      for (int32_t tok : toks) r->record.push_back({r->index, tok, to, items});
-    }
+    adder.Add(ws_seq, q, toks);
   };
 
   // A plain step: no terminal may end at q, and q's step on b is known and
@@ -762,6 +788,82 @@ void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
   r->in.ReleaseSequences();
 }
 
+// A sub-walk's identity: the subtree below first byte `node`, walked from
+// lexer state q, with the last non-ignored Emit before it (pair pruning) and
+// the column bookkeeping (read only by the indenter's newline).  Its rows,
+// with the items after the walk state's, are the same from any root.
+struct SubWalkKey {
+  int32_t node;
+  int32_t q;
+  bool has_last;
+  LexItem last;
+  ColumnDelta col;
+  bool operator==(const SubWalkKey& o) const {
+    return node == o.node && q == o.q && has_last == o.has_last && (!has_last || last == o.last) &&
+           col.absolute == o.col.absolute && col.value == o.col.value;
+  }
+};
+
+struct SubWalkKeyHash {
+  size_t operator()(const SubWalkKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.node) * 0x9e3779b97f4a7c15ULL ^ static_cast<uint32_t>(k.q);
+    for (int64_t v : {int64_t{k.has_last}, int64_t{k.last.kind}, int64_t{k.last.terminal},
+                      int64_t{k.last.blockers}, int64_t{k.last.full_match}, int64_t{k.last.col},
+                      int64_t{k.last.slot}, int64_t{k.col.absolute}, int64_t{k.col.value}}) {
+      h = (h ^ static_cast<uint64_t>(v)) * 0xff51afd7ed558ccdULL;
+      h ^= h >> 32;
+    }
+    return h;
+  }
+};
+
+// Token ids the sub-walk memo may hold across batches (VocabularyWalkPhase).
+constexpr int64_t kSubWalkBudget = int64_t{32} << 20;
+
+// Adds the rows of a root's sub-walks to its own: each sub-walk row's items
+// after the part's prefix, its tokens appended (EncodeRows sorts and dedups).
+void CombineParts(const WalkShared& sh, const std::vector<std::unique_ptr<RootWalk>>& subs,
+                  RootWalk* r) {
+  std::vector<int32_t> item_map;
+  std::vector<LexItem> items;
+  for (const WalkPart& part : r->parts) {
+    const RootWalk& sub = *subs[part.sub];
+    item_map.assign(sub.in.item_list.size(), -1);
+    auto local = [&](int32_t it) {
+      int32_t& m = item_map[it];
+      if (m < 0) m = r->in.Item(sub.in.item_list[it]);
+      return m;
+    };
+    for (size_t seq = 0; seq < sub.rows.size(); ++seq) {
+      const std::vector<int32_t>& toks = sub.rows[seq];
+      if (toks.empty()) continue;
+      int32_t rs = part.prefix;
+      for (int32_t it : sub.in.seq_list[seq]) rs = r->in.Append(rs, local(it));
+      if (rs >= static_cast<int32_t>(r->rows.size())) r->rows.resize(rs + 1);
+      std::vector<int32_t>& row = r->rows[rs];
+      row.insert(row.end(), toks.begin(), toks.end());
+      r->entries += static_cast<int64_t>(toks.size());
+    }
+    for (int32_t to : sub.discovered) {
+      if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
+      if (!r->discovered_flag[to]) {
+        r->discovered_flag[to] = 1;
+        r->discovered.push_back(to);
+      }
+    }
+    r->sim_tokens.insert(r->sim_tokens.end(), sub.sim_tokens.begin(), sub.sim_tokens.end());
+    if (sh.recording) {
+      for (const NfaTransitionEntry& e : sub.record) {
+        items.clear();
+        for (int32_t it : r->in.seq_list[part.prefix]) items.push_back(r->in.item_list[it]);
+        items.insert(items.end(), e.items.begin(), e.items.end());
+        r->record.push_back({r->index, e.token, e.to, items});
+      }
+    }
+  }
+  std::vector<WalkPart>().swap(r->parts);
+}
+
 // What the vocabulary walk leaves for the store phase: the store's
 // interner, the roots (lexer states at token boundaries) in discovery order,
 // and the token-end data of every lexer state the walk ended a token in.
@@ -886,6 +988,10 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     return Status::Ok();
   };
   s.root_sim_offsets.assign(1, 0);
+  const bool indenter = input.indenter_nl >= 0;
+  std::vector<std::unique_ptr<RootWalk>> subs;  // by id; null: dropped
+  std::unordered_map<SubWalkKey, int32_t, SubWalkKeyHash> memo;
+  int64_t batch_no = 0;
   for (size_t next = 0; next < roots.size();) {
     if (static_cast<int64_t>(roots.size()) > options.max_roots) {
       return Status(ErrorCode::kResourceLimit,
@@ -900,20 +1006,63 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       r->index = static_cast<int32_t>(i);
       r->q = roots[i];
       r->in.SeqIds({});
-      r->tasks.push_back(
-          WalkTask::Of(1, trie.num_nodes(), {WalkState{r->q, 0, -1, ColumnDelta{false, 0}}}));
       batch.push_back(std::move(r));
+    }
+    // The first byte of every token, from each root of the batch, serially
+    // and in root order (new sub-walks get their ids in that order): tokens
+    // of one byte go to the root's rows; below each first byte, every walk
+    // state is a sub-walk, shared with every root that reaches it there.
+    std::vector<RootWalk*> walkers;  // new sub-walks, then the batch's roots
+    for (auto& rp : batch) {
+      RootWalk* r = rp.get();
+      const WalkState start{r->q, 0, -1, ColumnDelta{false, 0}};
+      RowAdder adder(shared, r);
+      for (int32_t n = 1; n < trie.num_nodes(); n = trie.subtree_end(n)) {
+        ComputingAccess acc{a};
+        scratch_out.clear();
+        AdvanceOne(walk, acc, &r->in, start, trie.byte(n), &hits, &scratch_out);
+        if (scratch_out.empty()) continue;
+        std::sort(scratch_out.begin(), scratch_out.end());
+        scratch_out.erase(std::unique(scratch_out.begin(), scratch_out.end()), scratch_out.end());
+        if (static_cast<int32_t>(scratch_out.size()) > shared.max_hypotheses) {
+          r->deferred.push_back(WalkTask::Of(n, trie.subtree_end(n), {start}));
+          continue;
+        }
+        const auto toks = trie.tokens_at(n);
+        if (!toks.empty()) {
+          for (const WalkState& ws : scratch_out) CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
+          for (const WalkState& ws : scratch_out) adder.Add(ws.seq, ws.q, toks);
+        }
+        if (trie.subtree_end(n) == n + 1) continue;
+        for (const WalkState& ws : scratch_out) {
+          SubWalkKey key{n, ws.q, ws.last_emit >= 0, LexItem(),
+                         indenter ? ws.col : ColumnDelta{false, 0}};
+          if (key.has_last) key.last = r->in.item_list[ws.last_emit];
+          auto [it, inserted] = memo.emplace(key, static_cast<int32_t>(subs.size()));
+          if (inserted) {
+            auto sub = std::make_unique<RootWalk>();
+            sub->index = -1;
+            sub->q = ws.q;
+            sub->in.SeqIds({});
+            const int32_t last = key.has_last ? sub->in.Item(key.last) : -1;
+            sub->tasks.push_back(
+                WalkTask::Of(n + 1, trie.subtree_end(n), {WalkState{ws.q, 0, last, key.col}}));
+            walkers.push_back(sub.get());
+            subs.push_back(std::move(sub));
+          }
+          subs[it->second]->last_used = batch_no;
+          r->parts.push_back({ws.seq, it->second});
+        }
+      }
+      walkers.push_back(r);
     }
     for (;;) {
       std::vector<RootWalk*> active;
-      for (auto& r : batch) {
-        if (!r->tasks.empty()) active.push_back(r.get());
+      for (RootWalk* r : walkers) {
+        if (!r->tasks.empty() || !r->deferred.empty()) active.push_back(r);
       }
       if (active.empty()) break;
-      for_each_root(active, [&](RootWalk* r) {
-        RunRoot(shared, r);
-        if (r->tasks.empty() && !r->over_entries && !r->over_time) EncodeRows(s, text_tokens, r);
-      });
+      for_each_root(active, [&](RootWalk* r) { RunRoot(shared, r); });
       // The serial phase: compute what the pass missed, in root order.
       for (RootWalk* r : active) {
         if (r->over_time) return time_out();
@@ -1003,6 +1152,44 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
         scratch.SeqIds({});
       }
     }
+    // Each root's rows: its own, then its sub-walks' after its prefixes.
+    {
+      std::vector<RootWalk*> list;
+      for (auto& r : batch) list.push_back(r.get());
+      for_each_root(list, [&](RootWalk* r) {
+        CombineParts(shared, subs, r);
+        if (r->entries <= shared.max_entries) EncodeRows(s, text_tokens, r);
+      });
+      for (RootWalk* r : list) {
+        if (r->entries > shared.max_entries) return too_many_entries();
+      }
+    }
+    // The memo's working set: sub-walks not used by this batch are dropped,
+    // least recently used first, while it holds more than kSubWalkBudget
+    // token ids (the choice depends on the batches only, not on threads).
+    {
+      int64_t held = 0;
+      std::vector<int32_t> idle;
+      for (size_t i = 0; i < subs.size(); ++i) {
+        if (subs[i] == nullptr) continue;
+        held += subs[i]->entries;
+        if (subs[i]->last_used < batch_no) idle.push_back(static_cast<int32_t>(i));
+      }
+      if (held > kSubWalkBudget) {
+        std::stable_sort(idle.begin(), idle.end(), [&](int32_t x, int32_t y) {
+          return subs[x]->last_used < subs[y]->last_used;
+        });
+        for (int32_t i : idle) {
+          if (held <= kSubWalkBudget / 2) break;
+          held -= subs[i]->entries;
+          subs[i].reset();
+        }
+        for (auto it = memo.begin(); it != memo.end();) {
+          it = subs[it->second] == nullptr ? memo.erase(it) : std::next(it);
+        }
+      }
+    }
+    ++batch_no;
     // Merge in root order: global item ids, rows sorted by their item
     // sequences so that the runtime walks them as a trie (a shared prefix
     // is checked once, a rejected prefix skips every row below it).
