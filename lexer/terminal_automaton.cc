@@ -243,20 +243,33 @@ static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint
 
 // Drops duplicate entries and everything after the first confirmed marker.
 static void Canonicalize(std::vector<TerminalAutomaton::Entry>* list) {
+  // In place, without allocating: entries without vetoes are deduplicated
+  // by pc through a stamp per pc (markers, pc -1, at index 0), the rare
+  // ones with vetoes through a set.
+  thread_local std::vector<uint32_t> stamp;
+  thread_local uint32_t generation = 0;
+  if (++generation == 0) {
+    std::fill(stamp.begin(), stamp.end(), 0);
+    generation = 1;
+  }
   std::set<std::pair<int32_t, std::vector<uint32_t>>> seen;  // entries with vetoes
-  std::unordered_map<int32_t, char> seen_plain;              // entries without
-  std::vector<TerminalAutomaton::Entry> out;
-  out.reserve(list->size());
-  for (auto& e : *list) {
-    if (e.vetoes.empty() ? !seen_plain.emplace(e.pc, 0).second
-                         : !seen.emplace(e.pc, e.vetoes).second) {
+  size_t kept = 0;
+  for (size_t i = 0; i < list->size(); ++i) {
+    TerminalAutomaton::Entry& e = (*list)[i];
+    if (e.vetoes.empty()) {
+      const size_t slot = static_cast<size_t>(e.pc + 1);
+      if (slot >= stamp.size()) stamp.resize(slot + 1, 0);
+      if (stamp[slot] == generation) continue;
+      stamp[slot] = generation;
+    } else if (!seen.emplace(e.pc, e.vetoes).second) {
       continue;
     }
-    bool confirmed = e.pc < 0 && e.vetoes.empty();
-    out.push_back(std::move(e));
+    const bool confirmed = e.pc < 0 && e.vetoes.empty();
+    if (kept != i) (*list)[kept] = std::move(e);
+    ++kept;
     if (confirmed) break;
   }
-  *list = std::move(out);
+  list->resize(kept);
 }
 
 Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
