@@ -127,6 +127,29 @@ class FlatIdMap {
   size_t size_ = 0;
 };
 
+// Item sequences by id, in one flat array (no allocation per sequence).
+class SeqList {
+ public:
+  std::span<const int32_t> operator[](int32_t id) const {
+    return {data_.data() + ends_[id] - Length(id), static_cast<size_t>(Length(id))};
+  }
+  size_t size() const { return ends_.size(); }
+  void push_back(std::span<const int32_t> ids) {
+    data_.insert(data_.end(), ids.begin(), ids.end());
+    ends_.push_back(static_cast<int64_t>(data_.size()));
+  }
+  void shrink_to_fit() {
+    data_.shrink_to_fit();
+    ends_.shrink_to_fit();
+  }
+  int64_t bytes() const { return static_cast<int64_t>(4 * data_.size() + 8 * ends_.size()); }
+
+ private:
+  int64_t Length(int32_t id) const { return ends_[id] - (id == 0 ? 0 : ends_[id - 1]); }
+  std::vector<int32_t> data_;
+  std::vector<int64_t> ends_;
+};
+
 // Interns lexer items and item sequences as dense ids.  The indexes hold
 // ids only (IdIndex) and compare against item_list / seq_list, so a look-up
 // allocates nothing.
@@ -148,7 +171,8 @@ class Interner {
     const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
     const int32_t found = appended_.Find(key);
     if (found >= 0) return found;
-    append_scratch_ = seq_list[seq];
+    const std::span<const int32_t> prefix = seq_list[seq];
+    append_scratch_.assign(prefix.begin(), prefix.end());
     append_scratch_.push_back(item);
     const int32_t id = SeqIds(append_scratch_);
     appended_.Insert(key, id);
@@ -156,19 +180,31 @@ class Interner {
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
     return seq_index_.FindOrAdd(
-        HashIds(ids), seq_list.size(), [&](int32_t id) { return seq_list[id] == ids; },
+        HashIds(ids), seq_list.size(),
+        [&](int32_t id) {
+          const std::span<const int32_t> v = seq_list[id];
+          return v.size() == ids.size() && std::equal(v.begin(), v.end(), ids.begin());
+        },
         [&] { seq_list.push_back(ids); }, [&](int32_t id) { return HashIds(seq_list[id]); });
+  }
+  // Frees the indexes, keeping item_list and seq_list (a finished sub-walk).
+  void ReleaseIndexes() {
+    item_index_.Clear();
+    seq_index_.Clear();
+    appended_ = FlatIdMap();
+    std::vector<int32_t>().swap(append_scratch_);
+    seq_list.shrink_to_fit();
   }
   // Frees everything but item_list (a finished root's interner, before
   // the serial merge that reads only its items).
   void ReleaseSequences() {
-    std::vector<std::vector<int32_t>>().swap(seq_list);
+    seq_list = SeqList();
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
   }
   std::vector<LexItem> item_list;
-  std::vector<std::vector<int32_t>> seq_list;
+  SeqList seq_list;
 
  private:
   static uint64_t Mix(uint64_t h, uint64_t v) {
@@ -183,7 +219,7 @@ class Interner {
     }
     return h ^ (h >> 29);
   }
-  static uint64_t HashIds(const std::vector<int32_t>& ids) {
+  static uint64_t HashIds(std::span<const int32_t> ids) {
     uint64_t h = ids.size();
     for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
     return h ^ (h >> 29);
@@ -230,17 +266,17 @@ struct WalkContext {
 bool PairPossible(const WalkContext& c, const LexItem& e1, const LexItem& e2) {
   if (c.follow == nullptr) return true;
   if (e1.terminal == c.nl || e2.terminal == c.nl) return true;
-  auto types = [&](const LexItem& e) {
-    std::vector<int32_t> t = {e.terminal};
-    for (int32_t k : c.a->Set(e.full_match)) t.push_back(k);
-    return t;
-  };
-  for (int32_t x : types(e1)) {
-    for (int32_t y : types(e2)) {
-      if (c.follow->CanFollow(x, y)) return true;
+  // Does f hold for one of e's types: its terminal, or a full-match string?
+  auto any_type = [&](const LexItem& e, auto&& f) {
+    if (f(e.terminal)) return true;
+    for (int32_t k : c.a->Set(e.full_match)) {
+      if (f(k)) return true;
     }
-  }
-  return false;
+    return false;
+  };
+  return any_type(e1, [&](int32_t x) {
+    return any_type(e2, [&](int32_t y) { return c.follow->CanFollow(x, y); });
+  });
 }
 
 // Automaton access of the parallel passes: reads only, and a transition not
@@ -464,7 +500,16 @@ struct RootWalk {
   std::vector<WalkTask> deferred;   // subtrees with too many hypotheses
   std::vector<int32_t> sim_tokens;  // their tokens, sorted at the merge
   std::vector<WalkPart> parts;      // a root's sub-walks, in trie order
-  int64_t last_used = 0;            // a sub-walk's last batch
+  // A root's walk states after each first byte whose node has children
+  // (ExpandRoot), before they are matched with sub-walks.
+  std::vector<std::pair<int32_t, WalkState>> firsts;
+  bool expanded = false;
+  // A finished sub-walk: its rows flat (sequence, end of its tokens in
+  // row_tokens), everything else but the items and sequences freed.
+  int64_t last_used = 0;            // its last batch
+  int64_t held = 0;                 // bytes held once finished
+  std::vector<std::pair<int32_t, int64_t>> row_ends;
+  std::vector<int32_t> row_tokens;
 };
 
 // Token-end data computed in the serial phase, read by the passes: per
@@ -721,6 +766,57 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
   }
 }
 
+// The first byte of every token from root r, with read-only automaton
+// access: tokens of one byte go to the root's rows, and the walk states
+// below each first byte with children are listed in r->firsts (the batch
+// then gives each its sub-walk).  Returns false, with r's requests added and
+// nothing else changed, when a transition or token end is not computed yet.
+bool ExpandRoot(const WalkShared& sh, RootWalk* r) {
+  const VocabTrie& trie = *sh.trie;
+  const WalkState start{r->q, 0, -1, ColumnDelta{false, 0}};
+  std::vector<LexItem> hits;
+  std::vector<WalkState> out;
+  std::vector<std::pair<int32_t, std::vector<WalkState>>> below;  // by first byte
+  bool complete = true;
+  for (int32_t n = 1; n < trie.num_nodes(); n = trie.subtree_end(n)) {
+    ReadOnlyAccess acc{sh.ctx->a};
+    out.clear();
+    if (!AdvanceOne(*sh.ctx, acc, &r->in, start, trie.byte(n), &hits, &out)) {
+      r->requests.push_back({r->q, trie.byte(n), false, LexItem()});
+      complete = false;
+      continue;
+    }
+    if (out.empty()) continue;
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (static_cast<int32_t>(out.size()) <= sh.max_hypotheses && !trie.tokens_at(n).empty()) {
+      for (const WalkState& ws : out) {
+        if (!sh.ends->Ready(ws.q)) {
+          r->requests.push_back({ws.q, -1, false, LexItem()});
+          complete = false;
+        }
+      }
+    }
+    below.emplace_back(n, out);
+  }
+  if (!complete) return false;
+  RowAdder adder(sh, r);
+  for (const auto& [n, states] : below) {
+    if (static_cast<int32_t>(states.size()) > sh.max_hypotheses) {
+      // Too many lexings: every token below n is simulated at run time.
+      r->deferred.push_back(WalkTask::Of(n, trie.subtree_end(n), {start}));
+      continue;
+    }
+    const auto toks = trie.tokens_at(n);
+    if (!toks.empty()) {
+      for (const WalkState& ws : states) adder.Add(ws.seq, ws.q, toks);
+    }
+    if (trie.subtree_end(n) == n + 1) continue;
+    for (const WalkState& ws : states) r->firsts.push_back({n, ws});
+  }
+  return true;
+}
+
 // Stores the finished root's rows adaptively (sorted ids, complement or
 // bitset, by size); their order is fixed at the merge.
 void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
@@ -731,7 +827,8 @@ void EncodeRows(const CompiledStore& s, int32_t text_tokens, RootWalk* r) {
     std::vector<int32_t>& toks = r->rows[seq];
     if (toks.empty()) continue;
     EncodedRow row;
-    row.items = r->in.seq_list[seq];
+    const std::span<const int32_t> items = r->in.seq_list[seq];
+    row.items.assign(items.begin(), items.end());
     int64_t n;
     const bool via_bits = static_cast<int64_t>(toks.size()) > words / 4;
     if (via_bits) {
@@ -817,8 +914,38 @@ struct SubWalkKeyHash {
   }
 };
 
-// Token ids the sub-walk memo may hold across batches (VocabularyWalkPhase).
-constexpr int64_t kSubWalkBudget = int64_t{32} << 20;
+// Bytes the sub-walk memo may hold across batches (VocabularyWalkPhase).
+constexpr int64_t kSubWalkBudget = int64_t{192} << 20;
+
+// Keeps of a finished sub-walk what the roots read: its rows, flat; its
+// items, sequences, discovered lexer states and simulated tokens.  Returns
+// the bytes it still holds.
+int64_t FinishSubWalk(RootWalk* r) {
+  size_t n = 0;
+  for (const std::vector<int32_t>& toks : r->rows) n += toks.size();
+  r->row_tokens.reserve(n);
+  for (size_t seq = 0; seq < r->rows.size(); ++seq) {
+    std::vector<int32_t>& toks = r->rows[seq];
+    if (toks.empty()) continue;
+    r->row_tokens.insert(r->row_tokens.end(), toks.begin(), toks.end());
+    r->row_ends.push_back({static_cast<int32_t>(seq), static_cast<int64_t>(r->row_tokens.size())});
+    std::vector<int32_t>().swap(toks);
+  }
+  std::vector<std::vector<int32_t>>().swap(r->rows);
+  std::vector<int32_t>().swap(r->tail_item);
+  std::vector<uint8_t>().swap(r->discovered_flag);
+  std::vector<WalkTask>().swap(r->tasks);
+  std::vector<Request>().swap(r->requests);
+  r->in.ReleaseIndexes();
+  r->discovered.shrink_to_fit();
+  r->sim_tokens.shrink_to_fit();
+  int64_t bytes = static_cast<int64_t>(sizeof(RootWalk) + 4 * r->row_tokens.size() +
+                                       12 * r->row_ends.size() +
+                                       sizeof(LexItem) * r->in.item_list.size() +
+                                       4 * (r->discovered.size() + r->sim_tokens.size()));
+  bytes += r->in.seq_list.bytes();
+  return bytes;
+}
 
 // Adds the rows of a root's sub-walks to its own: each sub-walk row's items
 // after the part's prefix, its tokens appended (EncodeRows sorts and dedups).
@@ -834,15 +961,15 @@ void CombineParts(const WalkShared& sh, const std::vector<std::unique_ptr<RootWa
       if (m < 0) m = r->in.Item(sub.in.item_list[it]);
       return m;
     };
-    for (size_t seq = 0; seq < sub.rows.size(); ++seq) {
-      const std::vector<int32_t>& toks = sub.rows[seq];
-      if (toks.empty()) continue;
+    int64_t begin = 0;
+    for (const auto& [seq, end] : sub.row_ends) {
       int32_t rs = part.prefix;
       for (int32_t it : sub.in.seq_list[seq]) rs = r->in.Append(rs, local(it));
       if (rs >= static_cast<int32_t>(r->rows.size())) r->rows.resize(rs + 1);
       std::vector<int32_t>& row = r->rows[rs];
-      row.insert(row.end(), toks.begin(), toks.end());
-      r->entries += static_cast<int64_t>(toks.size());
+      row.insert(row.end(), sub.row_tokens.begin() + begin, sub.row_tokens.begin() + end);
+      r->entries += end - begin;
+      begin = end;
     }
     for (int32_t to : sub.discovered) {
       if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
@@ -987,6 +1114,21 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     }
     return Status::Ok();
   };
+  // Computes what a pass of r missed (serial phase).
+  auto serve_requests = [&](RootWalk* r) -> Status {
+    for (const Request& req : r->requests) {
+      if (req.byte >= 0) {
+        WalkState ws{req.q, 0, req.has_last ? scratch.Item(req.last) : -1, ColumnDelta{}};
+        ComputingAccess acc{a};
+        scratch_out.clear();
+        AdvanceOne(walk, acc, &scratch, ws, static_cast<uint8_t>(req.byte), &hits, &scratch_out);
+        continue;
+      }
+      CFGMASK_RETURN_IF_ERROR(compute_end(req.q));
+    }
+    r->requests.clear();
+    return Status::Ok();
+  };
   s.root_sim_offsets.assign(1, 0);
   const bool indenter = input.indenter_nl >= 0;
   std::vector<std::unique_ptr<RootWalk>> subs;  // by id; null: dropped
@@ -1008,52 +1150,49 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       r->in.SeqIds({});
       batch.push_back(std::move(r));
     }
-    // The first byte of every token, from each root of the batch, serially
-    // and in root order (new sub-walks get their ids in that order): tokens
-    // of one byte go to the root's rows; below each first byte, every walk
-    // state is a sub-walk, shared with every root that reaches it there.
+    // The first byte of every token from each root of the batch, in
+    // parallel passes (what a pass misses is computed serially, in root
+    // order, as below).  Then, serially and in root order (new sub-walks get
+    // their ids in that order), every walk state below a first byte is
+    // matched with the sub-walk of its key, shared with every root that
+    // reaches it there.
     std::vector<RootWalk*> walkers;  // new sub-walks, then the batch's roots
+    {
+      std::vector<RootWalk*> pending;
+      for (auto& r : batch) pending.push_back(r.get());
+      while (!pending.empty()) {
+        for_each_root(pending, [&](RootWalk* r) { r->expanded = ExpandRoot(shared, r); });
+        std::vector<RootWalk*> again;
+        for (RootWalk* r : pending) {
+          CFGMASK_RETURN_IF_ERROR(serve_requests(r));
+          if (!r->expanded) again.push_back(r);
+        }
+        if (a->num_states() >= max_lexer_states) return too_many_lexer_states();
+        pending.swap(again);
+      }
+    }
     for (auto& rp : batch) {
       RootWalk* r = rp.get();
-      const WalkState start{r->q, 0, -1, ColumnDelta{false, 0}};
-      RowAdder adder(shared, r);
-      for (int32_t n = 1; n < trie.num_nodes(); n = trie.subtree_end(n)) {
-        ComputingAccess acc{a};
-        scratch_out.clear();
-        AdvanceOne(walk, acc, &r->in, start, trie.byte(n), &hits, &scratch_out);
-        if (scratch_out.empty()) continue;
-        std::sort(scratch_out.begin(), scratch_out.end());
-        scratch_out.erase(std::unique(scratch_out.begin(), scratch_out.end()), scratch_out.end());
-        if (static_cast<int32_t>(scratch_out.size()) > shared.max_hypotheses) {
-          r->deferred.push_back(WalkTask::Of(n, trie.subtree_end(n), {start}));
-          continue;
+      for (const auto& [n, ws] : r->firsts) {
+        SubWalkKey key{n, ws.q, ws.last_emit >= 0, LexItem(),
+                       indenter ? ws.col : ColumnDelta{false, 0}};
+        if (key.has_last) key.last = r->in.item_list[ws.last_emit];
+        auto [it, inserted] = memo.emplace(key, static_cast<int32_t>(subs.size()));
+        if (inserted) {
+          auto sub = std::make_unique<RootWalk>();
+          sub->index = -1;
+          sub->q = ws.q;
+          sub->in.SeqIds({});
+          const int32_t last = key.has_last ? sub->in.Item(key.last) : -1;
+          sub->tasks.push_back(
+              WalkTask::Of(n + 1, trie.subtree_end(n), {WalkState{ws.q, 0, last, key.col}}));
+          walkers.push_back(sub.get());
+          subs.push_back(std::move(sub));
         }
-        const auto toks = trie.tokens_at(n);
-        if (!toks.empty()) {
-          for (const WalkState& ws : scratch_out) CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
-          for (const WalkState& ws : scratch_out) adder.Add(ws.seq, ws.q, toks);
-        }
-        if (trie.subtree_end(n) == n + 1) continue;
-        for (const WalkState& ws : scratch_out) {
-          SubWalkKey key{n, ws.q, ws.last_emit >= 0, LexItem(),
-                         indenter ? ws.col : ColumnDelta{false, 0}};
-          if (key.has_last) key.last = r->in.item_list[ws.last_emit];
-          auto [it, inserted] = memo.emplace(key, static_cast<int32_t>(subs.size()));
-          if (inserted) {
-            auto sub = std::make_unique<RootWalk>();
-            sub->index = -1;
-            sub->q = ws.q;
-            sub->in.SeqIds({});
-            const int32_t last = key.has_last ? sub->in.Item(key.last) : -1;
-            sub->tasks.push_back(
-                WalkTask::Of(n + 1, trie.subtree_end(n), {WalkState{ws.q, 0, last, key.col}}));
-            walkers.push_back(sub.get());
-            subs.push_back(std::move(sub));
-          }
-          subs[it->second]->last_used = batch_no;
-          r->parts.push_back({ws.seq, it->second});
-        }
+        subs[it->second]->last_used = batch_no;
+        r->parts.push_back({ws.seq, it->second});
       }
+      std::vector<std::pair<int32_t, WalkState>>().swap(r->firsts);
       walkers.push_back(r);
     }
     for (;;) {
@@ -1067,18 +1206,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       for (RootWalk* r : active) {
         if (r->over_time) return time_out();
         if (r->over_entries) return too_many_entries();
-        for (const Request& req : r->requests) {
-          if (req.byte >= 0) {
-            WalkState ws{req.q, 0, req.has_last ? scratch.Item(req.last) : -1, ColumnDelta{}};
-            ComputingAccess acc{a};
-            scratch_out.clear();
-            AdvanceOne(walk, acc, &scratch, ws, static_cast<uint8_t>(req.byte), &hits,
-                       &scratch_out);
-            continue;
-          }
-          CFGMASK_RETURN_IF_ERROR(compute_end(req.q));
-        }
-        r->requests.clear();
+        CFGMASK_RETURN_IF_ERROR(serve_requests(r));
         // Subtrees left to simulation: walk them with the hypotheses
         // collapsed to (lexer state, last Emit, column), which computes every
         // automaton transition and token end the runtime will need, and
@@ -1154,6 +1282,11 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
     }
     // Each root's rows: its own, then its sub-walks' after its prefixes.
     {
+      std::vector<RootWalk*> new_subs;
+      for (RootWalk* r : walkers) {
+        if (r->index < 0) new_subs.push_back(r);
+      }
+      for_each_root(new_subs, [](RootWalk* r) { r->held = FinishSubWalk(r); });
       std::vector<RootWalk*> list;
       for (auto& r : batch) list.push_back(r.get());
       for_each_root(list, [&](RootWalk* r) {
@@ -1172,7 +1305,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       std::vector<int32_t> idle;
       for (size_t i = 0; i < subs.size(); ++i) {
         if (subs[i] == nullptr) continue;
-        held += subs[i]->entries;
+        held += subs[i]->held;
         if (subs[i]->last_used < batch_no) idle.push_back(static_cast<int32_t>(i));
       }
       if (held > kSubWalkBudget) {
@@ -1181,7 +1314,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
         });
         for (int32_t i : idle) {
           if (held <= kSubWalkBudget / 2) break;
-          held -= subs[i]->entries;
+          held -= subs[i]->held;
           subs[i].reset();
         }
         for (auto it = memo.begin(); it != memo.end();) {
