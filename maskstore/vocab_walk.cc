@@ -915,7 +915,7 @@ struct SubWalkKeyHash {
 };
 
 // Bytes the sub-walk memo may hold across batches (VocabularyWalkPhase).
-constexpr int64_t kSubWalkBudget = int64_t{192} << 20;
+constexpr int64_t kSubWalkBudget = int64_t{64} << 20;
 
 // Keeps of a finished sub-walk what the roots read: its rows, flat; its
 // items, sequences, discovered lexer states and simulated tokens.  Returns

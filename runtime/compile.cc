@@ -30,6 +30,7 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
   StreamlineStats sl;
   StreamlineOptions so;
   so.grammar = &grammar;  // the interchangeable step reports its classes
+  so.num_threads = options.num_threads;
   st = StreamlineStore(out, so, &sl);
   if (!st.ok()) return st;
   if (details) {

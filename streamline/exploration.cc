@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "grammar/check.h"
+
 namespace cfgmask {
 namespace {
 constexpr int32_t kEmitItem = 0, kHitItem = 1, kTailItem = 2;
@@ -16,13 +18,15 @@ int32_t Exploration::KeyMemo::Entry(const std::vector<int32_t>& key, int8_t init
       h, values_.size(),
       [&](int32_t e) {
         return hash_[e] == h && length_[e] == key.size() &&
-               std::equal(key.begin(), key.end(), arena_.begin() + offset_[e]);
+               std::equal(key.begin(), key.end(), arena_.at(offset_[e]));
       },
       [&] {
+        CFGMASK_CHECK(key.size() <= (size_t{1} << Blocks<int32_t>::kShift));
+        const size_t at = arena_.Reserve(key.size());
+        std::copy(key.begin(), key.end(), arena_.at(at));
         hash_.push_back(h);
-        offset_.push_back(arena_.size());
+        offset_.push_back(at);
         length_.push_back(static_cast<uint32_t>(key.size()));
-        arena_.insert(arena_.end(), key.begin(), key.end());
         values_.push_back(init);
       },
       [&](int32_t e) { return hash_[e]; }, inserted);

@@ -34,6 +34,7 @@
 #define CFGMASK_STREAMLINE_EXPLORATION_H_
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -96,12 +97,47 @@ class Exploration {
     int8_t& value(int32_t id) { return values_[id]; }
 
    private:
+    // Grows a block at a time: no copy of what is held (a growing vector
+    // would briefly hold its old and new buffers, half again the memo).
+    template <class T>
+    class Blocks {
+     public:
+      static constexpr int kShift = 16;
+      T& operator[](size_t i) { return blocks_[i >> kShift][i & ((size_t{1} << kShift) - 1)]; }
+      const T& operator[](size_t i) const {
+        return blocks_[i >> kShift][i & ((size_t{1} << kShift) - 1)];
+      }
+      size_t size() const { return size_; }
+      void push_back(T v) {
+        if ((size_ >> kShift) == blocks_.size()) {
+          blocks_.push_back(std::make_unique<T[]>(size_t{1} << kShift));
+        }
+        (*this)[size_++] = v;
+      }
+      // Room for n contiguous elements (n <= block size): skips to the next
+      // block when the current one cannot hold them.  Returns their start.
+      size_t Reserve(size_t n) {
+        const size_t room = (size_t{1} << kShift) - (size_ & ((size_t{1} << kShift) - 1));
+        if (n > room && (size_ & ((size_t{1} << kShift) - 1)) != 0) size_ += room;
+        if ((size_ >> kShift) == blocks_.size()) {
+          blocks_.push_back(std::make_unique<T[]>(size_t{1} << kShift));
+        }
+        const size_t at = size_;
+        size_ += n;
+        return at;
+      }
+      T* at(size_t i) { return &(*this)[i]; }
+
+     private:
+      std::vector<std::unique_ptr<T[]>> blocks_;
+      size_t size_ = 0;
+    };
     IdIndex index_;
-    std::vector<uint64_t> hash_;
-    std::vector<size_t> offset_;
-    std::vector<uint32_t> length_;
-    std::vector<int32_t> arena_;
-    std::vector<int8_t> values_;
+    Blocks<uint64_t> hash_;
+    Blocks<size_t> offset_;
+    Blocks<uint32_t> length_;
+    Blocks<int32_t> arena_;  // keys, each within one block
+    Blocks<int8_t> values_;
   };
   struct KnownTop;
 

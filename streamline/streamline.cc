@@ -3,13 +3,17 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "maskstore/id_index.h"
 #include "maskstore/row_codec.h"
 #include "streamline/always_legal.h"
 #include "streamline/exploration.h"
@@ -19,17 +23,56 @@
 namespace cfgmask {
 namespace {
 
-// The id of item sequence `items` in s, added to s's sequences when new.
-using SequenceIds = std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash>;
-SequenceIds::const_iterator InternSequence(const std::vector<int32_t>& items, SequenceIds* ids,
-                                           CompiledStore* s) {
-  auto [it, inserted] = ids->emplace(items, static_cast<int32_t>(s->seq_offsets.size()) - 1);
-  if (inserted) {
-    s->seq_data.append(items.begin(), items.end());
-    s->seq_offsets.push_back(static_cast<int32_t>(s->seq_data.size()));
+// The store's item sequences by content: an index over its own arrays (no
+// copy of them, no allocation per sequence).  Intern gives the id of a
+// sequence, adding it to the store when new.
+class SequenceIndex {
+ public:
+  explicit SequenceIndex(CompiledStore* s) : s_(s) {
+    const int32_t n = static_cast<int32_t>(s->seq_offsets.size()) - 1;
+    hash_.reserve(n);
+    for (int32_t q = 0; q < n; ++q) {
+      const std::span<const int32_t> v = Seq(q);
+      const uint64_t h = Hash(v);
+      hash_.push_back(h);
+      // An earlier equal sequence keeps its id (none in practice).
+      Find(v, h, q, [] {});
+    }
   }
-  return it;
-}
+  int32_t Intern(std::span<const int32_t> items) {
+    const uint64_t h = Hash(items);
+    return Find(items, h, static_cast<int32_t>(hash_.size()), [&] {
+      hash_.push_back(h);
+      s_->seq_data.append(items.begin(), items.end());
+      s_->seq_offsets.push_back(static_cast<int32_t>(s_->seq_data.size()));
+    });
+  }
+
+ private:
+  std::span<const int32_t> Seq(int32_t q) const {
+    return {s_->seq_data.data() + s_->seq_offsets[q],
+            static_cast<size_t>(s_->seq_offsets[q + 1] - s_->seq_offsets[q])};
+  }
+  static uint64_t Hash(std::span<const int32_t> v) {
+    uint64_t h = 1469598103934665603ull ^ v.size();
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return h ^ (h >> 31);
+  }
+  template <class Add>
+  int32_t Find(std::span<const int32_t> v, uint64_t h, int32_t count, const Add& add) {
+    return index_.FindOrAdd(
+        h, count,
+        [&](int32_t id) {
+          if (hash_[id] != h) return false;
+          const std::span<const int32_t> w = Seq(id);
+          return w.size() == v.size() && std::equal(w.begin(), w.end(), v.begin());
+        },
+        add, [&](int32_t id) { return hash_[id]; });
+  }
+  CompiledStore* s_;
+  std::vector<uint64_t> hash_;
+  IdIndex index_;
+};
 
 // Moves s's rows (sequence ids, kinds, offsets, lengths, payloads) into a
 // store of their own, with what DecodeRow needs; s is left with none.
@@ -201,11 +244,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
   }
   if (changed == 0) return 0;
   // Rewrite the rows of every group, merging equal sequences.
-  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> seq_id;
-  const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
-  for (int32_t q = 0; q < num_seqs; ++q)
-    seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],
-                                        s.seq_data.begin() + s.seq_offsets[q + 1]), q);
+  SequenceIndex seq_id(&s);
   const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   s.root_row_offsets.assign(1, 0);
@@ -227,12 +266,12 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
       merged[v].push_back(r);
     }
     for (auto& [items, rows] : merged) {
-      const auto it = InternSequence(items, &seq_id, &s);
+      const int32_t seq = seq_id.Intern(items);
       if (rows.size() == 1) {
-        copy_row(rows[0], it->second);
+        copy_row(rows[0], seq);
         continue;
       }
-      AppendUnionRow(old, rows, it->second, text_tokens, &toks, &s);
+      AppendUnionRow(old, rows, seq, text_tokens, &toks, &s);
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
   }
@@ -390,47 +429,65 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // Existing sequences by content, so that a prefix that is already a
   // sequence keeps its id.
   const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
-  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> seq_id;
-  seq_id.reserve(num_seqs * 2);
-  for (int32_t q = 0; q < num_seqs; ++q)
-    seq_id.emplace(std::vector<int32_t>(s.seq_data.begin() + s.seq_offsets[q],
-                                        s.seq_data.begin() + s.seq_offsets[q + 1]),
-                   q);
+  SequenceIndex seq_id(&s);
 
-  // The two row steps ask one exploration (its memos are per question, so
-  // running the steps one after the other asks each memo the same queries
-  // in the same order as interleaving them would).
-  ItemExploration exploration(s, ExplorationOptions{options.max_stack, options.max_steps});
-
-  // Never legal: per sequence, in the order the rows meet them.
+  // The two row steps ask separate explorations (the memos are per question
+  // anyway): each question gets the same queries in the same order as when
+  // the steps run one after the other, so its answers (which the step budget
+  // can make depend on what the memo holds) are the same for any number of
+  // threads.  With two threads the always-legal step follows the never-legal
+  // one a row behind: it skips what that one deleted.
+  const ExplorationOptions xo{options.max_stack, options.max_steps};
+  ItemExploration never_x(s, xo), always_x(s, xo);
   auto t_step = std::chrono::steady_clock::now();
+  const int32_t root_rows = s.root_row_offsets[s.num_roots];
   std::vector<int8_t> dead(num_seqs, -1);
-  NeverLegalStep never(s, &exploration);
+  NeverLegalStep never(s, &never_x);
+  std::vector<int32_t> fold_len(num_seqs, -1);
+  AlwaysLegalStep always(s, &always_x);
+  std::atomic<int32_t> never_rows{0};  // rows the never-legal step has decided
+  double never_seconds = 0;
+  auto run_never = [&] {
+    for (int32_t r = 0; r < root_rows; ++r) {
+      const int32_t seq = s.row_seq[r];
+      if (dead[seq] < 0) dead[seq] = options.delete_never && never.Dead(seq);
+      never_rows.store(r + 1, std::memory_order_release);
+    }
+    never_seconds = SecondsSince(t_step);
+  };
+  // Always legal: per sequence left, the length of the prefix it folds into
+  // (0 for a deleted one).
+  auto run_always = [&] {
+    for (int32_t r = 0; r < root_rows; ++r) {
+      while (never_rows.load(std::memory_order_acquire) <= r) std::this_thread::yield();
+      const int32_t seq = s.row_seq[r];
+      if (fold_len[seq] >= 0) continue;
+      fold_len[seq] = dead[seq] ? 0
+                      : options.fold ? always.FoldLength(seq)
+                                     : s.seq_offsets[seq + 1] - s.seq_offsets[seq];
+    }
+  };
+  const int32_t threads = options.num_threads > 0
+                              ? options.num_threads
+                              : static_cast<int32_t>(std::thread::hardware_concurrency());
+  if (threads > 1) {
+    std::thread follower(run_always);
+    run_never();
+    follower.join();
+  } else {
+    run_never();
+    run_always();
+  }
   int64_t rows_live = 0, bytes_live = 0;
-  for (int32_t r = 0; r < s.root_row_offsets[s.num_roots]; ++r) {
-    const int32_t seq = s.row_seq[r];
-    if (dead[seq] < 0) dead[seq] = options.delete_never && never.Dead(seq);
-    if (!dead[seq]) ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
+  for (int32_t r = 0; r < root_rows; ++r) {
+    if (!dead[s.row_seq[r]]) ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
   }
   st.never_queries = never.counts().queries;
   // Rows past the roots' (the simulated tokens') are kept as they are.
-  for (int32_t r = s.root_row_offsets[s.num_roots]; r < static_cast<int32_t>(s.row_seq.size()); ++r)
+  for (int32_t r = root_rows; r < static_cast<int32_t>(s.row_seq.size()); ++r)
     ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
   st.steps.push_back({"never legal", rows_live, bytes_live, SeedKeys(s, &dead), s.num_roots,
-                      never.counts().queries, SecondsSince(t_step)});
-
-  // Always legal: per sequence left, the length of the prefix it folds into
-  // (0 for a deleted one).
-  t_step = std::chrono::steady_clock::now();
-  std::vector<int32_t> fold_len(num_seqs, -1);
-  AlwaysLegalStep always(s, &exploration);
-  for (int32_t r = 0; r < s.root_row_offsets[s.num_roots]; ++r) {
-    const int32_t seq = s.row_seq[r];
-    if (fold_len[seq] >= 0) continue;
-    fold_len[seq] = dead[seq] ? 0
-                    : options.fold ? always.FoldLength(seq)
-                                   : s.seq_offsets[seq + 1] - s.seq_offsets[seq];
-  }
+                      never.counts().queries, never_seconds});
   st.queries = always.counts().queries;
   st.cache_hits = never.counts().cache_hits + always.counts().cache_hits;
   st.budget_exceeded = never.counts().budget_exceeded + always.counts().budget_exceeded;
@@ -474,14 +531,14 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
       merged[std::vector<int32_t>(items, items + len)].push_back(r);
     }
     for (auto& [items, rows] : merged) {
-      const auto it = InternSequence(items, &seq_id, &s);
+      const int32_t seq = seq_id.Intern(items);
       if (rows.size() == 1) {
         // Nothing merged: the row keeps its encoding (AppendRow would choose
         // the same one for the same tokens).
-        CopyRow(old_rows, rows[0], it->second, &s);
+        CopyRow(old_rows, rows[0], seq, &s);
         continue;
       }
-      AppendUnionRow(old_rows, rows, it->second, text_tokens, &toks, &s);
+      AppendUnionRow(old_rows, rows, seq, text_tokens, &toks, &s);
     }
     s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
   }
@@ -503,7 +560,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   CompactSequences(&s);
   st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
-                      SecondsSince(t_step)});
+                      SecondsSince(t_step) - (threads > 1 ? 0 : never_seconds)});
 
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
