@@ -39,6 +39,7 @@ class IdIndex {
     }
   }
   void Clear() { std::vector<int32_t>().swap(table_); }
+  size_t bytes() const { return table_.capacity() * sizeof(int32_t); }
 
  private:
   template <class HashOf>

@@ -65,6 +65,12 @@ struct CompileOptions {
   // simulation (CompiledStore::sim_token).  Exact either way; this bounds the
   // walk on tokens with exponentially many splits.
   int32_t max_walk_hypotheses = 128;
+  // Bytes the vocabulary walk may keep of finished sub-walks (the subtree
+  // below a first byte from one walk state, shared by every root that reaches
+  // it) between batches of roots; past it, those the latest batch did not
+  // use are dropped, least recently used first.  Speed only: the store is the
+  // same for any value (0: none kept across batches).
+  int64_t walk_memo_bytes = int64_t{64} << 20;
   // The walk drops a lexing as soon as two adjacent terminals of it can never
   // touch (FOLLOW).  Off, the store holds every lexing of the terminal
   // automaton, as the design's nfa_transition does, and the never-legal

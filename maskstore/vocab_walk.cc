@@ -914,9 +914,6 @@ struct SubWalkKeyHash {
   }
 };
 
-// Bytes the sub-walk memo may hold across batches (VocabularyWalkPhase).
-constexpr int64_t kSubWalkBudget = int64_t{64} << 20;
-
 // Keeps of a finished sub-walk what the roots read: its rows, flat; its
 // items, sequences, discovered lexer states and simulated tokens.  Returns
 // the bytes it still holds.
@@ -1298,8 +1295,8 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       }
     }
     // The memo's working set: sub-walks not used by this batch are dropped,
-    // least recently used first, while it holds more than kSubWalkBudget
-    // token ids (the choice depends on the batches only, not on threads).
+    // least recently used first, while it holds more than walk_memo_bytes
+    // (the choice depends on the batches only, not on threads).
     {
       int64_t held = 0;
       std::vector<int32_t> idle;
@@ -1308,12 +1305,12 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
         held += subs[i]->held;
         if (subs[i]->last_used < batch_no) idle.push_back(static_cast<int32_t>(i));
       }
-      if (held > kSubWalkBudget) {
+      if (held > options.walk_memo_bytes) {
         std::stable_sort(idle.begin(), idle.end(), [&](int32_t x, int32_t y) {
           return subs[x]->last_used < subs[y]->last_used;
         });
         for (int32_t i : idle) {
-          if (held <= kSubWalkBudget / 2) break;
+          if (held <= options.walk_memo_bytes / 2) break;
           held -= subs[i]->held;
           subs[i].reset();
         }

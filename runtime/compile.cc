@@ -71,6 +71,9 @@ Status CheckOptions(const CompileOptions& o) {
     return bad("max_memory must be a byte count (0: the default), got " +
                std::to_string(o.max_memory));
   }
+  if (o.walk_memo_bytes < 0) {
+    return bad("walk_memo_bytes must be a byte count, got " + std::to_string(o.walk_memo_bytes));
+  }
   return Status::Ok();
 }
 

@@ -55,6 +55,18 @@ class Exploration {
   virtual ~Exploration() = default;
   // Did the last query run out of steps?
   bool exceeded() const { return exceeded_; }
+  // Bytes the memo holds.
+  int64_t MemoBytes() const { return memo_[0].bytes() + memo_[1].bytes(); }
+  // Empties the memo when it holds more than max_bytes (call between
+  // queries only).  Answers stay exact; only a query near the step budget
+  // may come out differently (not proved / possible) without what the memo
+  // held, so the caller clears at points fixed by its own order of queries.
+  void TrimMemo(int64_t max_bytes) {
+    if (MemoBytes() > max_bytes) {
+      memo_[0] = KeyMemo();
+      memo_[1] = KeyMemo();
+    }
+  }
   int64_t steps() const { return steps_; }
 
  protected:
@@ -95,6 +107,9 @@ class Exploration {
     static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
     int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted);
     int8_t& value(int32_t id) { return values_[id]; }
+    int64_t bytes() const {
+      return static_cast<int64_t>(index_.bytes() + 25 * values_.size() + 4 * arena_.size());
+    }
 
    private:
     // Grows a block at a time: no copy of what is held (a growing vector

@@ -450,7 +450,10 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   auto run_never = [&] {
     for (int32_t r = 0; r < root_rows; ++r) {
       const int32_t seq = s.row_seq[r];
-      if (dead[seq] < 0) dead[seq] = options.delete_never && never.Dead(seq);
+      if (dead[seq] < 0) {
+        never_x.TrimMemo(options.memo_bytes);
+        dead[seq] = options.delete_never && never.Dead(seq);
+      }
       never_rows.store(r + 1, std::memory_order_release);
     }
     never_seconds = SecondsSince(t_step);
@@ -462,6 +465,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
       while (never_rows.load(std::memory_order_acquire) <= r) std::this_thread::yield();
       const int32_t seq = s.row_seq[r];
       if (fold_len[seq] >= 0) continue;
+      always_x.TrimMemo(options.memo_bytes);
       fold_len[seq] = dead[seq] ? 0
                       : options.fold ? always.FoldLength(seq)
                                      : s.seq_offsets[seq + 1] - s.seq_offsets[seq];

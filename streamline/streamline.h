@@ -46,6 +46,9 @@ struct StreamlineOptions {
   bool share = true;            // lexer states with equal row groups share one
   int32_t max_stack = 8;        // known part of the parse stack kept by the exploration
   int64_t max_steps = 50000;    // exploration budget per query; beyond it: not proved
+  // Bytes each step's exploration memo may hold; past it, the memo is emptied
+  // before the step's next row (so the store is the same for any thread count).
+  int64_t memo_bytes = int64_t{64} << 20;
   // Threads (0: every core): above one, the always-legal step runs beside
   // the never-legal one, a row behind it (the results do not depend on it).
   int32_t num_threads = 0;

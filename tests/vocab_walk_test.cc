@@ -34,6 +34,7 @@
 #include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/store_builder.h"
+#include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
 
 namespace cfgmask {
@@ -378,22 +379,40 @@ std::string StoreBytes(CompiledStore store, const std::string& name) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// The store, and the streamlined store, are the same bytes for any number of
+// threads, and whether or not the walk keeps sub-walks across batches (the
+// last run keeps none: every batch walks again what it needs).
 void CheckThreadsByteIdentical(const std::string& grammar, const std::string& tokenizer,
                                const std::string& tag) {
-  std::string reference;
-  for (int32_t threads : {1, 3, 0}) {
+  std::string reference, streamlined_reference;
+  const std::pair<int32_t, int64_t> runs[] = {{1, CompileOptions().walk_memo_bytes},
+                                              {3, CompileOptions().walk_memo_bytes},
+                                              {0, CompileOptions().walk_memo_bytes},
+                                              {2, 0}};
+  for (const auto& [threads, memo] : runs) {
     CompileOptions options;
     options.num_threads = threads;
+    options.walk_memo_bytes = memo;
     CompiledStore store;
     Status st = CompileStore(grammar, tokenizer, options, &store);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ASSERT_GT(store.num_roots, 1);
-    const std::string bytes = StoreBytes(std::move(store), tag + std::to_string(threads) + ".cfgm");
+    const std::string name = tag + std::to_string(threads) + "-" + std::to_string(memo);
+    CompiledStore copy = store;
+    const std::string bytes = StoreBytes(std::move(store), name + ".cfgm");
     ASSERT_GT(bytes.size(), 1000u);
+    StreamlineOptions so;
+    so.num_threads = threads;
+    ASSERT_TRUE(StreamlineStore(&copy, so, nullptr).ok());
+    const std::string streamlined = StoreBytes(std::move(copy), name + "-s.cfgm");
     if (threads == 1) {
       reference = bytes;
+      streamlined_reference = streamlined;
     } else {
-      EXPECT_TRUE(bytes == reference) << tag << ": " << threads << " threads differ from 1";
+      EXPECT_TRUE(bytes == reference)
+          << tag << ": " << threads << " threads, memo " << memo << " differ from 1 thread";
+      EXPECT_TRUE(streamlined == streamlined_reference)
+          << tag << ": streamlined with " << threads << " threads differs from 1 thread";
     }
   }
 }

@@ -26,6 +26,7 @@ def test_notebook_executes(nb, tmp_path):
     assert (tmp_path / nb.name).exists()
     figures = {"walkthrough.ipynb": "walkthrough_mask_sizes.png",
                "streamlining_reduction.ipynb": "streamlining_reduction.png",
-               "mask_latency.ipynb": "mask_latency.png"}
+               "mask_latency.ipynb": "mask_latency.png",
+               "compile_scaling.ipynb": "compile_scaling.png"}
     if nb.name in figures:
         assert (tmp_path / "figures" / figures[nb.name]).exists()
