@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--vocab", default="128k")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--only", default="", help="comma-separated grammar names (default: all)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "compile_scaling"))
     args = ap.parse_args()
     cfgmask = os.environ.get("CFGMASK_BIN", os.path.join(ROOT, "build", "cfgmask"))
@@ -40,7 +41,10 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     tok = compile_scaling.tokenizer_path(args.vocab, args.out)
     rows = []
+    only = set(filter(None, args.only.split(",")))
     for name, rel, start, indenter, kind, package, _parser in table.GRAMMARS:
+        if only and name not in only:
+            continue
         store = os.path.join(args.out, f"real-{name}.cfgm")
         cmd = ["/usr/bin/time", "-f", "%e %M", cfgmask, "compile", str(table.CACHE / rel),
                "--start", start, "--indenter", indenter, "--tokenizer", tok,
@@ -54,7 +58,9 @@ def main() -> None:
             row["error"] = f"over {args.timeout:.0f} s"
             row["seconds"] = time.perf_counter() - t0
         else:
-            lines = p.stderr.strip().splitlines()
+            # /usr/bin/time adds "Command exited with non-zero status N" on failure.
+            lines = [x for x in p.stderr.strip().splitlines()
+                     if not x.startswith("Command exited with")]
             wall, rss_kb = lines[-1].split()
             row["seconds"], row["peak_mib"] = float(wall), int(rss_kb) / 1024
             if p.returncode != 0:
