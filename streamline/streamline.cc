@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -474,12 +475,20 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   const int32_t threads = options.num_threads > 0
                               ? options.num_threads
                               : static_cast<int32_t>(std::thread::hardware_concurrency());
+  std::thread follower;
   if (threads > 1) {
-    std::thread follower(run_always);
-    run_never();
+    try {
+      follower = std::thread(run_always);
+    } catch (const std::system_error&) {
+      // No thread to be had (e.g. under the compile's memory limit, which
+      // counts a thread's stack): the steps run one after the other.
+    }
+  }
+  const bool beside = follower.joinable();
+  run_never();
+  if (beside) {
     follower.join();
   } else {
-    run_never();
     run_always();
   }
   int64_t rows_live = 0, bytes_live = 0;
@@ -564,7 +573,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   CompactSequences(&s);
   st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
-                      SecondsSince(t_step) - (threads > 1 ? 0 : never_seconds)});
+                      SecondsSince(t_step) - (beside ? 0 : never_seconds)});
 
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
