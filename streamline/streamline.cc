@@ -116,6 +116,91 @@ void AppendUnionRow(const CompiledStore& old, const std::vector<int32_t>& rows, 
   AppendRow(seq, *toks, text_tokens, s);
 }
 
+// Runs `work` on `threads` threads (this one among them); with no thread to
+// be had (e.g. under the compile's memory limit, which counts a thread's
+// stack), on this one alone.
+template <class Work>
+void RunWorkers(int32_t threads, const Work& work) {
+  std::vector<std::thread> helpers;
+  for (int32_t i = 1; i < threads; ++i) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+int32_t ThreadCount(int32_t requested) {
+  if (requested > 0) return requested;
+  return std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+// The rows of one root after a rewrite: per new row its items, and the rows
+// themselves (row_seq: the index into items).
+struct RewrittenRoot {
+  std::vector<std::vector<int32_t>> items;
+  CompiledStore rows;
+  int64_t dropped = 0;
+};
+
+// Rewrites the rows of every root.  `group(root, &merged, &dropped)` maps the
+// new item sequence of each kept row of the root to the old rows that merge
+// into it (ordered by items: the runtime walks a root's rows as a trie); one
+// row is copied in its own encoding, several are ORed.  Roots go in blocks,
+// in parallel within a block, and are appended in root order with their
+// sequences interned, so the store is the same for any thread count.
+// Returns the rows `group` dropped.
+template <class Group>
+int64_t RewriteRootRows(const CompiledStore& old, const std::vector<int32_t>& old_offsets,
+                        int32_t threads, const Group& group, SequenceIndex* seq_id,
+                        CompiledStore* s) {
+  const int32_t text_tokens = TextTokenCount(*s);
+  const StoreArray<uint8_t>& special = s->token_special;
+  const uint8_t* special_data = special.data();
+  const size_t special_size = special.size();
+  constexpr int32_t kBlock = 256;
+  const int32_t num_roots = static_cast<int32_t>(old_offsets.size()) - 1;
+  int64_t dropped = 0;
+  std::vector<RewrittenRoot> out;
+  for (int32_t b0 = 0; b0 < num_roots; b0 += kBlock) {
+    const int32_t b1 = std::min(num_roots, b0 + kBlock);
+    out.clear();
+    out.resize(b1 - b0);
+    std::atomic<int32_t> next{b0};
+    RunWorkers(threads, [&] {
+      std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
+      std::vector<int32_t> toks;
+      for (int32_t g; (g = next.fetch_add(1)) < b1;) {
+        RewrittenRoot& o = out[g - b0];
+        o.rows.vocab_size = s->vocab_size;
+        o.rows.token_special = StoreArray<uint8_t>::View(special_data, special_size);
+        merged.clear();
+        group(g, &merged, &o.dropped);
+        for (auto& [items, rows] : merged) {
+          const int32_t local = static_cast<int32_t>(o.items.size());
+          o.items.push_back(items);
+          if (rows.size() == 1) {
+            CopyRow(old, rows[0], local, &o.rows);
+          } else {
+            AppendUnionRow(old, rows, local, text_tokens, &toks, &o.rows);
+          }
+        }
+      }
+    });
+    for (RewrittenRoot& o : out) {
+      dropped += o.dropped;
+      for (size_t i = 0; i < o.items.size(); ++i) {
+        CopyRow(o.rows, static_cast<int32_t>(i), seq_id->Intern(o.items[i]), s);
+      }
+      s->root_row_offsets.push_back(static_cast<int32_t>(s->row_seq.size()));
+    }
+  }
+  return dropped;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -161,7 +246,7 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
 //    newline.
 // Rows of a group whose sequences become equal merge (their token sets ORed).
 // Returns the number of items changed.
-int64_t CanonicalLexingConditions(CompiledStore* store) {
+int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
   CompiledStore& s = *store;
   const int32_t W = s.scanner_words, T = s.num_terminals;
   auto bit = [&](const StoreArray<uint64_t>& v, size_t row, int32_t t) {
@@ -249,33 +334,25 @@ int64_t CanonicalLexingConditions(CompiledStore* store) {
   const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   s.root_row_offsets.assign(1, 0);
-  const int32_t text_tokens = TextTokenCount(s);
   std::vector<int32_t> new_row(old.row_seq.size(), -1);
   auto copy_row = [&](int32_t r, int32_t seq) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
     CopyRow(old, r, seq, &s);
   };
-  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
-  std::vector<int32_t> toks;
-  for (int32_t g = 0; g < s.num_roots; ++g) {
-    merged.clear();
-    for (int32_t r = old_offsets[g]; r < old_offsets[g + 1]; ++r) {
-      const int32_t seq = old.row_seq[r];
-      v.clear();
-      for (int32_t j = s.seq_offsets[seq]; j < s.seq_offsets[seq + 1]; ++j)
-        if (canon[s.seq_data[j]] >= 0) v.push_back(canon[s.seq_data[j]]);
-      merged[v].push_back(r);
-    }
-    for (auto& [items, rows] : merged) {
-      const int32_t seq = seq_id.Intern(items);
-      if (rows.size() == 1) {
-        copy_row(rows[0], seq);
-        continue;
-      }
-      AppendUnionRow(old, rows, seq, text_tokens, &toks, &s);
-    }
-    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
-  }
+  const CompiledStore& cs = s;  // read by the workers while s is not written
+  RewriteRootRows(
+      old, old_offsets, threads,
+      [&](int32_t g, std::map<std::vector<int32_t>, std::vector<int32_t>>* merged, int64_t*) {
+        std::vector<int32_t> v;
+        for (int32_t r = old_offsets[g]; r < old_offsets[g + 1]; ++r) {
+          const int32_t seq = old.row_seq[r];
+          v.clear();
+          for (int32_t j = cs.seq_offsets[seq]; j < cs.seq_offsets[seq + 1]; ++j)
+            if (canon[cs.seq_data[j]] >= 0) v.push_back(canon[cs.seq_data[j]]);
+          (*merged)[v].push_back(r);
+        }
+      },
+      &seq_id, &s);
   // The rows of no group (simulated tokens): kept, renumbered.
   for (int32_t r = old_offsets[s.num_roots]; r < static_cast<int32_t>(old.row_seq.size()); ++r)
     copy_row(r, old.row_seq[r]);
@@ -421,7 +498,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // simpler sequences too (and a second pass finds nothing more).
   if (options.lexing_conditions) {
     const auto t_lex = std::chrono::steady_clock::now();
-    st.items_canonical = CanonicalLexingConditions(&s);
+    st.items_canonical = CanonicalLexingConditions(&s, ThreadCount(options.num_threads));
     st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
                         SecondsSince(t_lex)});
@@ -472,9 +549,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
                                      : s.seq_offsets[seq + 1] - s.seq_offsets[seq];
     }
   };
-  const int32_t threads = options.num_threads > 0
-                              ? options.num_threads
-                              : static_cast<int32_t>(std::thread::hardware_concurrency());
+  const int32_t threads = ThreadCount(options.num_threads);
   std::thread follower;
   if (threads > 1) {
     try {
@@ -528,33 +603,24 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   s.row_bits.clear();
   const int32_t text_tokens = TextTokenCount(s);
   // Per root: the old rows of each folded sequence, sorted by the
-  // sequence (the trie order).
-  std::map<std::vector<int32_t>, std::vector<int32_t>> merged;
-  std::vector<int32_t> toks;
-  for (int32_t root = 0; root < s.num_roots; ++root) {
-    merged.clear();
-    for (int32_t r = old_root_offsets[root]; r < old_root_offsets[root + 1]; ++r) {
-      const int32_t seq = old_seq[r];
-      const int32_t len = fold_len[seq];
-      if (len == 0 && s.seq_offsets[seq + 1] > s.seq_offsets[seq]) {
-        ++st.rows_deleted;
-        continue;
-      }
-      const int32_t* items = s.seq_data.data() + s.seq_offsets[seq];
-      merged[std::vector<int32_t>(items, items + len)].push_back(r);
-    }
-    for (auto& [items, rows] : merged) {
-      const int32_t seq = seq_id.Intern(items);
-      if (rows.size() == 1) {
-        // Nothing merged: the row keeps its encoding (AppendRow would choose
-        // the same one for the same tokens).
-        CopyRow(old_rows, rows[0], seq, &s);
-        continue;
-      }
-      AppendUnionRow(old_rows, rows, seq, text_tokens, &toks, &s);
-    }
-    s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
-  }
+  // sequence (the trie order).  A row whose sequence folds away is dropped.
+  const CompiledStore& cs = s;  // read by the workers while s is not written
+  st.rows_deleted += RewriteRootRows(
+      old_rows, old_root_offsets, threads,
+      [&](int32_t root, std::map<std::vector<int32_t>, std::vector<int32_t>>* merged,
+          int64_t* dropped) {
+        for (int32_t r = old_root_offsets[root]; r < old_root_offsets[root + 1]; ++r) {
+          const int32_t seq = old_seq[r];
+          const int32_t len = fold_len[seq];
+          if (len == 0 && cs.seq_offsets[seq + 1] > cs.seq_offsets[seq]) {
+            ++*dropped;
+            continue;
+          }
+          const int32_t* items = cs.seq_data.data() + cs.seq_offsets[seq];
+          (*merged)[std::vector<int32_t>(items, items + len)].push_back(r);
+        }
+      },
+      &seq_id, &s);
   // The single-token rows of simulated tokens (no sequence: kept as they are).
   {
     std::unordered_map<int32_t, int32_t> row_of_token;
