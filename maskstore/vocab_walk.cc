@@ -510,6 +510,15 @@ struct RootWalk {
   int64_t held = 0;                 // bytes held once finished
   std::vector<std::pair<int32_t, int64_t>> row_ends;
   std::vector<int32_t> row_tokens;
+
+  // Notes lexer state `to` (after compaction) as reached at a token end.
+  void Discover(int32_t to) {
+    if (to >= static_cast<int32_t>(discovered_flag.size())) discovered_flag.resize(to + 1, 0);
+    if (!discovered_flag[to]) {
+      discovered_flag[to] = 1;
+      discovered.push_back(to);
+    }
+  }
 };
 
 // Token-end data computed in the serial phase, read by the passes: per
@@ -576,11 +585,7 @@ class RowAdder {
     RootWalk* r = r_;
     if (ends.dead[q]) return;  // no text goes on from here
     const int32_t to = ends.compact_to[q];
-    if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
-    if (!r->discovered_flag[to]) {
-      r->discovered_flag[to] = 1;
-      r->discovered.push_back(to);
-    }
+    r->Discover(to);
     // The last row looked up is kept: consecutive tokens usually end in the
     // same walk state.
     int32_t seq = last_row_seq_;
@@ -631,9 +636,6 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
   };
 
   RowAdder adder(sh, r);
-  auto add_tokens = [&](int32_t ws_seq, int32_t q, std::span<const int32_t> toks) {
-    adder.Add(ws_seq, q, toks);
-  };
 
   // A plain step: no terminal may end at q, and q's step on b is known and
   // produces no item (*to = -1: rejected).  Most steps inside a terminal.
@@ -681,7 +683,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
       const auto toks = whole ? trie.tokens_in_subtree(n) : trie.tokens_at(n);
       if (!toks.empty()) {
         if (!ends.Ready(to)) break;  // the general walk requests it
-        add_tokens(base.seq, to, toks);
+        adder.Add(base.seq, to, toks);
         if (r->entries > sh.max_entries) {
           r->over_entries = true;
           return limit;
@@ -755,7 +757,7 @@ void RunRoot(const WalkShared& sh, RootWalk* r) {
           n = trie.subtree_end(n);
           continue;
         }
-        for (const WalkState& ws : level[d]) add_tokens(ws.seq, ws.q, toks);
+        for (const WalkState& ws : level[d]) adder.Add(ws.seq, ws.q, toks);
         if (r->entries > sh.max_entries) {
           r->over_entries = true;
           return;
@@ -968,13 +970,7 @@ void CombineParts(const WalkShared& sh, const std::vector<std::unique_ptr<RootWa
       r->entries += end - begin;
       begin = end;
     }
-    for (int32_t to : sub.discovered) {
-      if (to >= static_cast<int32_t>(r->discovered_flag.size())) r->discovered_flag.resize(to + 1, 0);
-      if (!r->discovered_flag[to]) {
-        r->discovered_flag[to] = 1;
-        r->discovered.push_back(to);
-      }
-    }
+    for (int32_t to : sub.discovered) r->Discover(to);
     r->sim_tokens.insert(r->sim_tokens.end(), sub.sim_tokens.begin(), sub.sim_tokens.end());
     if (sh.recording) {
       for (const NfaTransitionEntry& e : sub.record) {
@@ -1248,14 +1244,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
               for (const WalkState& ws : cur) {
                 CFGMASK_RETURN_IF_ERROR(compute_end(ws.q));
                 if (ends.dead[ws.q]) continue;
-                const int32_t to = ends.compact_to[ws.q];
-                if (to >= static_cast<int32_t>(r->discovered_flag.size())) {
-                  r->discovered_flag.resize(to + 1, 0);
-                }
-                if (!r->discovered_flag[to]) {
-                  r->discovered_flag[to] = 1;
-                  r->discovered.push_back(to);
-                }
+                r->Discover(ends.compact_to[ws.q]);
                 any = true;
               }
               if (any) r->sim_tokens.insert(r->sim_tokens.end(), toks.begin(), toks.end());

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -179,7 +180,7 @@ struct StepQueries {
 
 // FNV-1a over int32 sequences (item sequences, suffixes).
 struct SequenceHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
+  size_t operator()(std::span<const int32_t> v) const {
     size_t h = 1469598103934665603ull;
     for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
     return h;

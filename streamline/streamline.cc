@@ -34,14 +34,14 @@ class SequenceIndex {
     hash_.reserve(n);
     for (int32_t q = 0; q < n; ++q) {
       const std::span<const int32_t> v = Seq(q);
-      const uint64_t h = Hash(v);
+      const uint64_t h = SequenceHash()(v);
       hash_.push_back(h);
       // An earlier equal sequence keeps its id (none in practice).
       Find(v, h, q, [] {});
     }
   }
   int32_t Intern(std::span<const int32_t> items) {
-    const uint64_t h = Hash(items);
+    const uint64_t h = SequenceHash()(items);
     return Find(items, h, static_cast<int32_t>(hash_.size()), [&] {
       hash_.push_back(h);
       s_->seq_data.append(items.begin(), items.end());
@@ -53,11 +53,6 @@ class SequenceIndex {
   std::span<const int32_t> Seq(int32_t q) const {
     return {s_->seq_data.data() + s_->seq_offsets[q],
             static_cast<size_t>(s_->seq_offsets[q + 1] - s_->seq_offsets[q])};
-  }
-  static uint64_t Hash(std::span<const int32_t> v) {
-    uint64_t h = 1469598103934665603ull ^ v.size();
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-    return h ^ (h >> 31);
   }
   template <class Add>
   int32_t Find(std::span<const int32_t> v, uint64_t h, int32_t count, const Add& add) {
@@ -116,18 +111,27 @@ void AppendUnionRow(const CompiledStore& old, const std::vector<int32_t>& rows, 
   AppendRow(seq, *toks, text_tokens, s);
 }
 
-// Runs `work` on `threads` threads (this one among them); with no thread to
-// be had (e.g. under the compile's memory limit, which counts a thread's
-// stack), on this one alone.
+// A thread running `work`, or none (not joinable) when no thread can be
+// had, e.g. under the compile's memory limit, which counts a thread's stack:
+// the caller then does the work itself.
+template <class Work>
+std::thread TryThread(const Work& work) {
+  try {
+    return std::thread(work);
+  } catch (const std::system_error&) {
+    return std::thread();
+  }
+}
+
+// Runs `work` on `threads` threads (this one among them), or on as many as
+// can be had.
 template <class Work>
 void RunWorkers(int32_t threads, const Work& work) {
   std::vector<std::thread> helpers;
   for (int32_t i = 1; i < threads; ++i) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;
-    }
+    std::thread t = TryThread(work);
+    if (!t.joinable()) break;
+    helpers.push_back(std::move(t));
   }
   work();
   for (std::thread& t : helpers) t.join();
@@ -550,15 +554,8 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     }
   };
   const int32_t threads = ThreadCount(options.num_threads);
-  std::thread follower;
-  if (threads > 1) {
-    try {
-      follower = std::thread(run_always);
-    } catch (const std::system_error&) {
-      // No thread to be had (e.g. under the compile's memory limit, which
-      // counts a thread's stack): the steps run one after the other.
-    }
-  }
+  // Without a second thread the steps run one after the other.
+  std::thread follower = threads > 1 ? TryThread(run_always) : std::thread();
   const bool beside = follower.joinable();
   run_never();
   if (beside) {
