@@ -84,10 +84,35 @@ CompiledStore RandomStore(int32_t v, int32_t num_rows, std::mt19937& rng) {
   return s;
 }
 
-TEST(CudaBatchTest, OrKernelMatchesTwinOnSyntheticStores) {
-  REQUIRE_GPU();
-  std::mt19937 rng(17);
-  for (int32_t v : {1, 31, 32, 33, 1000, 2049, 32001, 151936, 200001}) {
+// The vocabulary sizes of the CPU tests (or_reduce_test.cc's sweeps: every
+// size to 2048, then a sweep over every word remainder to 200,000 with the
+// real vocabularies), plus Gemma's 262,144 and one past the shared-memory
+// limit of the OR kernel (48 KiB = 393,216 tokens), which takes the
+// global-memory path.  `every` thins the dense part for the sanitizer run.
+std::vector<int32_t> GpuSweepSizes(int32_t every) {
+  std::vector<int32_t> sizes;
+  for (int32_t v = 1; v <= 2048; v += every) sizes.push_back(v);
+  const int32_t stride = 498 * every;  // or_reduce_test's quick stride: random stores this wide are slow to make
+  for (int32_t k = 0;; ++k) {
+    const int32_t v = 2049 + k * stride + (k % 2) + 2 * ((k * 5) % 16);
+    if (v > 200000) break;
+    sizes.push_back(v);
+  }
+  for (int32_t v : {4095, 4096, 32000, 32001, 50257, 65535, 65536, 100000, 128256, 151936, 151937,
+                    152064, 199999, 200000, 262144, 400001}) {
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+template <typename Bits>
+void CheckApplyKernel(LogitsDType dtype, const std::vector<int32_t>& vocabs);
+
+// The OR kernel against OrSessionRowsTwin on random stores of vocabulary v,
+// a batch of 9 sessions over two stores, at the store's own row width, a
+// padded one, and one wide enough for the global-memory path.
+void CheckOrKernel(int32_t v, std::mt19937& rng) {
+  {
     std::vector<CompiledStore> host = {RandomStore(v, 10, rng), RandomStore(v / 2 + 1, 10, rng)};
     std::vector<std::unique_ptr<CudaStore>> device(2);
     std::vector<std::vector<uint32_t>> text;
@@ -107,8 +132,9 @@ TEST(CudaBatchTest, OrKernelMatchesTwinOnSyntheticStores) {
       rows.row_begin.push_back(static_cast<int32_t>(rows.rows.size()));
       rows.eos.push_back(rng() % 2);
     }
-    // Wide rows (v = 200001 with padding) take the global-memory path.
-    for (int32_t words_per_row : {host[0].mask_words(), host[0].mask_words() + 5}) {
+    // Rows wider than 48 KiB (12,289 words and more) take the global-memory path.
+    for (int32_t words_per_row :
+         {host[0].mask_words(), host[0].mask_words() + 5, std::max(host[0].mask_words(), 12289)}) {
       DeviceBuffer<int32_t> d_mask(static_cast<size_t>(batch) * words_per_row);
       ASSERT_CUDA(cudaMemset(d_mask.ptr, 0xAB, sizeof(int32_t) * batch * words_per_row));
       CudaBatchMasker masker;
@@ -129,6 +155,30 @@ TEST(CudaBatchTest, OrKernelMatchesTwinOnSyntheticStores) {
       }
     }
   }
+}
+
+TEST(CudaBatchTest, OrKernelMatchesTwinOnSyntheticStores) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (int32_t v : GpuSweepSizes(1)) {
+    CheckOrKernel(v, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A few sizes of each kind, small enough for compute-sanitizer's memcheck
+// and racecheck (tests/gpu/run.sh runs this case under both): both OR
+// paths (shared and global memory) and the masking kernel in every dtype.
+TEST(CudaBatchTest, SanitizerSmallCase) {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  for (int32_t v : {1, 33, 2049, 32001}) {
+    CheckOrKernel(v, rng);
+    if (HasFatalFailure()) return;
+  }
+  CheckApplyKernel<uint32_t>(LogitsDType::kFloat32, {1, 33, 32001});
+  CheckApplyKernel<uint16_t>(LogitsDType::kFloat16, {33});
+  CheckApplyKernel<uint16_t>(LogitsDType::kBFloat16, {33});
 }
 
 TEST(CudaBatchTest, SessionsMatchFillMask) {
@@ -202,11 +252,14 @@ TEST(CudaBatchTest, SessionsMatchFillMask) {
 }
 
 template <typename Bits>
-void CheckApplyKernel(LogitsDType dtype) {
+void CheckApplyKernel(LogitsDType dtype, const std::vector<int32_t>& vocabs) {
   std::mt19937 rng(static_cast<uint32_t>(dtype) + 3);
-  for (int32_t vocab : {1, 33, 32000, 152064}) {
+  for (int32_t vocab : vocabs) {
     const int32_t batch = 5;
-    const int32_t words = (std::min(vocab, 151936) + 31) / 32;  // padded logits past the mask
+    // Even sizes: logits padded past the mask (a model vocabulary wider than
+    // its tokenizer's), whose extra columns must become -inf.
+    const int32_t covered = vocab % 2 == 0 && vocab > 64 ? vocab - vocab / 64 : vocab;
+    const int32_t words = (covered + 31) / 32;
     std::vector<int32_t> bitmask(static_cast<size_t>(batch) * words);
     for (int32_t& w : bitmask) w = static_cast<int32_t>(rng());
     std::vector<Bits> logits(static_cast<size_t>(batch) * vocab);
@@ -229,9 +282,10 @@ void CheckApplyKernel(LogitsDType dtype) {
 
 TEST(CudaBatchTest, ApplyKernelMatchesTwin) {
   REQUIRE_GPU();
-  CheckApplyKernel<uint32_t>(LogitsDType::kFloat32);
-  CheckApplyKernel<uint16_t>(LogitsDType::kFloat16);
-  CheckApplyKernel<uint16_t>(LogitsDType::kBFloat16);
+  const std::vector<int32_t> sizes = GpuSweepSizes(TestQuick() ? 97 : 7);
+  CheckApplyKernel<uint32_t>(LogitsDType::kFloat32, sizes);
+  CheckApplyKernel<uint16_t>(LogitsDType::kFloat16, sizes);
+  CheckApplyKernel<uint16_t>(LogitsDType::kBFloat16, sizes);
 }
 
 }  // namespace

@@ -185,8 +185,11 @@ class HFLogitsProcessor(_HFBase):
     candidate that ends its beam at a score lowered by 1e9, above -inf.
 
     CPU logits (float32, float16, bfloat16) are masked in place by the
-    engine, through the tensor's own memory; logits on another device are
-    masked with the tensor's ``masked_fill_`` from the engine's bitmask.
+    engine, through the tensor's own memory.  Logits on a GPU are masked
+    there: the engine fills the bitmask on the CPU (into pinned memory), its
+    int32 words are copied to the device asynchronously, and the bits are
+    expanded into the tensor's ``masked_fill_`` on the device
+    (tests/gpu/test_hf_device.py; docs/gpu.md has the per-step costs).
     """
 
     def __init__(self, matchers: Optional[List[GrammarMatcher]] = None,
@@ -216,6 +219,9 @@ class HFLogitsProcessor(_HFBase):
         self._prev_bytes = b""
         self.reorders = 0  # calls that found rows moved (beam search)
         self._kind = None  # the dtype of the scores the masking path was chosen for
+        self._host_words = None  # device path: the bitmask as a (pinned) tensor
+        self._shifts = None  # device path: 0..31 on the logits' device
+        self._copied = None  # device path: event of the last bitmask copy
         self._sync_matchers()
 
     @property
@@ -243,7 +249,10 @@ class HFLogitsProcessor(_HFBase):
             self.batch._stores.setdefault(id(m.store), m.store)
         if self.matchers:
             vocab = max(m.vocab_size for m in self.matchers)
+            if getattr(self, "_copied", None) is not None:
+                self._wait_for_copy()
             self.bitmask = allocate_token_bitmask(len(self.matchers), vocab)
+            self._host_words = None
 
     def __call__(self, input_ids, scores):
         ids = input_ids if isinstance(input_ids, np.ndarray) else _to_numpy(input_ids)
@@ -272,6 +281,8 @@ class HFLogitsProcessor(_HFBase):
         if self._on_cpu:
             arr = scores if isinstance(scores, np.ndarray) else \
                 (scores.view(self._int16).numpy() if self._bf16 else _to_numpy(scores))
+        if self._copied is not None:
+            self._wait_for_copy()
         step = self.batch._batch.step
         only = None
         if self.steer_after is not None and ids.shape[1] - self._prompt_cols >= self.steer_after:
@@ -333,11 +344,38 @@ class HFLogitsProcessor(_HFBase):
         self._sync_matchers([self._steering[p].copy() for p in moved])
 
     def _mask_on_device(self, scores) -> None:
+        """Masks logits that live on a GPU (or any other device) from the
+        engine's bitmask: only the B x ceil(V / 32) int32 words cross the bus
+        (B x V / 8 bytes, against B x V for a boolean mask), from pinned
+        memory that the engine fills directly, and the bits are expanded on
+        the device.  The copy is asynchronous; the next call waits for it
+        before the engine writes the buffer again."""
         import torch  # a non-numpy path only exists for real tensors
-        vocab = scores.shape[-1]
-        bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
-        allowed = np.zeros((len(self.matchers), vocab), dtype=bool)
-        width = min(vocab, bits.shape[1])
-        allowed[:, :width] = bits[:, :width].astype(bool)
-        refused = torch.from_numpy(~allowed).to(scores.device)
-        scores.masked_fill_(refused, float("-inf"))
+        batch, vocab = scores.shape[0], scores.shape[-1]
+        dev = scores.device
+        if self._host_words is None:
+            # The engine writes this step's bitmask into pinned memory from now on.
+            pinned = torch.from_numpy(self.bitmask).pin_memory() if dev.type == "cuda" \
+                else torch.from_numpy(self.bitmask)
+            self._host_words = pinned
+            self.bitmask = pinned.numpy()
+        if self._shifts is None or self._shifts.device != dev:
+            self._shifts = torch.arange(32, dtype=torch.int32, device=dev)
+        words = self._host_words.to(dev, non_blocking=True)
+        if dev.type == "cuda":
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+        refused = ((words.unsqueeze(-1) >> self._shifts) & 1).view(batch, -1) == 0
+        width = refused.shape[1]
+        if width >= vocab:
+            scores.masked_fill_(refused[:, :vocab], float("-inf"))
+        else:  # logits padded past the tokenizer's vocabulary: the padding is refused
+            scores[:, :width].masked_fill_(refused, float("-inf"))
+            scores[:, width:] = float("-inf")
+
+    def _wait_for_copy(self) -> None:
+        """The previous call's bitmask copy to the device has finished, so the
+        engine may overwrite the pinned buffer."""
+        if self._copied is not None:
+            self._copied.synchronize()
+            self._copied = None
