@@ -1,9 +1,10 @@
 // The CUDA path of the batch API (batch.h): store rows resident on the GPU,
 // one kernel that ORs every session's accepted rows into the batch bitmask
-// (one thread block per session, the mask in shared memory when it fits,
-// atomicOr per word), and one kernel that masks logits in place (fp32, fp16,
-// bf16: -inf wherever the bit is 0).  The parser-side work
-// (Session::AcceptedRows) stays on the CPU; only row ids cross the bus.
+// (a thread block per slice of 1,024 words of each session's mask, in shared
+// memory), and one kernel that masks logits in place (fp32, fp16, bf16:
+// -inf wherever the bit is 0).  The parser-side work
+// (Session::AcceptedRows) stays on the CPU; only row ids cross the bus, in
+// one copy from pinned memory.
 //
 // Compiled only when CFGMASK_CUDA is on (library cfgmask_cuda).  The
 // arithmetic is in mask_kernels.h, shared with the CPU twins
@@ -58,10 +59,10 @@ class CudaBatchMasker {
 
   // Fills row b of `device_bitmask` (B x words_per_row int32, device memory)
   // with the next-token mask of sessions[b], whose store is on the device as
-  // stores[b].  Returns after the kernel is queued on `stream` (the row ids
-  // are copied from pageable memory, so the host buffers are free again on
-  // return); the device staging buffers are reused by the next call, so
-  // calls on different streams must not overlap.
+  // stores[b].  Returns after the copy of the row ids and the kernel are
+  // queued on `stream`; the next call waits for that copy before it reuses
+  // the pinned staging buffer, and the device staging buffer is reused too,
+  // so calls on different streams must not overlap.  B <= 65,535.
   Status FillNextTokenBitmask(std::span<Session* const> sessions,
                               std::span<const CudaStore* const> stores, int32_t* device_bitmask,
                               int32_t words_per_row, void* stream = nullptr);
@@ -71,16 +72,15 @@ class CudaBatchMasker {
                       int32_t* device_bitmask, int32_t words_per_row, void* stream = nullptr);
 
  private:
-  Status Reserve(size_t bytes, void** buffer, size_t* capacity);
+  Status Reserve(size_t bytes);
 
   BatchRows rows_;
-  void* d_rows_ = nullptr;     // int32 rows
-  size_t rows_cap_ = 0;
-  void* d_meta_ = nullptr;     // int32 row_begin (B+1), store index (B), eos (B)
-  size_t meta_cap_ = 0;
-  void* d_views_ = nullptr;    // StoreView per distinct store
-  size_t views_cap_ = 0;
-  std::vector<int32_t> meta_;
+  // Staging, host (pinned) and device alike: StoreView per distinct store,
+  // then int32 row_begin (B+1), store index (B), eos (B), rows.
+  void* h_staging_ = nullptr;
+  void* d_staging_ = nullptr;
+  size_t staging_cap_ = 0;
+  void* copied_ = nullptr;  // cudaEvent_t: the last staging copy is done
   std::vector<kernels::StoreView> views_;
 };
 

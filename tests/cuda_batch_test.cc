@@ -1,6 +1,6 @@
 // Tests of runtime/cuda_batch.h: the CUDA OR kernel against its CPU twin
-// (OrSessionRowsTwin) on synthetic stores with rows of every kind (shared-
-// memory and global-memory masks), the whole CUDA batch path against
+// (OrSessionRowsTwin) on synthetic stores with rows of every kind (one
+// mask slice and many), the whole CUDA batch path against
 // Session::FillMask on teacher-forced sessions over two real stores, and the
 // logits kernel against ApplyTokenBitmaskInplaceCpu for fp32/fp16/bf16.
 // Skips, saying why, when the build has no CUDA or the machine no GPU.
@@ -86,9 +86,9 @@ CompiledStore RandomStore(int32_t v, int32_t num_rows, std::mt19937& rng) {
 
 // The vocabulary sizes of the CPU tests (or_reduce_test.cc's sweeps: every
 // size to 2048, then a sweep over every word remainder to 200,000 with the
-// real vocabularies), plus Gemma's 262,144 and one past the shared-memory
-// limit of the OR kernel (48 KiB = 393,216 tokens), which takes the
-// global-memory path.  `every` thins the dense part for the sanitizer run.
+// real vocabularies), plus Gemma's 262,144 and 400,001 (wider than a block's
+// shared memory could hold whole: the OR kernel works in slices of 1,024
+// words).  `every` thins the dense part for the sanitizer run.
 std::vector<int32_t> GpuSweepSizes(int32_t every) {
   std::vector<int32_t> sizes;
   for (int32_t v = 1; v <= 2048; v += every) sizes.push_back(v);
@@ -110,7 +110,7 @@ void CheckApplyKernel(LogitsDType dtype, const std::vector<int32_t>& vocabs);
 
 // The OR kernel against OrSessionRowsTwin on random stores of vocabulary v,
 // a batch of 9 sessions over two stores, at the store's own row width, a
-// padded one, and one wide enough for the global-memory path.
+// padded one, and one of 12,289 words (13 slices, the last one short).
 void CheckOrKernel(int32_t v, std::mt19937& rng) {
   {
     std::vector<CompiledStore> host = {RandomStore(v, 10, rng), RandomStore(v / 2 + 1, 10, rng)};
@@ -132,7 +132,6 @@ void CheckOrKernel(int32_t v, std::mt19937& rng) {
       rows.row_begin.push_back(static_cast<int32_t>(rows.rows.size()));
       rows.eos.push_back(rng() % 2);
     }
-    // Rows wider than 48 KiB (12,289 words and more) take the global-memory path.
     for (int32_t words_per_row :
          {host[0].mask_words(), host[0].mask_words() + 5, std::max(host[0].mask_words(), 12289)}) {
       DeviceBuffer<int32_t> d_mask(static_cast<size_t>(batch) * words_per_row);
@@ -167,8 +166,8 @@ TEST(CudaBatchTest, OrKernelMatchesTwinOnSyntheticStores) {
 }
 
 // A few sizes of each kind, small enough for compute-sanitizer's memcheck
-// and racecheck (tests/gpu/run.sh runs this case under both): both OR
-// paths (shared and global memory) and the masking kernel in every dtype.
+// and racecheck (tests/gpu/run.sh runs this case under both): the OR kernel
+// on one slice and on several, and the masking kernel in every dtype.
 TEST(CudaBatchTest, SanitizerSmallCase) {
   REQUIRE_GPU();
   std::mt19937 rng(29);

@@ -4,24 +4,26 @@
 // For each store given (one per vocabulary) and each batch size B, B
 // sessions are teacher-forced on standard-library modules (serving_corpus.h:
 // greedy segmentation, every token accepted), each starting at a different
-// module and offset, and advanced together one token per step.  Per step it
-// times:
-//   parser    CollectAcceptedRows: every session's accepted store rows (the
-//             parser-side work, sessions in parallel on the CPU)
+// module and offset, and advanced together one token per step.  Two such
+// batches walk in lockstep, one for each path, so that neither reads rows
+// the other's step left in the row memo.  Per step it times:
 //   cpu_fill  BatchMatcher::FillNextTokenBitmask into a host bitmask: the
-//             parser side plus the OR of the rows on the CPU
+//             parser side plus the OR of the rows on the CPU (CPU path)
+//   parser    CollectAcceptedRows: every session's accepted store rows, the
+//             parser side alone (GPU path)
 //   h2d       the host bitmask copied to the device (pinned memory), the
 //             path where the CPU fills and the GPU only masks
-//   gpu_or    CudaBatchMasker::FillFromRows from the same rows: row ids to
-//             the device and the OR-reduction kernel, synchronised
+//   gpu_or    CudaBatchMasker::FillFromRows from those rows: row ids to the
+//             device and the OR-reduction kernel, synchronised
 //   apply_f32 / apply_bf16
 //             ApplyTokenBitmaskInplaceCuda on B x V logits, synchronised
 //   cpu_apply ApplyTokenBitmaskInplaceCpu on B x V float32 logits (the CPU
 //             masking that a server without a GPU pays)
 // and checks, every step, that the GPU bitmask equals the CPU one bit for
-// bit (a benchmark that checks: a mismatch exits 1).  The CPU-fill share of
-// a GPU step, cpu_fill / (cpu_fill + h2d + apply_f32), is what says whether
-// the engine keeps up with the GPU.
+// bit (a benchmark that checks: a mismatch exits 1).  A step of the CPU path
+// costs cpu_fill + h2d + apply, one of the GPU path parser + gpu_or + apply;
+// the CPU-fill share of the first, cpu_fill / (cpu_fill + h2d + apply_f32),
+// is what says whether the engine keeps up with the GPU.
 //
 // Built without CUDA (CFGMASK_CUDA off, or no GPU on the machine), it times
 // the CPU columns only: tests/gpu/run.sh --cpu runs it that way in CI so the
@@ -195,7 +197,8 @@ class Walkers {
 nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
                       const std::vector<ForcedText>& texts, int32_t batch, const Options& o) {
   const int32_t vocab = store.vocab_size, words = store.mask_words();
-  Walkers walkers(&store, &texts, batch);
+  Walkers walkers(&store, &texts, batch);      // the CPU path's sessions
+  Walkers gpu_walkers(&store, &texts, batch);  // the GPU path's
   BatchMatcher matcher;
   std::vector<int32_t> host_mask(static_cast<size_t>(batch) * words);
   std::vector<float> host_logits(static_cast<size_t>(batch) * vocab, 0.5f);
@@ -231,10 +234,10 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
   for (int32_t step = 0; step < o.warmup + o.steps; ++step) {
     const bool timed = step >= o.warmup;
     auto t0 = Clock::now();
-    CollectAcceptedRows(walkers.sessions(), &rows);
-    auto t1 = Clock::now();
     Status st = matcher.FillNextTokenBitmask(walkers.sessions(), walkers.stores(),
                                              host_mask.data(), words);
+    auto t1 = Clock::now();
+    CollectAcceptedRows(gpu_walkers.sessions(), &rows);
     auto t2 = Clock::now();
     if (!st.ok()) {
       std::fprintf(stderr, "cuda_batch_bench: %s\n", st.message().c_str());
@@ -244,8 +247,8 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
                                      host_mask.data(), words);
     auto t3 = Clock::now();
     if (timed) {
-      t_parser.push_back(Micros(t0, t1));
-      t_fill.push_back(Micros(t1, t2));
+      t_fill.push_back(Micros(t0, t1));
+      t_parser.push_back(Micros(t1, t2));
       t_cpu_apply.push_back(Micros(t2, t3));
     }
 #ifdef CFGMASK_HAVE_CUDA
@@ -284,6 +287,7 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
     }
 #endif
     walkers.Step();
+    gpu_walkers.Step();
   }
   nlohmann::json r;
   r["store"] = name;
@@ -304,6 +308,9 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
     const double fill = r["cpu_fill"]["mean_us"], h2d = r["h2d"]["mean_us"],
                  apply = r["apply_f32"]["mean_us"];
     r["cpu_fill_share"] = fill / (fill + h2d + apply);
+    r["cpu_path_step_us"] = fill + h2d + apply;
+    r["gpu_path_step_us"] = r["parser"]["mean_us"].get<double>() +
+                            r["gpu_or"]["mean_us"].get<double>() + apply;
     cudaFree(d_mask);
     cudaFreeHost(h_pinned);
     cudaFree(d_f32);

@@ -12,15 +12,16 @@ timing).  Per step it records:
   call         the processor call, device work included (synchronised)
   accept/fill  the engine's share of the call (BatchMatcher.step_times): the
                new tokens accepted and the B bitmasks filled, on the CPU
-  device_mask  the processor's device masking alone, from the step's bitmask
-               (pinned copy of the int32 words, bits expanded on the device)
+  device_mask  the processor's device masking alone, from the step's bitmask:
+               pinned copy of the int32 words, then cfgmask._cuda's kernel
+               (where built) or, as device_mask_torch, torch operations
   xgrammar     ``xgrammar.apply_token_bitmask_inplace`` on the same logits and
                the same bitmask already on the device (its own kernel), when
                the xgrammar wheel is importable
   h2d          the bitmask's copy to the device alone
 
-and checks that the logits the processor leaves are -inf exactly where
-xgrammar's kernel puts -inf.  cpu_share = (accept + fill) / call is the
+and checks that the logits the processor leaves are -inf exactly where its
+two device paths and xgrammar's kernel put -inf.  cpu_share = (accept + fill) / call is the
 number that says whether the engine keeps up with the GPU.
 
     processor_batch_bench.py --store 152k=PY_QWEN2.cfgm [--store 262k=...]
@@ -94,7 +95,8 @@ def run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, batch, steps, warmu
     base = torch.randn((batch, vocab), generator=gen, device=device, dtype=torch.float32)
     scores = torch.empty_like(base)
     xscores = torch.empty_like(base)
-    t = {k: [] for k in ("call", "accept", "fill", "engine_mask", "device_mask", "xgrammar", "h2d")}
+    t = {k: [] for k in ("call", "accept", "fill", "engine_mask", "device_mask",
+                         "device_mask_torch", "xgrammar", "h2d")}
     mismatched = 0
     for k in range(total):
         scores.copy_(base)
@@ -119,6 +121,22 @@ def run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, batch, steps, warmu
             sync()
             d1 = time.perf_counter()
             proc._wait_for_copy()
+            if not torch.equal(torch.isneginf(again), torch.isneginf(scores)):
+                mismatched += 1
+            if proc.use_cuda_kernel:
+                proc.use_cuda_kernel = False
+                again = base.clone()
+                sync()
+                e0 = time.perf_counter()
+                proc._mask_on_device(again)
+                sync()
+                e1 = time.perf_counter()
+                proc._wait_for_copy()
+                proc.use_cuda_kernel = True
+                if timed:
+                    t["device_mask_torch"].append((e1 - e0) * 1e6)
+                if not torch.equal(torch.isneginf(again), torch.isneginf(scores)):
+                    mismatched += 1
             words = torch.from_numpy(proc.bitmask.copy()).pin_memory()
             sync()
             h0 = time.perf_counter()
@@ -140,7 +158,8 @@ def run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, batch, steps, warmu
                 if not torch.equal(torch.isneginf(xscores), torch.isneginf(scores)):
                     mismatched += 1
     r = {"store": name, "vocab": vocab, "batch": batch, "device": device,
-         "streams": len(streams), "xgrammar_mismatched_steps": mismatched}
+         "streams": len(streams), "cuda_kernel": proc.use_cuda_kernel,
+         "mismatched_steps": mismatched}
     r.update({k: summary(v) for k, v in t.items() if v})
     engine = np.asarray(t["accept"]) + np.asarray(t["fill"])
     r["cpu_share"] = float(engine.mean() / np.mean(t["call"]))
@@ -165,8 +184,13 @@ def main() -> int:
     except Exception as e:  # the wheel is optional: the kit carries it when it fits
         print(f"processor_batch_bench: no xgrammar ({type(e).__name__}: {e})", file=sys.stderr)
         xgr = None
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        xgr_version = version("xgrammar") if xgr is not None else None
+    except PackageNotFoundError:
+        xgr_version = "?"
     out = {"device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-           "torch": torch.__version__, "xgrammar": getattr(xgr, "__version__", None),
+           "torch": torch.__version__, "xgrammar": xgr_version,
            "cpu_threads": os.cpu_count(), "runs": []}
     mismatched = 0
     for spec in args.store:
@@ -175,13 +199,15 @@ def main() -> int:
         for b in (int(x) for x in args.batches.split(",")):
             r = run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, b, args.steps,
                     args.warmup, device)
-            mismatched += r["xgrammar_mismatched_steps"]
+            mismatched += r["mismatched_steps"]
             out["runs"].append(r)
             line = (f"{name} B={b}: call mean {r['call']['mean_us']:.0f} µs p99 "
                     f"{r['call']['p99_us']:.0f} | fill {r['fill']['mean_us']:.0f} | cpu share "
                     f"{r['cpu_share']:.2f}")
             if "device_mask" in r:
                 line += f" | device mask {r['device_mask']['mean_us']:.0f}"
+            if "device_mask_torch" in r:
+                line += f" (torch ops {r['device_mask_torch']['mean_us']:.0f})"
             if "xgrammar" in r:
                 line += f" | xgrammar {r['xgrammar']['mean_us']:.0f}"
             print(line, file=sys.stderr, flush=True)
@@ -191,8 +217,8 @@ def main() -> int:
     else:
         print(text)
     if mismatched:
-        print(f"processor_batch_bench: the processor's mask differed from xgrammar's kernel on "
-              f"{mismatched} steps", file=sys.stderr)
+        print(f"processor_batch_bench: the device masks differed (processor, its two device "
+              f"paths, xgrammar's kernel) on {mismatched} steps", file=sys.stderr)
         return 1
     return 0
 

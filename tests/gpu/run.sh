@@ -103,11 +103,12 @@ if [ "$MODE" = gpu ]; then
   step configure 180 cmake "${GEN[@]}" -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
       -DCFGMASK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CFGMASK_CUDA_ARCH:-90}" \
-      -DCFGMASK_PYTHON_MODULE=ON -DPython3_EXECUTABLE="$PY" "${KIT_CMAKE[@]}"
+      -DCFGMASK_PYTHON_MODULE=ON -DCFGMASK_PYTHON_CUDA=ON -DPython3_EXECUTABLE="$PY" \
+      "${KIT_CMAKE[@]}"
   step build 420 cmake --build "$BUILD" -j"$(nproc)" --target cfgmask cuda_batch_test \
-      or_reduce_test batch_test cuda_batch_bench _core
-  cp "$BUILD"/_core*.so "$ROOT/runtime/python/cfgmask/" 2>/dev/null
-  export CFGMASK_REQUIRE_GPU=1
+      or_reduce_test batch_test cuda_batch_bench _core _cuda
+  cp "$BUILD"/_core*.so "$BUILD"/_cuda*.so "$ROOT/runtime/python/cfgmask/" 2>/dev/null
+  export CFGMASK_REQUIRE_GPU=1 CFGMASK_REQUIRE_CUDA_KERNEL=1
 else
   # The dry run uses the build and the venv that ./setup.sh made; the kit's
   # packages must still be enough to configure the project on their own.

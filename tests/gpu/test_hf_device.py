@@ -174,9 +174,21 @@ def reference_refused(matchers, vocab, width):
 
 # float64 is masked by the tensor path on every device, the CPU included, so
 # the dry run (tests/gpu/run.sh --cpu) exercises the bit expansion too.
+def test_cuda_kernel_module_where_required():
+    """run.sh builds cfgmask._cuda on the GPU machine: there the processor
+    must find it (CFGMASK_REQUIRE_CUDA_KERNEL=1), not fall back silently."""
+    from cfgmask import processors
+    if os.environ.get("CFGMASK_REQUIRE_CUDA_KERNEL") != "1":
+        pytest.skip("cfgmask._cuda not required here")
+    assert processors._CUDA is not None
+    ok, why = processors._CUDA.device_available()
+    assert ok, why
+
+
+@pytest.mark.parametrize("kernel", [True, False])  # cfgmask._cuda's kernel, or torch ops
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("width", [151936, 152064])  # the store's vocabulary; padded past it
-def test_device_mask_equals_engine_mask(store, dtype, width):
+def test_device_mask_equals_engine_mask(store, dtype, width, kernel):
     """On the device, the processor refuses exactly the tokens the engine's
     bitmask refuses, keeps the other logits unchanged, and refuses the
     columns past the store's vocabulary."""
@@ -193,7 +205,9 @@ def test_device_mask_equals_engine_mask(store, dtype, width):
     assert 0 < want[:, :151936].sum() < want[:, :151936].numel()
     ids = torch.zeros((3, 1), dtype=torch.int64, device=DEVICE)
     dev = base.clone().to(DEVICE)
-    out = HFLogitsProcessor(matchers=[m.fork() for m in matchers])(ids, dev)
+    proc = HFLogitsProcessor(matchers=[m.fork() for m in matchers])
+    proc.use_cuda_kernel = proc.use_cuda_kernel and kernel
+    out = proc(ids, dev)
     assert out is dev
     got = dev.cpu()
     refused = torch.isneginf(got)

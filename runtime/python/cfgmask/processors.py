@@ -137,6 +137,13 @@ class LlamaCppLogitsProcessor:
 
 
 _MASKABLE = (np.dtype(np.float32), np.dtype(np.float16))
+
+try:  # the CUDA masking kernel, where the package was built with it (docs/gpu.md)
+    from . import _cuda as _CUDA  # type: ignore
+except ImportError:
+    _CUDA = None
+# LogitsDType's codes (runtime/mask_kernels.h), by torch dtype name.
+_KERNEL_DTYPES = {"torch.float32": 0, "torch.float16": 1, "torch.bfloat16": 2}
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_TOKENS: List[int] = []
 
@@ -187,9 +194,11 @@ class HFLogitsProcessor(_HFBase):
     CPU logits (float32, float16, bfloat16) are masked in place by the
     engine, through the tensor's own memory.  Logits on a GPU are masked
     there: the engine fills the bitmask on the CPU (into pinned memory), its
-    int32 words are copied to the device asynchronously, and the bits are
-    expanded into the tensor's ``masked_fill_`` on the device
-    (tests/gpu/test_hf_device.py; docs/gpu.md has the per-step costs).
+    int32 words are copied to the device asynchronously, and cfgmask's CUDA
+    kernel masks the logits in place (``cfgmask._cuda``, where the package
+    was built with it), else the bits are expanded into the tensor's
+    ``masked_fill_`` by torch operations (tests/gpu/test_hf_device.py;
+    docs/gpu.md has the per-step costs of both).
     """
 
     def __init__(self, matchers: Optional[List[GrammarMatcher]] = None,
@@ -222,6 +231,8 @@ class HFLogitsProcessor(_HFBase):
         self._host_words = None  # device path: the bitmask as a (pinned) tensor
         self._shifts = None  # device path: 0..31 on the logits' device
         self._copied = None  # device path: event of the last bitmask copy
+        # Device path: cfgmask._cuda's kernel where it is built, else torch ops.
+        self.use_cuda_kernel = _CUDA is not None
         self._sync_matchers()
 
     @property
@@ -365,6 +376,14 @@ class HFLogitsProcessor(_HFBase):
         if dev.type == "cuda":
             self._copied = torch.cuda.Event()
             self._copied.record()
+            code = _KERNEL_DTYPES.get(str(scores.dtype))
+            if self.use_cuda_kernel and code is not None and scores.is_contiguous() and \
+                    scores.dim() == 2:
+                # One kernel on the current stream, after the copy queued on it.
+                _CUDA.apply_token_bitmask_inplace(
+                    scores.data_ptr(), code, batch, vocab, words.data_ptr(), words.shape[1],
+                    torch.cuda.current_stream(dev).cuda_stream, dev.index or 0)
+                return
         refused = ((words.unsqueeze(-1) >> self._shifts) & 1).view(batch, -1) == 0
         width = refused.shape[1]
         if width >= vocab:
