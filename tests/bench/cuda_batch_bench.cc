@@ -31,7 +31,8 @@
 //
 // Usage: cuda_batch_bench --store NAME=FILE.cfgm [--store ...]
 //                         [--batches 1,16,64,256] [--steps N] [--warmup N]
-//                         [--threads N] [--json OUT.json]
+//                         [--threads 0,1] [--json OUT.json]
+// --threads: CPU thread counts to run each batch with (0: every core).
 // Needs $CFGMASK_PYTHON or $CFGMASK_STDLIB (serving_corpus.h) for the texts.
 // Not a test; the kernels are tested by cuda_batch_test.cc.
 #include <algorithm>
@@ -89,14 +90,14 @@ struct Options {
   std::vector<int32_t> batches = {1, 16, 64, 256};
   int32_t steps = 64;
   int32_t warmup = 4;
-  int32_t threads = 0;  // 0: TBB's default (every core)
+  std::vector<int32_t> threads = {0};  // CPU threads per run; 0: TBB's default (every core)
   std::string json;
 };
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "cuda_batch_bench: %s\nusage: cuda_batch_bench --store NAME=FILE.cfgm [--store ...] "
-               "[--batches 1,16,64,256] [--steps N] [--warmup N] [--threads N] [--json OUT]\n",
+               "[--batches 1,16,64,256] [--steps N] [--warmup N] [--threads 0,1] [--json OUT]\n",
                why);
   std::exit(2);
 }
@@ -125,7 +126,14 @@ Options ParseArgs(int argc, char** argv) {
     } else if (a == "--warmup") {
       o.warmup = std::atoi(v.c_str());
     } else if (a == "--threads") {
-      o.threads = std::atoi(v.c_str());
+      o.threads.clear();
+      for (size_t from = 0; from < v.size();) {
+        size_t to = v.find(',', from);
+        if (to == std::string::npos) to = v.size();
+        o.threads.push_back(std::atoi(v.substr(from, to - from).c_str()));
+        if (o.threads.back() < 0) Usage("thread counts must be 0 (every core) or more");
+        from = to + 1;
+      }
     } else if (a == "--json") {
       o.json = v;
     } else {
@@ -324,13 +332,8 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
 
 int Main(int argc, char** argv) {
   const Options o = ParseArgs(argc, argv);
-  std::unique_ptr<tbb::global_control> threads;
-  if (o.threads > 0) {
-    threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                    o.threads);
-  }
   nlohmann::json out;
-  out["threads"] = o.threads > 0 ? o.threads : static_cast<int32_t>(std::thread::hardware_concurrency());
+  out["cores"] = static_cast<int32_t>(std::thread::hardware_concurrency());
   out["steps"] = o.steps;
 #ifdef CFGMASK_HAVE_CUDA
   std::string why;
@@ -357,12 +360,19 @@ int Main(int argc, char** argv) {
                    "(is $CFGMASK_PYTHON or $CFGMASK_STDLIB set?)\n", path.c_str());
       return 1;
     }
+    for (int32_t threads : o.threads)
     for (int32_t batch : o.batches) {
+      std::unique_ptr<tbb::global_control> limit;
+      if (threads > 0) {
+        limit = std::make_unique<tbb::global_control>(
+            tbb::global_control::max_allowed_parallelism, threads);
+      }
       nlohmann::json r = RunOne(name, store, texts, batch, o);
       r["texts"] = texts.size();
+      r["threads"] = threads > 0 ? threads : out["cores"].get<int32_t>();
       mismatched += r.value("gpu_or_mismatched_steps", int64_t{0});
-      std::fprintf(stderr, "%s B=%d V=%d: cpu_fill mean %.1f µs p99 %.1f", name.c_str(), batch,
-                   store.vocab_size, r["cpu_fill"]["mean_us"].get<double>(),
+      std::fprintf(stderr, "%s B=%d V=%d threads=%d: cpu_fill mean %.1f µs p99 %.1f", name.c_str(),
+                   batch, store.vocab_size, r["threads"].get<int32_t>(), r["cpu_fill"]["mean_us"].get<double>(),
                    r["cpu_fill"]["p99_us"].get<double>());
       if (r["gpu"].get<bool>()) {
         std::fprintf(stderr, " | h2d %.1f gpu_or %.1f apply_f32 %.1f apply_bf16 %.1f µs | share %.2f",

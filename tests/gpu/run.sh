@@ -199,7 +199,9 @@ step hf 300 "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/gpu/test_hf_devi
     --junitxml="$OUTDIR/hf.xml"
 
 if [ "$QUICK" = 1 ]; then BATCHES=1,4; BSTEPS=6; else BATCHES=1,16,64,256; BSTEPS=48; fi
+# Every core, and one core (a server gives each request a share of a few).
 step engine_bench 300 "$BUILD/tests/cuda_batch_bench" "${STORES[@]}" --batches "$BATCHES" \
+    --threads 0,1 \
     --steps "$BSTEPS" --json "$OUTDIR/bench_engine.json"
 step processor_bench 300 "$PY" "$ROOT/tests/gpu/processor_batch_bench.py" "${STORES[@]}" \
     --batches "$BATCHES" --steps "$BSTEPS" --json "$OUTDIR/bench_processor.json"
