@@ -198,6 +198,10 @@ case "$MODE" in
     export CFGMASK_REQUIRE_TORCH=1  # likewise torch and transformers
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
     "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+    # The GPU kit (docs/gpu.md): gathered, then dry-run on the CPU, so that it
+    # is ready whenever a GPU machine is.
+    "$ROOT/tests/gpu/prepare.sh"
+    "$ROOT/tests/gpu/run.sh" --cpu
     if want_vllm; then
       CFGMASK_REQUIRE_VLLM=1 "$VLLM_VENV/bin/python" -m pytest -q "$ROOT/tests/py/test_vllm.py"
     fi

@@ -5,8 +5,9 @@
 // memory; the block zeroes it, walks the session's accepted rows in order
 // and ORs in each row's part of the slice, its threads sharing the row's
 // iterations (mask_kernels.h: a bitset word, a complement word, or a listed
-// token, whose range inside the slice is found by binary search in the
-// sorted list), with atomicOr; EOS ids last; then the slice is written out.
+// token; a long sorted list's part inside the slice is found by binary
+// search), with shared-memory atomicOr and no barrier between rows; EOS ids
+// last; then the slice is written out.
 // Slicing puts B x ceil(words / kSliceWords) blocks to work (a block per
 // session left most of the GPU idle: at B = 16 and 262,144 tokens the
 // first version took 0.8 ms, measured on an H200, docs/gpu.md) and bounds
@@ -54,35 +55,41 @@ __global__ void OrSessionRowsKernel(const kernels::StoreView* views, const int32
   __syncthreads();
   // Rows cover the store's own words; words past them (padding) stay 0.
   const int32_t row_end = min(w1, s.mask_words);
+  // No barrier between rows: every update is a shared-memory atomicOr, so
+  // each warp runs ahead through the rows and the global loads of different
+  // rows overlap (a barrier per row made the kernel slower than one block
+  // per session).
   for (int32_t k = row_begin[b]; k < row_begin[b + 1]; ++k) {
     const int32_t r = rows[k];
     switch (s.row_kind[r]) {
       case kernels::kRowList: {
         const int32_t* list = s.row_tokens + s.row_offset[r];
         const int32_t n = s.row_length[r];
-        const int32_t lo = kernels::LowerBound(list, n, w0 << 5);
-        const int32_t hi = kernels::LowerBound(list, n, w1 << 5);
+        int32_t lo = 0, hi = n;
+        if (n > 4 * static_cast<int32_t>(blockDim.x)) {
+          // A long sorted list: its slice's part by binary search.
+          lo = kernels::LowerBound(list, n, w0 << 5);
+          hi = kernels::LowerBound(list, n, w1 << 5);
+        }
         for (int32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-          atomicOr(&m[kernels::TokenWord(list[i]) - w0], kernels::TokenBit(list[i]));
+          const int32_t w = kernels::TokenWord(list[i]);
+          if (w >= w0 && w < w1) atomicOr(&m[w - w0], kernels::TokenBit(list[i]));
         }
         break;
       }
       case kernels::kRowBitset:
         for (int32_t w = w0 + threadIdx.x; w < row_end; w += blockDim.x) {
           const uint32_t bits = kernels::OrBitsetWord(s, r, w);
-          if (bits != 0) m[w - w0] |= bits;  // one thread per word: no atomic needed
+          if (bits != 0) atomicOr(&m[w - w0], bits);
         }
         break;
       default:
         for (int32_t w = w0 + threadIdx.x; w < row_end; w += blockDim.x) {
           const uint32_t bits = kernels::OrComplementWord(s, r, w);
-          if (bits != 0) m[w - w0] |= bits;
+          if (bits != 0) atomicOr(&m[w - w0], bits);
         }
         break;
     }
-    // A list row's threads may touch any word of the slice: the next row's
-    // plain |= must not race with this row's atomics.
-    __syncthreads();
   }
   if (eos[b]) {
     for (int32_t i = threadIdx.x; i < s.num_eos; i += blockDim.x) {
