@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -150,18 +151,23 @@ void MaskRows(Bits* logits, int32_t batch, int32_t vocab, const int32_t* bitmask
 }
 
 // One row whose elements lie `stride` elements apart (stride > 1): only the
-// refused logits are written, since a strided row gains nothing from the
-// contiguous row's vectorised select.
+// refused logits are written, found bit by bit with count-trailing-zeros.
+// A test of each bit (the first version) mispredicted a branch per token on
+// a mask that allows about half the tokens: 0.97 ms at 262,144 tokens
+// against 34 µs for the contiguous row (tests/bench/mask_apply_bench.cc).
 template <typename Bits>
 void MaskRowStrided(Bits* row, int64_t stride, int32_t vocab, const int32_t* mask,
                     int32_t words_per_row, Bits neg_inf) {
   const int32_t full = std::min(vocab / 32, words_per_row);
   for (int32_t w = 0; w < full; ++w) {
-    const uint32_t m = static_cast<uint32_t>(mask[w]);
-    if (m == 0xFFFFFFFFu) continue;
     Bits* p = row + static_cast<int64_t>(w) * 32 * stride;
-    for (int j = 0; j < 32; ++j) {
-      if ((m & kTokenBit[j]) == 0) p[j * stride] = neg_inf;
+    const uint32_t m = static_cast<uint32_t>(mask[w]);
+    if (m == 0) {  // the whole word refused: 32 independent stores
+      for (int j = 0; j < 32; ++j) p[j * stride] = neg_inf;
+      continue;
+    }
+    for (uint32_t refused = ~m; refused != 0; refused &= refused - 1) {
+      p[static_cast<int64_t>(std::countr_zero(refused)) * stride] = neg_inf;
     }
   }
   for (int32_t t = full * 32; t < vocab; ++t) {
