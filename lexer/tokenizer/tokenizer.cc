@@ -7,7 +7,7 @@
 //    of stand-in characters, one per byte, from GPT-2's bytes_to_unicode
 //    (printable Latin-1 bytes stand for themselves, the other 68 bytes map to
 //    U+0100..U+0143); decoding inverts that map.
-//  - SentencePiece (GGUF model "llama", HF byte_fallback/Metaspace): "▁"
+//  - SentencePiece (GGUF model "llama" or "gemma4", HF byte_fallback/Metaspace): "▁"
 //    (U+2581) is a space and "<0xNN>" byte-fallback tokens are that byte.
 // GGUF token_type decides the rest, following llama.cpp's token_to_piece:
 // NORMAL (1) and UNDEFINED (0) are decoded as above, BYTE (6) is "<0xNN>",
@@ -257,11 +257,13 @@ Status LoadGgufVocabulary(const std::string& path, Vocabulary* out) {
   bool byte_level;
   if (model->text == "gpt2") {
     byte_level = true;
-  } else if (model->text == "llama") {
+  } else if (model->text == "llama" || model->text == "gemma4") {
+    // Gemma 4's BPE is SentencePiece-style (llama.cpp: escape_whitespaces):
+    // "▁" for spaces, "<0xNN>" byte tokens, decoded as "llama" is.
     byte_level = false;
   } else {
     return error(model->offset, "unsupported tokenizer model '" + model->text +
-                                    "' (supported: gpt2, llama)");
+                                    "' (supported: gpt2, llama, gemma4)");
   }
 
   const GgufValue* tokens = meta.Find("tokenizer.ggml.tokens");
@@ -346,7 +348,8 @@ Status LoadGgufVocabulary(const std::string& path, Vocabulary* out) {
 
   const GgufValue* name = meta.Find("general.name");
   v.name = (name != nullptr && name->type == GgufType::kString ? name->text : Basename(path)) +
-           (byte_level ? " (gguf, gpt2 byte-level BPE)" : " (gguf, llama SentencePiece)");
+           (byte_level ? std::string(" (gguf, gpt2 byte-level BPE)")
+                       : " (gguf, " + model->text + " SentencePiece)");
   *out = std::move(v);
   return Status::Ok();
 }

@@ -1,7 +1,7 @@
 // Tokenizer vocabularies: the byte string of every token id, the EOS ids and
 // an identity hash, read from a HF tokenizer.json (byte-level BPE with the
 // GPT-2 byte map, or SentencePiece-style "▁" + <0xNN> byte fallback), a GGUF
-// file (tokenizer.ggml.* metadata: model "gpt2" or "llama"), or a tiktoken
+// file (tokenizer.ggml.* metadata: model "gpt2", "llama" or "gemma4"), or a tiktoken
 // rank file.  Tested by tokenizer_test.cc (against HF `tokenizers`).
 #ifndef CFGMASK_LEXER_TOKENIZER_H_
 #define CFGMASK_LEXER_TOKENIZER_H_

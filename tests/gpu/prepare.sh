@@ -15,9 +15,8 @@
 #             gguf, and xgrammar with the dependencies the image lacks
 #             (its token-bitmask kernel is the peer of the masking bench)
 #   data/     tokenizer files: Qwen2's 151,936-token GGUF, LLaMA's 32,000-token
-#             SentencePiece GGUF (cuda_batch_test), and a 262,144-token
-#             vocabulary (Qwen2 extended by real multi-byte merges, the one
-#             tests/bench/compile_scaling.py builds), as tokenizer.json
+#             SentencePiece GGUF (cuda_batch_test) and Gemma 4's 262,144-token
+#             GGUF, the vocabulary files of llama.cpp that ./setup.sh extracts
 #
 # vLLM is not carried: its wheel and its pinned dependencies are far past the
 # carry limit (docs/gpu.md).
@@ -70,23 +69,14 @@ PY="${CFGMASK_PYTHON:-$ROOT/.venv/bin/python}"
 
 log "tokenizer files -> $KIT/data"
 TOKS="$ROOT/.cache/tokenizers"
-for f in qwen2.gguf llama-spm.gguf; do
+for f in qwen2.gguf llama-spm.gguf gemma4.gguf; do
   if [ ! -f "$TOKS/$f" ]; then
     echo "prepare.sh: $TOKS/$f is missing: run ./setup.sh first" >&2
     exit 1
   fi
   cp "$TOKS/$f" "$KIT/data/$f"
 done
-if [ ! -f "$KIT/data/qwen2-256k.tokenizer.json" ]; then
-  # shellcheck disable=SC1091
-  source "$ROOT/.cache/env.sh"
-  "$PY" - "$ROOT" "$KIT/data" <<'PY'
-import os, sys
-sys.path.insert(0, os.path.join(sys.argv[1], "tests", "bench"))
-import compile_scaling
-compile_scaling.tokenizer_path("256k", sys.argv[2])
-PY
-fi
+rm -f "$KIT/data/qwen2-256k.tokenizer.json"  # an older kit's stand-in for Gemma 4's vocabulary
 
 # One version of each wheel: two would stop the install there.
 dups="$(ls "$KIT/wheels" | sed 's/-[0-9].*//' | sort | uniq -d)"

@@ -148,8 +148,9 @@ export CFGMASK_BIN="$BUILD/cfgmask"
 export CFGMASK_TEST_CACHE="$WORK/test-cache"
 [ "$QUICK" = 1 ] && export CFGMASK_QUICK=1
 
-# The stores: cfgmask's strict Python grammar with a 151,936- and a
-# 262,144-token vocabulary (the dry run compiles the first only).
+# The stores: cfgmask's strict Python grammar with Qwen2's 151,936-token
+# and Gemma 4's 262,144-token vocabularies (the dry run compiles the first
+# only).
 STORE152="$WORK/py-152k.cfgm"
 STORE262="$WORK/py-262k.cfgm"
 step store_152k 300 "$BUILD/cfgmask" compile "$ROOT/grammar/lark/python.lark" --start file_input \
@@ -157,7 +158,7 @@ step store_152k 300 "$BUILD/cfgmask" compile "$ROOT/grammar/lark/python.lark" --
 STORES=(--store "152k=$STORE152")
 if [ "$QUICK" = 0 ]; then
   step store_262k 300 "$BUILD/cfgmask" compile "$ROOT/grammar/lark/python.lark" \
-      --start file_input --tokenizer "$KIT/data/qwen2-256k.tokenizer.json" -o "$STORE262" &&
+      --start file_input --tokenizer "$KIT/data/gemma4.gguf" -o "$STORE262" &&
     STORES+=(--store "262k=$STORE262")
 fi
 export CFGMASK_GPU_STORE="$STORE152"

@@ -22,7 +22,7 @@ reads the same files with independent code:
 
 Decoding rules (llama.cpp's token_to_piece): token_type NORMAL(1)/UNDEFINED(0)
 decode through the inverse GPT-2 byte map ("gpt2"; a token with a character
-outside the map stays as its UTF-8) or "▁" -> " " ("llama"); BYTE(6) "<0xNN>"
+outside the map stays as its UTF-8) or "▁" -> " " ("llama", "gemma4"); BYTE(6) "<0xNN>"
 is that byte; USER_DEFINED(4) is verbatim text; UNKNOWN(2), CONTROL(3),
 UNUSED(5) are special with empty bytes, as are the bos/eos/eot/padding/unknown
 ids.  EOS = eos_token_id, plus eot_token_id when present.  A .tiktoken of
