@@ -1454,6 +1454,9 @@ void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vecto
   CFGMASK_CHECK(a.num_states() == Q);
 
   // Items, sets, sequences.
+  static_assert(static_cast<int32_t>(LexItem::kEmit) == static_cast<int32_t>(ItemKind::kEmit) &&
+                static_cast<int32_t>(LexItem::kHit) == static_cast<int32_t>(ItemKind::kHit) &&
+                static_cast<int32_t>(LexItem::kTail) == static_cast<int32_t>(ItemKind::kTail));
   for (const LexItem& it : in.item_list) {
     s.item_kind.push_back(it.kind);
     s.item_terminal.push_back(it.terminal);

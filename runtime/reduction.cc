@@ -83,7 +83,7 @@ void RowSources(const CompiledStore& s, ReductionReport* out) {
       std::string label = "(no terminal ends)";
       for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
         const int32_t item = s.seq_data[i];
-        if (s.item_kind[item] == 0) {
+        if (s.KindOf(item) == ItemKind::kEmit) {
           label = s.terminal_names[s.item_terminal[item]];
           break;
         }
@@ -133,7 +133,7 @@ int64_t InterchangeableBound(const CompiledStore& s,
       std::vector<int64_t> key;
       for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
         const int32_t item = s.seq_data[i];
-        if (s.item_kind[item] == 0) {
+        if (s.KindOf(item) == ItemKind::kEmit) {
           key.push_back(rep[s.item_terminal[item]]);
           key.push_back(s.item_blockers[item]);
           key.push_back(s.item_full[item]);

@@ -81,7 +81,7 @@ class RowMemo;
 // pays nothing; with a row memo, a hit checks nothing and counts nothing.
 struct StepCounters {
   int64_t calls = 0;
-  int64_t parser_checks = 0;   // item checks on the incremental parser (Sim::Item)
+  int64_t parser_checks = 0;   // item checks on the incremental parser (HypothesisParser::Item)
   int64_t rows_visited = 0;    // rows whose sequence was walked (not skipped by a rejected prefix)
   int64_t rows_accepted = 0;   // rows ORed into the mask
   int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)

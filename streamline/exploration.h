@@ -237,8 +237,6 @@ class ItemExploration : public Exploration {
   bool Check(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
              int32_t base_slot) override;
   bool TailProved(const std::vector<int32_t>& K, int32_t item);
-  bool InAlt(int32_t state, int32_t t) const;
-  bool InTerms(int32_t state, int32_t t) const;
 
   const CompiledStore& s_;
 };
