@@ -1006,7 +1006,7 @@ struct WalkPhase {  // VocabularyWalk::State
 // the share of the roots found so far that are walked.
 Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out, WalkPhase* w) {
   const std::string& grammar_path = input.grammar_path;
-  const CompileOptions& options = *input.options;
+  const WalkOptions& options = input.options;
   TerminalAutomaton* a = input.automaton;
   const VocabTrie& trie = *input.trie;
   const auto deadline = input.deadline;

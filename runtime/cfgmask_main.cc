@@ -38,7 +38,6 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
 #include "runtime/cli.h"
 #include "runtime/compile.h"
 #include "runtime/reduction.h"
@@ -340,8 +339,8 @@ int Compile(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("-o")) return UsageError(&spec, "missing -o OUT.cfgm");
   CompileOptions options;
   options.start = args.Get("--start");
-  options.indenter = args.Get("--indenter", "auto");
-  if (options.indenter != "auto" && options.indenter != "python" && options.indenter != "none") {
+  options.indenter = args.Get("--indenter", options.indenter);
+  if (!defaults::IsIndenterChoice(options.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  options.indenter + "'");
   }
@@ -385,7 +384,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
                              args.Get("--eos"), &details);
   if (st.ok()) {
     progress.Update("write", 1);
-    st = WriteStoreFile(store, out);
+    st = WriteCompiledStore(store, out);
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
@@ -719,9 +718,8 @@ int Reduction(const CommandSpec& spec, const Args& args) {
   o.seed = static_cast<uint64_t>(seed);
   o.compile.num_threads = static_cast<int32_t>(threads);
   o.compile.start = args.Get("--start");
-  o.compile.indenter = args.Get("--indenter", "auto");
-  if (o.compile.indenter != "auto" && o.compile.indenter != "python" &&
-      o.compile.indenter != "none") {
+  o.compile.indenter = args.Get("--indenter", o.compile.indenter);
+  if (!defaults::IsIndenterChoice(o.compile.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  o.compile.indenter + "'");
   }

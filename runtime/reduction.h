@@ -22,7 +22,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile.h"
 #include "streamline/streamline.h"
 
 namespace cfgmask {

@@ -1,4 +1,4 @@
-// The compile driver (runtime/compile.cc over maskstore/store_builder.cc):
+// The compile driver (runtime/compile.cc) and its phases:
 // progress reports name the phases in pipeline order, the walk fraction
 // never decreases and ends at 1, the seconds never decrease; an exception
 // thrown by the progress callback unwinds the compile and leaves no store;

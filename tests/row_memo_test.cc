@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "runtime/cli.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile.h"
 #include "runtime/row_memo.h"
 #include "tests/exactness_harness.h"
 #include "tests/serving_corpus.h"

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "grammar/lark_reader.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile.h"
 #include "parser/lalr.h"
 #include "runtime/cli.h"
 #include "runtime/session.h"

@@ -27,7 +27,6 @@
 #include "grammar/check.h"
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "grammar/utf8.h"
 #include "runtime/completion.h"
