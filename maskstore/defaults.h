@@ -9,6 +9,7 @@
 #ifndef CFGMASK_MASKSTORE_DEFAULTS_H_
 #define CFGMASK_MASKSTORE_DEFAULTS_H_
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -37,9 +38,14 @@ inline constexpr int64_t kExplorationMemoBytes = int64_t{64} << 20;  // per step
 inline constexpr int32_t kMaxLiveStates = 64;            // lexing hypotheses per step
 inline constexpr int64_t kSessionMemoBytes = int64_t{16} << 20;  // the session's row memo
 
-// The indenter choices a compile accepts.
+// The indenter choices a compile accepts: the Python indenter when the
+// grammar declares _INDENT/_DEDENT, always, or never.
+inline constexpr std::array<std::string_view, 3> kIndenterChoices = {"auto", "python", "none"};
 inline constexpr bool IsIndenterChoice(std::string_view v) {
-  return v == "auto" || v == "python" || v == "none";
+  for (std::string_view c : kIndenterChoices) {
+    if (v == c) return true;
+  }
+  return false;
 }
 
 }  // namespace cfgmask::defaults

@@ -752,6 +752,23 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
   py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
+  // maskstore/defaults.h, for the package's signatures (cfgmask/__init__.py).
+  {
+    py::dict d;
+    d["indenter"] = std::string(defaults::kIndenter);
+    py::list choices;
+    for (std::string_view c : defaults::kIndenterChoices) choices.append(std::string(c));
+    d["indenter_choices"] = py::tuple(choices);
+    d["max_lexer_states"] = defaults::kMaxLexerStates;
+    d["max_roots"] = defaults::kMaxRoots;
+    d["max_memory"] = defaults::kMaxMemory;
+    d["streamline"] = defaults::kStreamline;
+    d["num_threads"] = defaults::kNumThreads;
+    d["prune_pairs"] = defaults::kPrunePairs;
+    d["max_live_states"] = defaults::kMaxLiveStates;
+    d["session_memo_bytes"] = defaults::kSessionMemoBytes;
+    m.attr("DEFAULTS") = d;
+  }
 
   py::class_<PreparedTokenizer, TokenizerPtr>(m, "Tokenizer")
       .def(py::init(&PrepareTokenizerFile), py::arg("path"))
@@ -764,20 +781,24 @@ PYBIND11_MODULE(_core, m) {
   py::class_<CompiledStore, StorePtr>(m, "Store")
       .def_static("compile", &CompileStoreWith<TokenizerPtr>, py::arg("grammar_path"),
                   py::arg("tokenizer"),
-                  py::arg("start") = "", py::arg("indenter") = "auto",
-                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
+                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("streamline") = defaults::kStreamline,
+                  py::arg("num_threads") = defaults::kNumThreads,
+                  py::arg("prune_pairs") = defaults::kPrunePairs,
+                  py::arg("max_roots") = defaults::kMaxRoots,
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
-                  py::arg("start") = "", py::arg("indenter") = "auto",
-                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
+                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("streamline") = defaults::kStreamline,
+                  py::arg("num_threads") = defaults::kNumThreads,
+                  py::arg("prune_pairs") = defaults::kPrunePairs,
+                  py::arg("max_roots") = defaults::kMaxRoots,
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
                   "Maps a store file (zero-copy); verify=True also checks the whole payload's "
                   "checksum")
@@ -823,7 +844,7 @@ PYBIND11_MODULE(_core, m) {
              }
              return std::make_unique<PySession>(store, SessionLimits{max_live_states});
            }),
-           py::arg("store"), py::arg("max_live_states") = 64)
+           py::arg("store"), py::arg("max_live_states") = defaults::kMaxLiveStates)
       .def_property_readonly("store", [](const PySession& s) { InUse in_use(s); return s.store; })
       .def("fill_mask", &FillMaskRow, py::arg("bitmask"), py::arg("index") = 0)
       .def("step", &SessionStep, py::arg("tokens"), py::arg("logits"), py::arg("bitmask"),
