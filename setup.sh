@@ -124,7 +124,7 @@ install_python_package() {
   # torch and transformers for tests/py/test_transformers.py (generate() on
   # CPU tensors with HFLogitsProcessor).  PyPI's Linux torch wheel depends on
   # the NVIDIA CUDA wheels and PyPI has no CPU-only build of it, so they come
-  # along (README, Serving: the download and the minutes it adds).
+  # along (docs/serving.md, vLLM: the download and the minutes it adds).
   if [ ! -f "$VENV/.cfgmask-torch-1" ]; then
     log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
     "$VENV/bin/pip" install -q "torch==2.15.0" "transformers==5.24.0" "accelerate==1.15.0"

@@ -5,7 +5,8 @@
 // ValueError) carrying the engine's one-line message.  The Python-facing API
 // (GrammarMatcher, logits processors, `python -m cfgmask generate`) is the
 // pure-Python package beside this file.
-// Tested by tests/py/test_package*.py.
+// Tested by tests/py/test_package.py, test_package_processors.py and
+// test_package_llama.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -1,4 +1,4 @@
-// Benchmark of the serving runtime (not a test; numbers for the README):
+// Benchmark of the serving runtime (not a test; numbers for docs/performance.md):
 //
 //  1. Memory bandwidth of this machine, measured in the same run, one
 //     thread: memcpy of a large buffer (bytes copied per second, and the
