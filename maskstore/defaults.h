@@ -1,7 +1,7 @@
 // Every default of a compile and of a decoding session, defined once: the
-// option structs (runtime/compile.h CompileOptions, maskstore/vocab_walk.h
+// option structs (runtime/compile/compile.h CompileOptions, maskstore/vocab_walk.h
 // WalkOptions, streamline/streamline.h StreamlineOptions, runtime/session.h
-// SessionLimits), the command line (runtime/cfgmask_main.cc), the Python
+// SessionLimits), the command line (runtime/cli/cfgmask_main.cc), the Python
 // binding (runtime/python/cfgmask_python.cc, which exports them as
 // cfgmask._core.DEFAULTS) and the Python package read them from here.
 // Tested by tests/py/test_package.py (the package's defaults are the

@@ -1,7 +1,7 @@
 // A tokenizer read once and made ready for any number of compiles (the
 // peers' "tokenizer info"): its vocabulary, its byte trie and the store's
 // token tables (token bytes, special flags, EOS ids, identity).  The compile
-// driver (runtime/compile.h) asks for it after the grammar's tables are
+// driver (runtime/compile/compile.h) asks for it after the grammar's tables are
 // built, so that a bad grammar is reported before the tokenizer file is read.
 // Tested by vocab_walk_test.cc and tokenizer_test.cc.
 #ifndef CFGMASK_MASKSTORE_PREPARED_TOKENIZER_H_

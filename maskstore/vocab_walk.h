@@ -1,4 +1,4 @@
-// The vocabulary walk of the compile (runtime/compile.h) and the store it
+// The vocabulary walk of the compile (runtime/compile/compile.h) and the store it
 // yields: from every lexer state q found at a token boundary (a root), the
 // vocabulary trie is walked once in depth-first order through the terminal
 // automaton, filling nfa_transition and the mask-store rows (streamlining
@@ -11,7 +11,7 @@
 // against the lazily built automaton read-only; transitions a walk misses
 // are computed serially between passes, in root order, so the store's bytes
 // do not depend on the thread count (details in vocab_walk.cc).
-// Run by the compile driver (runtime/compile.cc) with its own options
+// Run by the compile driver (runtime/compile/compile.cc) with its own options
 // (WalkOptions).  Tested by vocab_walk_test.cc.
 #ifndef CFGMASK_MASKSTORE_VOCAB_WALK_H_
 #define CFGMASK_MASKSTORE_VOCAB_WALK_H_
@@ -53,7 +53,7 @@ struct WalkRecord {
   std::vector<NfaTransitionEntry> entries;       // out: in root order, then walk order
 };
 
-// The walk's own options (the compile's, runtime/compile.h CompileOptions,
+// The walk's own options (the compile's, runtime/compile/compile.h CompileOptions,
 // explain each); exceeding a limit stops the walk with kResourceLimit.
 struct WalkOptions {
   int32_t max_lexer_states = defaults::kMaxLexerStates;

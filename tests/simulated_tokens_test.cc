@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

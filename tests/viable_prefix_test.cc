@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "grammar/lark_reader.h"
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "parser/lalr.h"
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

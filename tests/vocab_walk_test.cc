@@ -33,7 +33,7 @@
 #include "lexer/terminal_automaton.h"
 #include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
 

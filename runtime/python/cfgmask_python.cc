@@ -31,10 +31,10 @@
 #include "runtime/batch.h"
 #include "grammar/utf8.h"
 #include "runtime/completion.h"
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
-#include "runtime/report.h"
+#include "runtime/tools/report.h"
 #include "runtime/row_memo.h"
 #include "runtime/session.h"
 
@@ -225,7 +225,7 @@ Buffer2D BitmaskBuffer(const py::buffer& b) {
   return out;
 }
 
-// Store.stats(): the figures of runtime/report.h as a dict.
+// Store.stats(): the figures of runtime/tools/report.h as a dict.
 py::dict StoreStats(const CompiledStore& store) {
   const StoreReport r = MakeStoreReport(store, "", 0);
   py::dict d;
@@ -488,20 +488,6 @@ int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
 // one is the framework's padding); sets *taken to the count accepted.  On a
 // refusal rolls the call's tokens back and returns the refused token's
 // index, else -1.
-int64_t AcceptRow(Session& s, const TokenIds& tokens, int64_t r, int64_t* taken) {
-  *taken = 0;
-  for (int64_t i = 0; i < tokens.cols && !s.IsTerminated(); ++i) {
-    const int64_t t = tokens.At(r, i);
-    if (t < 0 || t > INT32_MAX || !s.Advance(static_cast<int32_t>(t)).ok()) {
-      if (i > 0) CFGMASK_CHECK(s.Rollback(static_cast<int32_t>(i)).ok());
-      *taken = 0;
-      return i;
-    }
-    *taken = i + 1;
-  }
-  return -1;
-}
-
 // Session.step: one logits-processor call in one engine call.  Accepts
 // `tokens` (the ids the sampler added since the last call), then fills
 // `bitmask` (one row) with the next-token mask, or with exactly the ids of
@@ -534,7 +520,8 @@ int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& lo
   uint32_t* row = static_cast<uint32_t*>(mask.data);
   auto t0 = std::chrono::steady_clock::now();
   int64_t taken = 0;
-  const int64_t refused = AcceptRow(s.session, ids, 0, &taken);
+  const int64_t refused =
+      AcceptTokens(&s.session, ids.cols, [&](int64_t i) { return ids.At(0, i); }, &taken);
   if (refused >= 0) return refused;
   s.step_ns[0] = NanosSince(t0);
   t0 = std::chrono::steady_clock::now();
@@ -574,13 +561,12 @@ class PyBatchMatcher {
     ThrowIfError(st);
   }
 
-  // The batch form of Session.step (HF processors): row b of `tokens`
-  // (B x k, the ids added since the last call) is accepted by sessions[b]
-  // unless it has ended (it then takes the framework's padding), row b of
-  // `bitmask` gets its mask (all ones for an ended session) and row b of
-  // `logits` is masked in place (None: left to the caller).  Returns -1, or (b, i) packed as
-  // b * k + i for the first refused token, with every session of the batch
-  // left as before the call and nothing masked.
+  // The batch form of Session.step (HF processors): the tokens are accepted
+  // and the bitmask filled by the batch engine (BatchMatcher::AcceptAndFill,
+  // runtime/batch.h), then row b of `logits` is masked in place (None: left
+  // to the caller).  Returns -1, or (b, i) packed as b * k + i for the first
+  // refused token, with every session of the batch left as before the call
+  // and nothing masked.
   int64_t Step(const std::vector<PySession*>& sessions, const py::buffer& tokens,
                const py::buffer& bitmask, const py::object& logits, bool bf16,
                const py::object& only_obj) {
@@ -630,43 +616,12 @@ class PyBatchMatcher {
       }
     }
     py::gil_scoped_release release;
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t> accepted(b_count, 0);  // tokens taken per row, for the undo
-    for (int64_t b = 0; b < b_count; ++b) {
-      if (ss[b]->IsTerminated()) continue;
-      const int64_t refused = AcceptRow(*ss[b], ids, b, &accepted[b]);
-      if (refused >= 0) {
-        for (int64_t u = 0; u < b; ++u) {
-          if (accepted[u] > 0) CFGMASK_CHECK(ss[u]->Rollback(static_cast<int32_t>(accepted[u])).ok());
-        }
-        return b * ids.cols + refused;
-      }
-    }
-    step_ns_[0] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
     uint32_t* out = static_cast<uint32_t*>(buf.data);
-    auto fill = [&](int64_t b) {
-      uint32_t* row = out + b * buf.cols;
-      if (ss[b]->IsTerminated()) {
-        std::memset(row, 0xFF, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
-        return;
-      }
-      if (!only.empty() && !only[b].empty()) {
-        std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
-        for (int32_t t : only[b]) row[t >> 5] |= 1u << (t & 31);
-        return;
-      }
-      const int32_t need = stores[b]->mask_words();
-      std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols - need));
-      ss[b]->FillMask(row);
-    };
-    if (b_count == 1) {  // one row: a thread pool costs more than the row itself
-      fill(0);
-    } else {
-      tbb::parallel_for(int64_t{0}, b_count, fill);
-    }
-    step_ns_[1] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
+    const int64_t refused = batch_.AcceptAndFill(
+        ss, stores, ids.cols, [&](int64_t b, int64_t i) { return ids.At(b, i); }, only, out,
+        buf.cols, step_ns_);
+    if (refused >= 0) return refused;
+    const auto t0 = std::chrono::steady_clock::now();
     for (int64_t b = 0; b < b_count && masking; ++b) {
       if (ss[b]->IsTerminated()) continue;  // an ended row is left as it is
       MaskLogitsRow(l, b, reinterpret_cast<const int32_t*>(out + b * buf.cols),

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "runtime/batch.h"
 #include "runtime/or_reduce.h"
 #include "runtime/session.h"

@@ -20,8 +20,8 @@
 // counted from the start of the whole compile.  Defaults are
 // maskstore/defaults.h.  Tested by compile_test.cc, vocab_walk_test.cc and
 // resource_limits_test.cc.
-#ifndef CFGMASK_RUNTIME_COMPILE_H_
-#define CFGMASK_RUNTIME_COMPILE_H_
+#ifndef CFGMASK_RUNTIME_COMPILE_COMPILE_H_
+#define CFGMASK_RUNTIME_COMPILE_COMPILE_H_
 
 #include <cstdint>
 #include <functional>
@@ -148,4 +148,4 @@ Status WriteCompiledStore(const CompiledStore& store, const std::string& path);
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_RUNTIME_COMPILE_H_
+#endif  // CFGMASK_RUNTIME_COMPILE_COMPILE_H_

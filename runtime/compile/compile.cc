@@ -1,5 +1,5 @@
 // The compile driver: see compile.h.
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
