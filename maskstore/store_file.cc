@@ -279,9 +279,7 @@ bool Validate(const CompiledStore& s, std::string* why) {
     return fail("parse rules");
   }
   for (int32_t a : s.action) {
-    if (a > static_cast<int64_t>(P) || (a < 0 && a != INT32_MIN && -(static_cast<int64_t>(a) + 1) >= R)) {
-      return fail("parse actions");
-    }
+    if (!LrActionValid(a, static_cast<int64_t>(P), R)) return fail("parse actions");
   }
   {
     // Shortest stack (in states) on which each parser state can be on top.

@@ -2,7 +2,7 @@
 //
 // live(q) when q accepts, shifts to a live state, or reduces by A -> x1..xn
 // where some state p with a path of n transitions to q has a live goto(p, A)
-// (LrPredecessors::Frontier).  Every state on a completing run of the parser
+// (the LR core's borrow step, LrPredecessors::ForEachBorrow).  Every state on a completing run of the parser
 // is live, so the rest are dead: a least fixpoint, computed by a worklist
 // over the reverse dependencies.  The store build runs it after removing the
 // lookaheads the contextual lexer can never produce
@@ -29,10 +29,10 @@ void CloseDeadStates(const LrTables& lr, int32_t* action) {
       } else if (const int32_t to = lr.ShiftTo(q, t); to >= 0) {
         targets.push_back(to);
       } else if (const int32_t r = lr.ReduceBy(q, t); r >= 0) {
-        for (int32_t p : preds.Frontier(q, lr.rule_length[r])) {
-          const int32_t to = lr.Goto(p, lr.rule_lhs[r]);
-          if (to >= 0) targets.push_back(to);
-        }
+        preds.ForEachBorrow(lr, q, lr.rule_length[r], r, [&](int32_t, int32_t to) {
+          targets.push_back(to);
+          return false;
+        });
       }
     }
     std::sort(targets.begin(), targets.end());

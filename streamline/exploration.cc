@@ -91,13 +91,11 @@ bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<in
   // right length to the deepest known one; every one must succeed (some
   // one, for the refutation).  States without a goto on lhs cannot be
   // under a real stack.
-  const int32_t len = lr_.rule_length[step.rule], lhs = lr_.rule_lhs[step.rule];
-  for (int32_t p : preds_.Frontier(K[0], len - static_cast<int32_t>(K.size()) + 1)) {
-    const int32_t g = lr_.Goto(p, lhs);
-    if (g < 0) continue;
-    if (FeedMemo(r, n, next, {p, g}, t, ctx) == possible_) return possible_;
-  }
-  return !possible_;
+  const int32_t len = lr_.rule_length[step.rule];
+  const bool decided = preds_.ForEachBorrow(
+      lr_, K[0], len - static_cast<int32_t>(K.size()) + 1, step.rule,
+      [&](int32_t p, int32_t g) { return FeedMemo(r, n, next, {p, g}, t, ctx) == possible_; });
+  return decided ? possible_ : !possible_;
 }
 
 bool Exploration::FeedMemo(const int32_t* r, int32_t n, int32_t next,
