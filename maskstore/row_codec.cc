@@ -101,21 +101,24 @@ void CompactSequences(CompiledStore* s) {
   for (int32_t& v : s->step_hits) v = new_id[v];
 }
 
+void TerminalSequenceKey(const CompiledStore& s, int32_t seq, std::vector<int32_t>* key) {
+  key->clear();
+  for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
+    const int32_t item = s.seq_data[i];
+    if (s.KindOf(item) == ItemKind::kEmit) key->push_back(s.item_terminal[item]);
+    if (s.KindOf(item) == ItemKind::kTail) key->push_back(-2 - s.item_blockers[item]);
+  }
+}
+
 int64_t TerminalSequenceKeys(const CompiledStore& s) {
   std::set<std::vector<int32_t>> keys;
+  std::vector<int32_t> key;
   int64_t total = 0;
   for (int32_t root = 0; root < s.num_roots; ++root) {
     keys.clear();
     for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
-      const int32_t seq = s.row_seq[r];
-      std::vector<int32_t> key;
-      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
-        const int32_t item = s.seq_data[i];
-        // Item kinds as LexItem::Kind: 0 Emit, 1 Hit, 2 Tail.
-        if (s.item_kind[item] == 0) key.push_back(s.item_terminal[item]);
-        if (s.item_kind[item] == 2) key.push_back(-2 - s.item_blockers[item]);
-      }
-      keys.insert(std::move(key));
+      TerminalSequenceKey(s, s.row_seq[r], &key);
+      keys.insert(key);
     }
     total += static_cast<int64_t>(keys.size());
   }

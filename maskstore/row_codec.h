@@ -4,7 +4,7 @@
 // cheapest to OR.  Lists and complements longer than a quarter of the bitset's
 // words are stored as bitsets: scattering that many ids costs more than a
 // word-wise (SIMD) OR.  Used by the store builder and the streamlining pass;
-// tested by streamline_test.cc through the masks it reproduces.
+// tested by streamline_store_test.cc through the masks it reproduces.
 #ifndef CFGMASK_MASKSTORE_ROW_CODEC_H_
 #define CFGMASK_MASKSTORE_ROW_CODEC_H_
 
@@ -28,6 +28,9 @@ int64_t RowPayloadBytes(const CompiledStore& s);
 // conditions the runtime checks count once.  A statistic (cfgmask stats),
 // not used by the runtime.
 int64_t TerminalSequenceKeys(const CompiledStore& s);
+// The design's key of item sequence `seq`, into `key` (cleared first): per
+// Emit its terminal, per Tail -2 - its candidate set id, Hits left out.
+void TerminalSequenceKey(const CompiledStore& s, int32_t seq, std::vector<int32_t>* key);
 
 // Appends row `seq` -> `tokens` (sorted, unique) to the store's row arrays.
 void AppendRow(int32_t seq, const std::vector<int32_t>& tokens, int32_t text_tokens,

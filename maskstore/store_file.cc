@@ -279,9 +279,7 @@ bool Validate(const CompiledStore& s, std::string* why) {
     return fail("parse rules");
   }
   for (int32_t a : s.action) {
-    if (a > static_cast<int64_t>(P) || (a < 0 && a != INT32_MIN && -(static_cast<int64_t>(a) + 1) >= R)) {
-      return fail("parse actions");
-    }
+    if (!LrActionValid(a, static_cast<int64_t>(P), R)) return fail("parse actions");
   }
   {
     // Shortest stack (in states) on which each parser state can be on top.
@@ -333,14 +331,20 @@ bool Validate(const CompiledStore& s, std::string* why) {
     return fail("items");
   }
   for (size_t i = 0; i < NI; ++i) {
-    const int32_t kind = s.item_kind[i];
-    // A Tail item names no terminal (-1): its terminals are its sets.
-    if (kind < 0 || kind > 2 || s.item_terminal[i] < (kind == 2 ? -1 : 0) ||
-        s.item_terminal[i] >= T) {
+    const int32_t raw = s.item_kind[i];
+    if (raw < static_cast<int32_t>(ItemKind::kEmit) || raw > static_cast<int32_t>(ItemKind::kTail)) {
       return fail("items");
     }
-    if (kind == 1 && (s.item_slot[i] < 0 || s.item_slot[i] > 0xFFFF)) return fail("item slots");
-    if (kind != 1 && (!terminal_set(s.item_blockers[i]) || !terminal_set(s.item_full[i]))) {
+    const ItemKind kind = s.KindOf(static_cast<int32_t>(i));
+    // A Tail item names no terminal (-1): its terminals are its sets.
+    if (s.item_terminal[i] < (kind == ItemKind::kTail ? -1 : 0) || s.item_terminal[i] >= T) {
+      return fail("items");
+    }
+    if (kind == ItemKind::kHit && (s.item_slot[i] < 0 || s.item_slot[i] > 0xFFFF)) {
+      return fail("item slots");
+    }
+    if (kind != ItemKind::kHit &&
+        (!terminal_set(s.item_blockers[i]) || !terminal_set(s.item_full[i]))) {
       return fail("item terminal sets");
     }
   }
@@ -367,7 +371,7 @@ bool Validate(const CompiledStore& s, std::string* why) {
     return fail("lexer state items");
   }
   for (int32_t i : s.tail_item) {
-    if (i >= 0 && s.item_kind[i] != 2) return fail("lexer state items");
+    if (i >= 0 && s.KindOf(i) != ItemKind::kTail) return fail("lexer state items");
   }
   for (int32_t map : s.compact_map) {
     for (int32_t i = s.set_offsets[map]; i < s.set_offsets[map + 1]; ++i) {

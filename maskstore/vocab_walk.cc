@@ -1006,7 +1006,7 @@ struct WalkPhase {  // VocabularyWalk::State
 // the share of the roots found so far that are walked.
 Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out, WalkPhase* w) {
   const std::string& grammar_path = input.grammar_path;
-  const CompileOptions& options = *input.options;
+  const WalkOptions& options = input.options;
   TerminalAutomaton* a = input.automaton;
   const VocabTrie& trie = *input.trie;
   const auto deadline = input.deadline;
@@ -1454,6 +1454,9 @@ void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vecto
   CFGMASK_CHECK(a.num_states() == Q);
 
   // Items, sets, sequences.
+  static_assert(static_cast<int32_t>(LexItem::kEmit) == static_cast<int32_t>(ItemKind::kEmit) &&
+                static_cast<int32_t>(LexItem::kHit) == static_cast<int32_t>(ItemKind::kHit) &&
+                static_cast<int32_t>(LexItem::kTail) == static_cast<int32_t>(ItemKind::kTail));
   for (const LexItem& it : in.item_list) {
     s.item_kind.push_back(it.kind);
     s.item_terminal.push_back(it.terminal);

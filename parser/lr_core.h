@@ -20,7 +20,8 @@
 //  - a stack whose lower part is unknown (the streamlining exploration): its
 //    Pop refuses to go below what it knows, and LrFeed returns kBelow with
 //    the rule, for the caller to "borrow" every state that could be there
-//    (LrPredecessors::Frontier).
+//    (LrPredecessors::ForEachBorrow, also the dead-state analysis of
+//    parser/dead_states.cc).
 //
 // The stack concept LrFeed needs:
 //   int32_t Top() const;      // the top state
@@ -90,6 +91,14 @@ struct LrTables {
                                   : Goto(state, symbol - num_terminals);
   }
 };
+
+// Is `a` an action the tables can hold: error, shift to a state below
+// num_states, reduce by a rule below num_rules, or accept?  For checking
+// tables read from a file (maskstore/store_file.cc) before any is decoded.
+inline bool LrActionValid(int32_t a, int64_t num_states, int64_t num_rules) {
+  if (a >= 0) return a <= num_states;
+  return a == kAcceptAction || -(static_cast<int64_t>(a) + 1) < num_rules;
+}
 
 enum class LrOutcome : uint8_t {
   kReject,   // an error entry, or a goto the tables lack
@@ -340,6 +349,21 @@ class LrPredecessors {
   // Every reachable state with a path of `distance` transitions to `state`
   // (distance 0: state itself), sorted.
   std::vector<int32_t> Frontier(int32_t state, int32_t distance) const;
+  // The borrow step below a known stack: a reduction by `rule` that pops
+  // `distance` states below `state` (the deepest state known) can leave any
+  // state p of Frontier(state, distance) under the new top, which is then
+  // goto(p, lhs); p without that goto cannot be under a real stack.  Calls
+  // fn(p, goto) for each, in p's order, until fn returns true (then true).
+  template <class Fn>
+  bool ForEachBorrow(const LrTables& lr, int32_t state, int32_t distance, int32_t rule,
+                     Fn fn) const {
+    const int32_t lhs = lr.rule_lhs[rule];
+    for (int32_t p : Frontier(state, distance)) {
+      const int32_t g = lr.Goto(p, lhs);
+      if (g >= 0 && fn(p, g)) return true;
+    }
+    return false;
+  }
   // Reachable states entered by shifting terminal t from a reachable state, sorted.
   const std::vector<int32_t>& EnteredBy(int32_t t) const { return entered_by_[t]; }
   const std::vector<uint8_t>& reachable() const { return reachable_; }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <climits>
 #include <cstring>
 #include <string>
 
@@ -32,6 +34,72 @@ void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out) {
   tbb::parallel_for(size_t{0}, b, [&](size_t i) {
     std::copy(per[i].begin(), per[i].end(), out->rows.begin() + out->row_begin[i]);
   });
+}
+
+int64_t AcceptTokens(Session* session, int64_t k, const std::function<int64_t(int64_t i)>& token,
+                     int64_t* taken) {
+  *taken = 0;
+  for (int64_t i = 0; i < k && !session->IsTerminated(); ++i) {
+    const int64_t t = token(i);
+    if (t < 0 || t > INT32_MAX || !session->Advance(static_cast<int32_t>(t)).ok()) {
+      if (i > 0) CFGMASK_CHECK(session->Rollback(static_cast<int32_t>(i)).ok());
+      *taken = 0;
+      return i;
+    }
+    *taken = i + 1;
+  }
+  return -1;
+}
+
+int64_t BatchMatcher::AcceptAndFill(std::span<Session* const> sessions,
+                                    std::span<const CompiledStore* const> stores, int64_t k,
+                                    const std::function<int64_t(int64_t b, int64_t i)>& token,
+                                    std::span<const std::vector<int32_t>> only, uint32_t* bitmask,
+                                    int64_t words_per_row, int64_t step_ns[2]) {
+  using Clock = std::chrono::steady_clock;
+  auto nanos = [](Clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+  };
+  const int64_t b_count = static_cast<int64_t>(sessions.size());
+  auto t0 = Clock::now();
+  std::vector<int64_t> accepted(b_count, 0);  // ids taken per row, for the undo
+  for (int64_t b = 0; b < b_count; ++b) {
+    if (sessions[b]->IsTerminated()) continue;
+    const int64_t refused =
+        AcceptTokens(sessions[b], k, [&](int64_t i) { return token(b, i); }, &accepted[b]);
+    if (refused >= 0) {
+      for (int64_t u = 0; u < b; ++u) {
+        if (accepted[u] > 0) {
+          CFGMASK_CHECK(sessions[u]->Rollback(static_cast<int32_t>(accepted[u])).ok());
+        }
+      }
+      return b * k + refused;
+    }
+  }
+  step_ns[0] = nanos(t0);
+  t0 = Clock::now();
+  auto fill = [&](int64_t b) {
+    uint32_t* row = bitmask + b * words_per_row;
+    if (sessions[b]->IsTerminated()) {
+      std::memset(row, 0xFF, sizeof(uint32_t) * static_cast<size_t>(words_per_row));
+      return;
+    }
+    if (!only.empty() && !only[b].empty()) {
+      std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(words_per_row));
+      for (int32_t t : only[b]) row[t >> 5] |= 1u << (t & 31);
+      return;
+    }
+    const int32_t need = stores[b]->mask_words();
+    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words_per_row - need));
+    sessions[b]->FillMask(row);
+  };
+  if (b_count == 1) {  // one row: a thread pool costs more than the row itself
+    fill(0);
+  } else {
+    tbb::parallel_for(int64_t{0}, b_count, fill);
+  }
+  step_ns[1] = nanos(t0);
+  return -1;
 }
 
 const std::vector<uint32_t>& BatchMatcher::TextMask(const CompiledStore* store) {

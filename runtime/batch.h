@@ -20,6 +20,7 @@
 #define CFGMASK_RUNTIME_BATCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -44,6 +45,13 @@ struct BatchRows {
 // Collects every session's accepted rows, sessions in parallel.
 void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out);
 
+// Accepts the ids token(0), ..., token(k - 1) in order, stopping early when
+// the session ends.  Returns -1, or the index of the first refused id (an id
+// out of int32 range is refused) with the session left as before the call.
+// `taken` receives how many ids were accepted (0 on a refusal).
+int64_t AcceptTokens(Session* session, int64_t k, const std::function<int64_t(int64_t i)>& token,
+                     int64_t* taken);
+
 class BatchMatcher {
  public:
   BatchMatcher() = default;
@@ -62,6 +70,23 @@ class BatchMatcher {
   // is tried; a failing one is left unchanged and the first failure (lowest
   // b) is returned, its message prefixed with "session b: ".
   Status AdvanceBatch(std::span<Session* const> sessions, std::span<const int32_t> tokens);
+
+  // One logits-processor step over a batch, in one engine call: row b of the
+  // B x k ids that `token(b, i)` reads (the ids the sampler added since the
+  // last step) is accepted by sessions[b] unless it has ended (it then takes
+  // the framework's padding); then row b of `bitmask` (B x words_per_row) is
+  // filled with sessions[b]'s next-token mask, all ones for an ended
+  // session, or exactly the ids of only[b] when `only` is given and only[b]
+  // is not empty (steering to an end).  Returns -1, or b * k + i for the
+  // first refused id (lowest b, then i; an id out of int32 range is
+  // refused), with every session of the batch left as before the call and
+  // nothing filled.  step_ns[0], step_ns[1] receive the accepting and the
+  // filling time.
+  int64_t AcceptAndFill(std::span<Session* const> sessions,
+                        std::span<const CompiledStore* const> stores, int64_t k,
+                        const std::function<int64_t(int64_t b, int64_t i)>& token,
+                        std::span<const std::vector<int32_t>> only, uint32_t* bitmask,
+                        int64_t words_per_row, int64_t step_ns[2]);
 
   // The text-token mask of `store` (TextTokenMask), computed once.
   const std::vector<uint32_t>& TextMask(const CompiledStore* store);

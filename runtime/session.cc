@@ -6,134 +6,12 @@
 
 #include "grammar/check.h"
 #include "lexer/terminal_automaton.h"
+#include "maskstore/hypothesis_parser.h"
 #include "parser/lr_core.h"
 #include "runtime/or_reduce.h"
 #include "runtime/row_memo.h"
 
 namespace cfgmask {
-
-// The parser state of a hypothesis while a sequence is checked: its LR
-// stack as an overlay view (parser/lr_core.h), plus the indenter's and the
-// open slots' state.
-struct Sim {
-  const CompiledStore* s;
-  LrTables lr;
-  LrOverlay stack;
-  std::vector<int32_t> indent;
-  int32_t paren;
-  std::vector<uint64_t> slots;  // scanner_words per slot
-  std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
-
-  int32_t Top() const { return stack.Top(); }
-  // Shifts terminal t after the reductions it triggers; false if rejected.
-  // For $END, true once the input is accepted.
-  bool Feed(int32_t t) {
-    if (trace) trace->push_back(t);
-    return LrTaken(LrFeed(lr, t, &stack));
-  }
-  bool InAlt(int32_t state, int32_t t) const {
-    return (s->scanner_alt[static_cast<size_t>(state) * s->scanner_words + t / 64] >> (t & 63)) & 1;
-  }
-  bool InTerms(int32_t state, int32_t t) const {
-    return (s->scanner_terms[static_cast<size_t>(state) * s->scanner_words + t / 64] >> (t & 63)) &
-           1;
-  }
-  bool Newline(int32_t col) {
-    if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets
-    if (!Feed(s->indenter_nl)) return false;
-    if (col > indent.back()) {
-      indent.push_back(col);
-      return Feed(s->indenter_indent);
-    }
-    while (col < indent.back()) {
-      indent.pop_back();
-      if (!Feed(s->indenter_dedent)) return false;
-    }
-    return col == indent.back();
-  }
-  // Would terminal t be shifted now?  Simulated on a scratch overlay:
-  // nothing is copied or allocated.
-  bool Accepts(int32_t t) const { return LrWouldTake(lr, stack, t); }
-  bool TailOk(int32_t item) const {
-    const int32_t state = Top();
-    const int32_t alive = s->item_blockers[item], matched = s->item_full[item];
-    for (int32_t i = s->set_offsets[alive]; i < s->set_offsets[alive + 1]; ++i) {
-      const int32_t t = s->set_data[i];
-      if (!InAlt(state, t)) continue;
-      bool blocked = false;
-      for (int32_t j = s->set_offsets[matched]; j < s->set_offsets[matched + 1] && !blocked; ++j) {
-        const int32_t u = s->set_data[j];
-        blocked = s->terminal_rank[u] < s->terminal_rank[t] && InAlt(state, u);
-      }
-      if (blocked) continue;
-      if (s->terminal_ignored[t]) return true;
-      if (t == s->indenter_nl && s->indenter_nl >= 0) {
-        if (paren > 0 || Accepts(t)) return true;
-        continue;
-      }
-      if (Accepts(t)) return true;
-      // t's match may still be retyped to a keyword k it matches in full,
-      // but only if the text so far is a prefix of k (k still alive).
-      for (int32_t j = s->unless_offsets[t]; j < s->unless_offsets[t + 1]; ++j) {
-        const int32_t k = s->unless_data[j];
-        if (InTerms(state, k) && s->SetContains(alive, k) && Accepts(k)) return true;
-      }
-    }
-    return false;
-  }
-  bool Item(int32_t item, int32_t carried_col, int32_t col_override = INT32_MIN) {
-    const int32_t t = s->item_terminal[item];
-    if (s->item_kind[item] == 1) {  // Hit
-      // A store the compiler wrote always names an open slot; a crafted one
-      // that passes the loader's checks may not, and is refused here.
-      const size_t at = static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64;
-      if (at >= slots.size()) return false;
-      const uint64_t w = slots[at];
-      return !((w >> (t & 63)) & 1);
-    }
-    if (s->item_kind[item] == 2) return TailOk(item);
-    const int32_t state = Top();
-    if (!InAlt(state, t)) return false;
-    const int32_t b = s->item_blockers[item];
-    for (int32_t i = s->set_offsets[b]; i < s->set_offsets[b + 1]; ++i) {
-      if (InAlt(state, s->set_data[i])) return false;
-    }
-    // The Emit opens slot item_slot: always the next one in a compiled store.
-    if (static_cast<int64_t>(slots.size() / s->scanner_words) != s->item_slot[item]) return false;
-    const uint64_t* alt = s->scanner_alt.data() + static_cast<size_t>(state) * s->scanner_words;
-    slots.insert(slots.end(), alt, alt + s->scanner_words);
-    if (s->terminal_ignored[t]) return true;
-    int32_t type = t;
-    const int32_t f = s->item_full[item];
-    int32_t best_rank = INT32_MAX;
-    for (int32_t i = s->set_offsets[f]; i < s->set_offsets[f + 1]; ++i) {
-      int32_t k = s->set_data[i];
-      if (InTerms(state, k) && s->terminal_rank[k] < best_rank) {
-        best_rank = s->terminal_rank[k];
-        type = k;
-      }
-    }
-    if (type == s->indenter_nl && s->indenter_nl >= 0) {
-      int32_t col = ColumnDelta::Resolve(s->item_col_abs[item], s->item_col[item], carried_col);
-      if (col_override != INT32_MIN) col = col_override;
-      if (col < 0) return false;  // a newline token without '\n': Lark's indenter fails
-      return Newline(col);
-    }
-    if (!Feed(type)) return false;
-    if (s->terminal_open_paren[type]) ++paren;
-    if (s->terminal_close_paren[type]) --paren;
-    return true;
-  }
-  bool Finish() {
-    if (s->indenter_nl >= 0) {
-      while (indent.size() > 1) {
-        indent.pop_back();
-        if (!Feed(s->indenter_dedent)) return false;
-      }
-    }
-    return Feed(s->num_parse_terminals - 1);
-  }
-};
 
 namespace {
 
@@ -142,8 +20,8 @@ namespace {
 constexpr size_t kPruneHypotheses = 64;
 constexpr size_t kMaxHypotheses = 1 << 16;
 
-Sim MakeSim(const CompiledStore* s, const LiveState& l) {
-  return Sim{s, s->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
+HypothesisParser MakeHypothesis(const CompiledStore* s, const LiveState& l) {
+  return HypothesisParser{s, s->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
 }
 
 int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
@@ -262,7 +140,7 @@ bool Session::FinishOk(const LiveState& l, std::vector<int32_t>* trace) const {
   const CompiledStore* s = store_;
   for (int32_t e = s->eof_offsets[l.q]; e < s->eof_offsets[l.q + 1]; ++e) {
     const int32_t seq = s->eof_seq[e];
-    Sim sim = MakeSim(s, l);
+    HypothesisParser sim = MakeHypothesis(s, l);
     if (trace) {
       *trace = l.trace ? *l.trace : std::vector<int32_t>();
       sim.trace = trace;
@@ -286,7 +164,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   if (terminated_ || empty_language_) return;
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
-  thread_local std::vector<Sim> sims;  // reused: no allocation in steady state
+  thread_local std::vector<HypothesisParser> sims;  // reused: no allocation in steady state
   int64_t checks = 0, visited = 0, simulated = 0;  // for counters_
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
@@ -302,7 +180,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     }
     const size_t first = rows->size();
     size_t low = l.stack.Depth();
-    sims.assign(1, MakeSim(s, l));
+    sims.assign(1, MakeHypothesis(s, l));
     if (memo_) sims[0].stack.set_low(&low);
     const int32_t* prev = nullptr;
     int32_t prev_len = 0, valid = 0;
@@ -360,14 +238,14 @@ void Session::CheckSimulated(const LiveState& l, int32_t root, std::vector<int32
     int32_t q;
     bool abs;
     int32_t col;
-    Sim sim;
+    HypothesisParser sim;
   };
   thread_local std::vector<std::vector<W>> levels;
   if (levels.empty()) levels.resize(1);
   levels[0].clear();
-  levels[0].push_back(W{l.q, false, 0, MakeSim(s, l)});
+  levels[0].push_back(W{l.q, false, 0, MakeHypothesis(s, l)});
   levels[0][0].sim.stack.set_low(low);
-  auto apply = [&](Sim* sim, int32_t hits_seq) {
+  auto apply = [&](HypothesisParser* sim, int32_t hits_seq) {
     for (int32_t i = s->seq_offsets[hits_seq]; i < s->seq_offsets[hits_seq + 1]; ++i) {
       if (!sim->Item(s->seq_data[i], l.col)) return false;
     }
@@ -661,7 +539,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       if (cur.size() > kPruneHypotheses) {
         next.clear();
         for (W& w : cur) {
-          Sim sim = MakeSim(s, l);
+          HypothesisParser sim = MakeHypothesis(s, l);
           bool ok = true;
           for (auto [item, col] : w.items) {
             if (!sim.Item(item, l.col, col)) {
@@ -684,7 +562,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       const int32_t q = s->compact_to[w.q];
       if (q < 0) continue;
       // Apply the items.
-      Sim sim = MakeSim(s, l);
+      HypothesisParser sim = MakeHypothesis(s, l);
       std::vector<int32_t> fed;
       if (trace_) sim.trace = &fed;
       bool ok = true;

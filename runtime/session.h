@@ -27,6 +27,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
+#include "maskstore/defaults.h"
 #include "parser/lr_core.h"
 
 namespace cfgmask {
@@ -64,13 +65,13 @@ inline bool MaskAllows(const std::vector<uint32_t>& mask, int32_t t) {
 void OrRows(const CompiledStore& store, const int32_t* rows, size_t n, uint32_t* mask);
 
 struct SessionLimits {
-  int32_t max_live_states = 64;  // per step; more is an error (kResourceLimit)
+  int32_t max_live_states = defaults::kMaxLiveStates;  // per step; more is an error (kResourceLimit)
   // Bytes of the session's own row memo (runtime/row_memo.h): the rows a
   // hypothesis accepts, keyed by exactly what checking them reads, so a
   // context met again costs one look-up.  Shared by the session's forks and
   // kept by Reset.  0 turns it off.  Ignored when the session is given a
   // memo to share.
-  int64_t memo_bytes = int64_t{16} << 20;
+  int64_t memo_bytes = defaults::kSessionMemoBytes;
 };
 
 class RowMemo;
@@ -81,7 +82,7 @@ class RowMemo;
 // pays nothing; with a row memo, a hit checks nothing and counts nothing.
 struct StepCounters {
   int64_t calls = 0;
-  int64_t parser_checks = 0;   // item checks on the incremental parser (Sim::Item)
+  int64_t parser_checks = 0;   // item checks on the incremental parser (HypothesisParser::Item)
   int64_t rows_visited = 0;    // rows whose sequence was walked (not skipped by a rejected prefix)
   int64_t rows_accepted = 0;   // rows ORed into the mask
   int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)
@@ -198,7 +199,7 @@ class Session {
   bool terminated_ = false;
   bool store_damaged_ = false;
   // No text is in the language: the start state has no action left (see
-  // PruneUnlexableLookaheads in maskstore/store_builder.cc); every mask is
+  // PruneUnlexableLookaheads in maskstore/scanner_tables.cc); every mask is
   // empty, ignored text included.
   bool empty_language_ = false;
   bool trace_ = false;

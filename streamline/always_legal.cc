@@ -6,10 +6,6 @@
 #include "grammar/check.h"
 
 namespace cfgmask {
-namespace {
-constexpr int32_t kEmitItem = 0;
-}  // namespace
-
 LrAlwaysLegalAnalysis::LrAlwaysLegalAnalysis(const Grammar& grammar, const ParseTables& tables,
                                              int start_index, AlwaysLegalOptions options)
     : num_grammar_terminals_(grammar.num_terminals()),
@@ -37,7 +33,7 @@ int32_t AlwaysLegalStep::FoldLength(int32_t seq) {
   for (bool again = true; again;) {
     again = false;
     for (int32_t j = 0; j + 1 < len; ++j) {
-      if (s_.item_kind[items[j]] != kEmitItem) continue;
+      if (s_.KindOf(items[j]) != ItemKind::kEmit) continue;
       const bool ok = answers_.Get(items + j, items + len, *x_, [&] {
         return x_->ProveAfterEmit(items[j], items + j + 1, len - j - 1);
       });

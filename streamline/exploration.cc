@@ -5,11 +5,9 @@
 #include <climits>
 
 #include "grammar/check.h"
+#include "maskstore/hypothesis_parser.h"
 
 namespace cfgmask {
-namespace {
-constexpr int32_t kEmitItem = 0, kHitItem = 1, kTailItem = 2;
-}  // namespace
 
 int32_t Exploration::KeyMemo::Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted) {
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ key.size();
@@ -93,13 +91,11 @@ bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<in
   // right length to the deepest known one; every one must succeed (some
   // one, for the refutation).  States without a goto on lhs cannot be
   // under a real stack.
-  const int32_t len = lr_.rule_length[step.rule], lhs = lr_.rule_lhs[step.rule];
-  for (int32_t p : preds_.Frontier(K[0], len - static_cast<int32_t>(K.size()) + 1)) {
-    const int32_t g = lr_.Goto(p, lhs);
-    if (g < 0) continue;
-    if (FeedMemo(r, n, next, {p, g}, t, ctx) == possible_) return possible_;
-  }
-  return !possible_;
+  const int32_t len = lr_.rule_length[step.rule];
+  const bool decided = preds_.ForEachBorrow(
+      lr_, K[0], len - static_cast<int32_t>(K.size()) + 1, step.rule,
+      [&](int32_t p, int32_t g) { return FeedMemo(r, n, next, {p, g}, t, ctx) == possible_; });
+  return decided ? possible_ : !possible_;
 }
 
 bool Exploration::FeedMemo(const int32_t* r, int32_t n, int32_t next,
@@ -148,15 +144,6 @@ bool Exploration::Proved(const int32_t* r, int32_t n, int32_t pos, const std::ve
 ItemExploration::ItemExploration(const CompiledStore& store, ExplorationOptions options)
     : Exploration(store.lr(), store.start_state, options), s_(store) {}
 
-bool ItemExploration::InAlt(int32_t state, int32_t t) const {
-  return (s_.scanner_alt[static_cast<size_t>(state) * s_.scanner_words + t / 64] >> (t & 63)) & 1;
-}
-
-bool ItemExploration::InTerms(int32_t state, int32_t t) const {
-  return (s_.scanner_terms[static_cast<size_t>(state) * s_.scanner_words + t / 64] >> (t & 63)) &
-         1;
-}
-
 // A query's start: the terminals the Emit can be fed as (itself or a keyword
 // it is retyped to) and the first slot opened inside r (Hits of earlier
 // slots are not known).  False when the Emit is %ignore'd: the parser state
@@ -171,7 +158,7 @@ bool ItemExploration::Start(int32_t emit, const int32_t* r, int32_t n, std::vect
     types->push_back(s_.set_data[i]);
   *base_slot = INT32_MAX;
   for (int32_t i = 0; i < n; ++i) {
-    if (s_.item_kind[r[i]] == kEmitItem) {
+    if (s_.KindOf(r[i]) == ItemKind::kEmit) {
       *base_slot = s_.item_slot[r[i]];
       break;
     }
@@ -207,73 +194,42 @@ bool ItemExploration::PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t 
   return false;
 }
 
-// The runtime's Sim::TailOk (runtime/session.cc), for every (some)
-// configuration: some terminal of the tail that the known top state scans,
-// unblocked, is taken.
+// The runtime's HypothesisParser::TailOk (maskstore/hypothesis_parser.h),
+// for every (some) configuration: some terminal of the tail that the known
+// top state scans, unblocked, is taken.  Inside brackets the indenter drops
+// a newline: unknown here.
 bool ItemExploration::TailProved(const std::vector<int32_t>& K, int32_t item) {
-  const int32_t state = K.back();
-  const int32_t alive = s_.item_blockers[item], matched = s_.item_full[item];
-  for (int32_t i = s_.set_offsets[alive]; i < s_.set_offsets[alive + 1]; ++i) {
-    const int32_t t = s_.set_data[i];
-    if (!InAlt(state, t)) continue;
-    bool blocked = false;
-    for (int32_t j = s_.set_offsets[matched]; j < s_.set_offsets[matched + 1] && !blocked; ++j) {
-      const int32_t u = s_.set_data[j];
-      blocked = s_.terminal_rank[u] < s_.terminal_rank[t] && InAlt(state, u);
-    }
-    if (blocked) continue;
-    if (s_.terminal_ignored[t]) return true;
-    if (t == s_.indenter_nl && s_.indenter_nl >= 0) {
-      // Inside brackets the indenter drops it: unknown here.
-      if (possible() || AcceptsAll(K, t)) return true;
-      continue;
-    }
-    if (AcceptsAll(K, t)) return true;
-    // Retyping to a keyword k needs the text so far to be a prefix of k.
-    for (int32_t j = s_.unless_offsets[t]; j < s_.unless_offsets[t + 1]; ++j) {
-      const int32_t k = s_.unless_data[j];
-      if (InTerms(state, k) && s_.SetContains(alive, k) && AcceptsAll(K, k)) return true;
-    }
-  }
-  return false;
+  return ItemScanner(s_).TailOk(
+      K.back(), item, [&](int32_t t) { return AcceptsAll(K, t); },
+      [&](int32_t t) { return possible() || AcceptsAll(K, t); });
 }
 
 bool ItemExploration::Check(const int32_t* r, int32_t n, int32_t pos,
                             const std::vector<int32_t>& K, int32_t base_slot) {
   const int32_t item = r[pos];
   const int32_t t = s_.item_terminal[item];
-  switch (s_.item_kind[item]) {
-    case kHitItem:
+  switch (s_.KindOf(item)) {
+    case ItemKind::kHit:
       // Checked where its slot was opened, if that was inside r.  Its
       // scanner is unknown if its slot was opened before r.
       return (possible() || s_.item_slot[item] >= base_slot) &&
              Proved(r, n, pos + 1, K, base_slot);
-    case kTailItem:
+    case ItemKind::kTail:
       return TailProved(K, item) && Proved(r, n, pos + 1, K, base_slot);
-    default:
+    case ItemKind::kEmit:
       break;
   }
+  const ItemScanner scanner(s_);
   const int32_t state = K.back();
-  if (!InAlt(state, t)) return false;
-  const int32_t b = s_.item_blockers[item];
-  for (int32_t i = s_.set_offsets[b]; i < s_.set_offsets[b + 1]; ++i)
-    if (InAlt(state, s_.set_data[i])) return false;
+  if (!scanner.EmitScanned(state, item)) return false;
   for (int32_t i = pos + 1; i < n; ++i) {
     const int32_t h = r[i];
-    if (s_.item_kind[h] == kHitItem && s_.item_slot[h] == s_.item_slot[item] &&
-        InAlt(state, s_.item_terminal[h]))
+    if (s_.KindOf(h) == ItemKind::kHit && s_.item_slot[h] == s_.item_slot[item] &&
+        scanner.InAlt(state, s_.item_terminal[h]))
       return false;
   }
   if (s_.terminal_ignored[t]) return Proved(r, n, pos + 1, K, base_slot);
-  int32_t type = t, best_rank = INT32_MAX;
-  const int32_t f = s_.item_full[item];
-  for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i) {
-    const int32_t k = s_.set_data[i];
-    if (InTerms(state, k) && s_.terminal_rank[k] < best_rank) {
-      best_rank = s_.terminal_rank[k];
-      type = k;
-    }
-  }
+  const int32_t type = scanner.EmitType(state, item);
   if (type == s_.indenter_nl && s_.indenter_nl >= 0) return possible();  // indenter stack unknown
   return Feed(r, n, pos + 1, K, type, base_slot);
 }

@@ -40,14 +40,15 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
+#include "maskstore/defaults.h"
 #include "maskstore/id_index.h"
 #include "parser/lr_core.h"
 
 namespace cfgmask {
 
 struct ExplorationOptions {
-  int32_t max_stack = 8;      // known part of the parse stack kept (>= 2)
-  int64_t max_steps = 50000;  // LR actions looked up per query; beyond: not proved
+  int32_t max_stack = defaults::kExplorationMaxStack;  // known part of the stack kept (>= 2)
+  int64_t max_steps = defaults::kExplorationMaxSteps;  // LR actions per query; beyond: not proved
 };
 
 class Exploration {
@@ -237,8 +238,6 @@ class ItemExploration : public Exploration {
   bool Check(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
              int32_t base_slot) override;
   bool TailProved(const std::vector<int32_t>& K, int32_t item);
-  bool InAlt(int32_t state, int32_t t) const;
-  bool InTerms(int32_t state, int32_t t) const;
 
   const CompiledStore& s_;
 };

@@ -225,12 +225,7 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
     for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
       const int32_t seq = s.row_seq[r];
       if (dead && (*dead)[seq] > 0) continue;
-      key.clear();
-      for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
-        const int32_t item = s.seq_data[i];
-        if (s.item_kind[item] == 0) key.push_back(s.item_terminal[item]);
-        if (s.item_kind[item] == 2) key.push_back(-2 - s.item_blockers[item]);
-      }
+      TerminalSequenceKey(s, seq, &key);
       keys.insert(key);
     }
     total += static_cast<int64_t>(keys.size()) * states_of[root];
@@ -239,8 +234,9 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
 }
 
 // Lexing conditions (streamline.h, step 4): each row's items replaced by
-// items that every hypothesis checks the same way (Session's Sim::Item), with
-// what no scanner can ever make a difference dropped:
+// items that every hypothesis checks the same way (HypothesisParser::Item,
+// maskstore/hypothesis_parser.h), with what no scanner can ever make a
+// difference dropped:
 //  - a Hit whose terminal is in no scanner's alternation always passes (its
 //    slot's bits are unions of alternations): dropped;
 //  - an Emit of t is only checked further in states whose alternation has t:
@@ -298,11 +294,11 @@ int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
   for (int32_t i = 0; i < num_items; ++i) {
     const int32_t t = s.item_terminal[i];
     canon[i] = i;
-    if (s.item_kind[i] == 1) {  // Hit
+    if (s.KindOf(i) == ItemKind::kHit) {
       if (!((any_alt[t / 64] >> (t & 63)) & 1)) canon[i] = -1, ++changed;
       continue;
     }
-    if (s.item_kind[i] != 0) continue;  // Tail: kept
+    if (s.KindOf(i) == ItemKind::kTail) continue;  // kept
     Key k = key_of(i);
     v.clear();
     for (int32_t j = s.set_offsets[k[2]]; j < s.set_offsets[k[2] + 1]; ++j) {

@@ -36,6 +36,7 @@
 #include "grammar/status.h"
 #include "grammar/grammar.h"
 #include "maskstore/compiled_store.h"
+#include "maskstore/defaults.h"
 
 namespace cfgmask {
 
@@ -44,14 +45,14 @@ struct StreamlineOptions {
   bool fold = true;             // fold proved always-legal suffixes into their prefix
   bool lexing_conditions = true;  // drop lexing conditions no scanner can fail; merge equal rows
   bool share = true;            // lexer states with equal row groups share one
-  int32_t max_stack = 8;        // known part of the parse stack kept by the exploration
-  int64_t max_steps = 50000;    // exploration budget per query; beyond it: not proved
+  int32_t max_stack = defaults::kExplorationMaxStack;  // known part of the parse stack kept
+  int64_t max_steps = defaults::kExplorationMaxSteps;  // budget per query; beyond it: not proved
   // Bytes each step's exploration memo may hold; past it, the memo is emptied
   // before the step's next row (so the store is the same for any thread count).
-  int64_t memo_bytes = int64_t{64} << 20;
+  int64_t memo_bytes = defaults::kExplorationMemoBytes;
   // Threads (0: every core): above one, the always-legal step runs beside
   // the never-legal one, a row behind it (the results do not depend on it).
-  int32_t num_threads = 0;
+  int32_t num_threads = defaults::kNumThreads;
   // When set (the grammar the store was compiled from), the interchangeable
   // step reports its classes.
   const Grammar* grammar = nullptr;

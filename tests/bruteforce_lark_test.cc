@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "lexer/tokenizer/tokenizer.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

@@ -1,8 +1,8 @@
-// The compile driver (runtime/compile.cc over maskstore/store_builder.cc):
+// The compile driver (runtime/compile/compile.cc) and its phases:
 // progress reports name the phases in pipeline order, the walk fraction
 // never decreases and ends at 1, the seconds never decrease; an exception
 // thrown by the progress callback unwinds the compile and leaves no store;
-// the statistics report (runtime/report.h) renders the same figures as text
+// the statistics report (runtime/tools/report.h) renders the same figures as text
 // and JSON.
 #include <stdexcept>
 #include <string>
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "maskstore/compiled_store.h"
-#include "runtime/compile.h"
-#include "runtime/report.h"
+#include "runtime/compile/compile.h"
+#include "runtime/tools/report.h"
 #include "tests/small_tokenizer.h"
 
 namespace cfgmask {

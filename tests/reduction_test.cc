@@ -1,4 +1,4 @@
-// The figures of `cfgmask reduction` (runtime/reduction.h) against independent
+// The figures of `cfgmask reduction` (runtime/tools/reduction.h) against independent
 // counts, and each streamlining step alone against the masks of the store
 // without it (streamline/streamline.h).
 //
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "maskstore/row_codec.h"
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "runtime/segment.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"

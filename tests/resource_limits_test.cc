@@ -19,7 +19,7 @@
 #include "grammar/lark_reader.h"
 #include "lexer/regex/regex.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "parser/lalr.h"
 #include "runtime/session.h"
 #include "tests/small_tokenizer.h"

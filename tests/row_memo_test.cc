@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
-#include "runtime/cli.h"
-#include "maskstore/store_builder.h"
+#include "runtime/tools/sample.h"
+#include "runtime/compile/compile.h"
 #include "runtime/row_memo.h"
 #include "tests/exactness_harness.h"
 #include "tests/serving_corpus.h"

@@ -5,7 +5,7 @@
 //    by name order, within a size range, python.lark with start file_input;
 //  - SQL: the statements tests/corpus/harvest_sql.py harvests and SQLite's
 //    parser accepts, grammar/lark/sql.lark with start `start`.
-// A text is cut into tokens greedily (runtime/cli.h Segmenter) and kept only
+// A text is cut into tokens greedily (runtime/segment.h Segmenter) and kept only
 // if a session accepts every token and may end after the last one, so a
 // consumer can advance by the tokens without checking.
 #ifndef CFGMASK_TESTS_SERVING_CORPUS_H_
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "runtime/session.h"
 #include "tests/test_store_cache.h"
 

@@ -1,5 +1,5 @@
 // Exactness of the decoding session (runtime/session.cc) and of the store it
-// reads (maskstore/store_builder.cc):
+// reads (the compile, runtime/compile/compile.cc):
 //  - differential against Lark itself: for texts generated at random (fixed
 //    seed) from lexer-trap fragments, cfgmask accepts a text in full exactly
 //    when Lark's LALR + contextual lexer parses it, and every prefix of a
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "runtime/completion.h"
 #include "runtime/session.h"
 #include "tests/exactness_harness.h"

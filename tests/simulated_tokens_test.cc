@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

@@ -26,7 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "runtime/session.h"
 #include "tests/small_tokenizer.h"
 

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <random>
 
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/serving_corpus.h"

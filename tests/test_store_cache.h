@@ -16,7 +16,7 @@
 #include <string>
 
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 
 namespace cfgmask {
 

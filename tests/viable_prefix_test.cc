@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "grammar/lark_reader.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "parser/lalr.h"
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
@@ -205,8 +205,8 @@ std::string RandomLarkGrammar(std::mt19937& rng) {
     g += "NAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore \" \"\n";
     // Lark resolves a shift/reduce conflict by shifting, and the parser's
     // language can then lose sentences the resolved items still promise
-    // (a dead end the exactness work has not closed yet: see the README's
-    // exactness section); reduce/reduce conflicts are errors.  Only
+    // (a dead end the exactness work has not closed yet: see
+    // docs/exactness.md); reduce/reduce conflicts are errors.  Only
     // conflict-free grammars here.
     Grammar parsed;
     if (!ReadLarkString(g, "random.lark", LarkReaderOptions{}, &parsed).ok()) continue;
@@ -581,7 +581,7 @@ TEST(ViablePrefix, CompletionSearchIsBoundedAndTellsDeadEndsFromBudget) {
 
   // Adjacent NAMEs without a separator: Lark's greedy NAME takes every
   // letter, so no text ends; the mask still allows "ab" (a class of dead end
-  // this engine does not close yet, see README "Exactness"), and the search
+  // this engine does not close yet, see docs/exactness.md), and the search
   // proves that nothing completes it instead of running out of budget.
   CompiledStore nn_raw, nn;
   CompileBoth("adjacent", "start: NAME NAME\nNAME: /[a-z]+/\n", {"a", "b", "ab"}, &nn_raw, &nn);

@@ -1,4 +1,4 @@
-// The vocabulary walk of maskstore/store_builder.cc against slow references:
+// The vocabulary walk of maskstore/vocab_walk.cc against slow references:
 //
 //  - Brute force: for small grammars and a 2,000-token slice of the Qwen2
 //    vocabulary (fixed seed, plus every single-byte token), every
@@ -33,7 +33,7 @@
 #include "lexer/terminal_automaton.h"
 #include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
 

@@ -5,7 +5,8 @@
 // ValueError) carrying the engine's one-line message.  The Python-facing API
 // (GrammarMatcher, logits processors, `python -m cfgmask generate`) is the
 // pure-Python package beside this file.
-// Tested by tests/py/test_package*.py.
+// Tested by tests/py/test_package.py, test_package_processors.py and
+// test_package_llama.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -27,14 +28,13 @@
 #include "grammar/check.h"
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
 #include "runtime/batch.h"
 #include "grammar/utf8.h"
 #include "runtime/completion.h"
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
-#include "runtime/report.h"
+#include "runtime/tools/report.h"
 #include "runtime/row_memo.h"
 #include "runtime/session.h"
 
@@ -225,7 +225,7 @@ Buffer2D BitmaskBuffer(const py::buffer& b) {
   return out;
 }
 
-// Store.stats(): the figures of runtime/report.h as a dict.
+// Store.stats(): the figures of runtime/tools/report.h as a dict.
 py::dict StoreStats(const CompiledStore& store) {
   const StoreReport r = MakeStoreReport(store, "", 0);
   py::dict d;
@@ -488,20 +488,6 @@ int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
 // one is the framework's padding); sets *taken to the count accepted.  On a
 // refusal rolls the call's tokens back and returns the refused token's
 // index, else -1.
-int64_t AcceptRow(Session& s, const TokenIds& tokens, int64_t r, int64_t* taken) {
-  *taken = 0;
-  for (int64_t i = 0; i < tokens.cols && !s.IsTerminated(); ++i) {
-    const int64_t t = tokens.At(r, i);
-    if (t < 0 || t > INT32_MAX || !s.Advance(static_cast<int32_t>(t)).ok()) {
-      if (i > 0) CFGMASK_CHECK(s.Rollback(static_cast<int32_t>(i)).ok());
-      *taken = 0;
-      return i;
-    }
-    *taken = i + 1;
-  }
-  return -1;
-}
-
 // Session.step: one logits-processor call in one engine call.  Accepts
 // `tokens` (the ids the sampler added since the last call), then fills
 // `bitmask` (one row) with the next-token mask, or with exactly the ids of
@@ -534,7 +520,8 @@ int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& lo
   uint32_t* row = static_cast<uint32_t*>(mask.data);
   auto t0 = std::chrono::steady_clock::now();
   int64_t taken = 0;
-  const int64_t refused = AcceptRow(s.session, ids, 0, &taken);
+  const int64_t refused =
+      AcceptTokens(&s.session, ids.cols, [&](int64_t i) { return ids.At(0, i); }, &taken);
   if (refused >= 0) return refused;
   s.step_ns[0] = NanosSince(t0);
   t0 = std::chrono::steady_clock::now();
@@ -574,13 +561,12 @@ class PyBatchMatcher {
     ThrowIfError(st);
   }
 
-  // The batch form of Session.step (HF processors): row b of `tokens`
-  // (B x k, the ids added since the last call) is accepted by sessions[b]
-  // unless it has ended (it then takes the framework's padding), row b of
-  // `bitmask` gets its mask (all ones for an ended session) and row b of
-  // `logits` is masked in place (None: left to the caller).  Returns -1, or (b, i) packed as
-  // b * k + i for the first refused token, with every session of the batch
-  // left as before the call and nothing masked.
+  // The batch form of Session.step (HF processors): the tokens are accepted
+  // and the bitmask filled by the batch engine (BatchMatcher::AcceptAndFill,
+  // runtime/batch.h), then row b of `logits` is masked in place (None: left
+  // to the caller).  Returns -1, or (b, i) packed as b * k + i for the first
+  // refused token, with every session of the batch left as before the call
+  // and nothing masked.
   int64_t Step(const std::vector<PySession*>& sessions, const py::buffer& tokens,
                const py::buffer& bitmask, const py::object& logits, bool bf16,
                const py::object& only_obj) {
@@ -630,43 +616,12 @@ class PyBatchMatcher {
       }
     }
     py::gil_scoped_release release;
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t> accepted(b_count, 0);  // tokens taken per row, for the undo
-    for (int64_t b = 0; b < b_count; ++b) {
-      if (ss[b]->IsTerminated()) continue;
-      const int64_t refused = AcceptRow(*ss[b], ids, b, &accepted[b]);
-      if (refused >= 0) {
-        for (int64_t u = 0; u < b; ++u) {
-          if (accepted[u] > 0) CFGMASK_CHECK(ss[u]->Rollback(static_cast<int32_t>(accepted[u])).ok());
-        }
-        return b * ids.cols + refused;
-      }
-    }
-    step_ns_[0] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
     uint32_t* out = static_cast<uint32_t*>(buf.data);
-    auto fill = [&](int64_t b) {
-      uint32_t* row = out + b * buf.cols;
-      if (ss[b]->IsTerminated()) {
-        std::memset(row, 0xFF, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
-        return;
-      }
-      if (!only.empty() && !only[b].empty()) {
-        std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols));
-        for (int32_t t : only[b]) row[t >> 5] |= 1u << (t & 31);
-        return;
-      }
-      const int32_t need = stores[b]->mask_words();
-      std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(buf.cols - need));
-      ss[b]->FillMask(row);
-    };
-    if (b_count == 1) {  // one row: a thread pool costs more than the row itself
-      fill(0);
-    } else {
-      tbb::parallel_for(int64_t{0}, b_count, fill);
-    }
-    step_ns_[1] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
+    const int64_t refused = batch_.AcceptAndFill(
+        ss, stores, ids.cols, [&](int64_t b, int64_t i) { return ids.At(b, i); }, only, out,
+        buf.cols, step_ns_);
+    if (refused >= 0) return refused;
+    const auto t0 = std::chrono::steady_clock::now();
     for (int64_t b = 0; b < b_count && masking; ++b) {
       if (ss[b]->IsTerminated()) continue;  // an ended row is left as it is
       MaskLogitsRow(l, b, reinterpret_cast<const int32_t*>(out + b * buf.cols),
@@ -753,6 +708,23 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
   py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
+  // maskstore/defaults.h, for the package's signatures (cfgmask/__init__.py).
+  {
+    py::dict d;
+    d["indenter"] = std::string(defaults::kIndenter);
+    py::list choices;
+    for (std::string_view c : defaults::kIndenterChoices) choices.append(std::string(c));
+    d["indenter_choices"] = py::tuple(choices);
+    d["max_lexer_states"] = defaults::kMaxLexerStates;
+    d["max_roots"] = defaults::kMaxRoots;
+    d["max_memory"] = defaults::kMaxMemory;
+    d["streamline"] = defaults::kStreamline;
+    d["num_threads"] = defaults::kNumThreads;
+    d["prune_pairs"] = defaults::kPrunePairs;
+    d["max_live_states"] = defaults::kMaxLiveStates;
+    d["session_memo_bytes"] = defaults::kSessionMemoBytes;
+    m.attr("DEFAULTS") = d;
+  }
 
   py::class_<PreparedTokenizer, TokenizerPtr>(m, "Tokenizer")
       .def(py::init(&PrepareTokenizerFile), py::arg("path"))
@@ -765,20 +737,24 @@ PYBIND11_MODULE(_core, m) {
   py::class_<CompiledStore, StorePtr>(m, "Store")
       .def_static("compile", &CompileStoreWith<TokenizerPtr>, py::arg("grammar_path"),
                   py::arg("tokenizer"),
-                  py::arg("start") = "", py::arg("indenter") = "auto",
-                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
+                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("streamline") = defaults::kStreamline,
+                  py::arg("num_threads") = defaults::kNumThreads,
+                  py::arg("prune_pairs") = defaults::kPrunePairs,
+                  py::arg("max_roots") = defaults::kMaxRoots,
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
-                  py::arg("start") = "", py::arg("indenter") = "auto",
-                  py::arg("max_lexer_states") = 2000000,
+                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
+                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
                   py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = true, py::arg("num_threads") = 0,
-                  py::arg("prune_pairs") = true, py::arg("max_roots") = 200000,
-                  py::arg("max_memory") = 0, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("streamline") = defaults::kStreamline,
+                  py::arg("num_threads") = defaults::kNumThreads,
+                  py::arg("prune_pairs") = defaults::kPrunePairs,
+                  py::arg("max_roots") = defaults::kMaxRoots,
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
                   "Maps a store file (zero-copy); verify=True also checks the whole payload's "
                   "checksum")
@@ -824,7 +800,7 @@ PYBIND11_MODULE(_core, m) {
              }
              return std::make_unique<PySession>(store, SessionLimits{max_live_states});
            }),
-           py::arg("store"), py::arg("max_live_states") = 64)
+           py::arg("store"), py::arg("max_live_states") = defaults::kMaxLiveStates)
       .def_property_readonly("store", [](const PySession& s) { InUse in_use(s); return s.store; })
       .def("fill_mask", &FillMaskRow, py::arg("bitmask"), py::arg("index") = 0)
       .def("step", &SessionStep, py::arg("tokens"), py::arg("logits"), py::arg("bitmask"),

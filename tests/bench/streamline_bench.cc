@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
-#include "runtime/cli.h"
+#include "runtime/tools/sample.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compile.h"
+#include "runtime/compile/compile.h"
 #include "runtime/session.h"
 #include "tests/fuzz/fuzz_util.h"
 

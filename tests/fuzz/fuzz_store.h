@@ -13,7 +13,7 @@
 #include <string>
 
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace cfgmask {

@@ -1,4 +1,4 @@
-"""Tests of the `cfgmask` command line (runtime/cfgmask_main.cc).
+"""Tests of the `cfgmask` command line (runtime/cli/cfgmask_main.cc).
 
 Runs the built binary ($CFGMASK_BIN, else /work/main/build/cfgmask) on a
 small JSON grammar compiled with the llama SentencePiece tokenizer

@@ -388,3 +388,39 @@ def test_output_judges():
     assert not gen.sqlite_parses("SELEC 1;")
     assert not gen.sqlite_parses("SELECT 1;\n/* not closed")
     assert not gen.sqlite_parses("-- only a comment")
+
+
+def test_defaults_are_the_headers():
+    """Every default the package shows is maskstore/defaults.h's, read through the extension."""
+    import inspect
+    import re
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "maskstore", "defaults.h")
+    with open(header, encoding="utf-8") as f:
+        text = f.read()
+    consts = {m.group(1): m.group(2) for m in re.finditer(
+        r"inline constexpr \S+ (k\w+) = ([^;]+);", text)}
+
+    def value(name):
+        v = consts[name].strip()
+        if v.startswith('"'):
+            return v.strip('"')
+        if v in ("true", "false"):
+            return v == "true"
+        m = re.fullmatch(r"int64_t\{(\d+)\} << (\d+)", v)
+        return int(m.group(1)) << int(m.group(2)) if m else int(v)
+
+    d = cfgmask._core.DEFAULTS
+    expected = {"indenter": "kIndenter", "max_lexer_states": "kMaxLexerStates",
+                "max_roots": "kMaxRoots", "max_memory": "kMaxMemory",
+                "streamline": "kStreamline", "num_threads": "kNumThreads",
+                "prune_pairs": "kPrunePairs", "max_live_states": "kMaxLiveStates",
+                "session_memo_bytes": "kSessionMemoBytes"}
+    for key, const in expected.items():
+        assert d[key] == value(const), key
+    assert d["indenter_choices"] == ("auto", "python", "none")
+    sig = inspect.signature(cfgmask.compile_grammar).parameters
+    for key in ("indenter", "max_lexer_states", "max_roots", "max_memory", "streamline",
+                "num_threads", "prune_pairs"):
+        assert sig[key].default == d[key], key
+    assert (inspect.signature(cfgmask.GrammarMatcher.__init__).parameters["max_live_states"].default
+            == d["max_live_states"])

@@ -6,7 +6,7 @@ The grammars (syncode 0.4.16's Go, Java and C; vyper 0.4.3's; beancount-parser
 different kinds and walked by `cfgmask sample`: at every step a token is drawn
 at random from the mask, and after --max-tokens the sampler steers to the end
 with the completion search (budget: 20,000 search nodes per attempt, stated in
-runtime/cfgmask_main.cc).  A dead end shows as a sample that stops on an empty
+runtime/cli/cfgmask_main.cc).  A dead end shows as a sample that stops on an empty
 mask before EOS, or whose completion search fails; either fails the test.
 Every sample must also be accepted in full by Lark (the exactness contract).
 

@@ -1,4 +1,4 @@
-"""`cfgmask reduction` (runtime/reduction.h): figures checked against independent counts.
+"""`cfgmask reduction` (runtime/tools/reduction.h): figures checked against independent counts.
 
 On json.lark with the llama SentencePiece tokenizer: the rows of "every lexing" are
 those of a store compiled with --no-streamline --no-pair-pruning, the last step's rows

@@ -2,10 +2,15 @@
 """Checks that the engine's folders include only what they depend on.
 
 The folders are libraries with one-way dependencies (ARCHITECTURE.md):
-grammar <- lexer, parser <- maskstore <- streamline <- runtime.  Every
-`#include "FOLDER/..."` in a folder's sources must name the folder itself or
-one it depends on, directly or not.  Run by CMake at configure time and as the
-test `check_layers`; exits 1 listing each backward include.
+grammar <- lexer, parser <- maskstore <- streamline, and inside runtime/ the
+decode library (runtime/ itself, on maskstore only: decoding never reaches the
+compile), the compile driver (runtime/compile/, on streamline), the offline
+tools (runtime/tools/, on both), the command (runtime/cli/) and the Python
+binding (runtime/python/) on the tools.  A file belongs to the deepest layer
+whose folder holds it; every `#include "PATH"` of an engine header must name
+a file of the same layer or of one it depends on, directly or not.  Run by
+CMake at configure time and as the test `check_layers`; exits 1 listing each
+backward include.
 
 usage: check_layers.py [SOURCE_ROOT]
 """
@@ -21,10 +26,24 @@ DEPENDS = {
     "parser": ["grammar"],
     "maskstore": ["lexer", "parser"],
     "streamline": ["maskstore"],
-    "runtime": ["streamline"],
+    "runtime": ["maskstore"],
+    "runtime/compile": ["streamline"],
+    "runtime/tools": ["runtime", "runtime/compile"],
+    "runtime/cli": ["runtime/tools"],
+    "runtime/python": ["runtime/tools"],
 }
 SOURCES = (".h", ".cc", ".cu", ".yy", ".ll", ".inc")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:[a-z_]+/)+)[^"/]+"', re.M)
+
+
+def layer_of(path):
+    """The deepest layer whose folder holds `path` (a '/'-separated path from
+    the source root), or None outside the engine."""
+    best = None
+    for layer in DEPENDS:
+        if path.startswith(layer + "/") and (best is None or len(layer) > len(best)):
+            best = layer
+    return best
 
 
 def allowed(folder):
@@ -41,22 +60,23 @@ def allowed(folder):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     errors = []
-    for folder in DEPENDS:
-        ok = allowed(folder)
+    for folder in [f for f in DEPENDS if "/" not in f]:
         base = os.path.join(root, folder)
         for dirpath, _, files in os.walk(base):
             for name in sorted(files):
                 if not name.endswith(SOURCES):
                     continue
                 path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                layer = layer_of(rel)
+                ok = allowed(layer)
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for m in INCLUDE.finditer(text):
-                    target = m.group(1)
-                    if target in DEPENDS and target not in ok:
+                    target = layer_of(m.group(1))
+                    if target is not None and target not in ok:
                         line = text.count("\n", 0, m.start()) + 1
-                        rel = os.path.relpath(path, root)
-                        errors.append(f"{rel}:{line}: {folder}/ includes {target}/, "
+                        errors.append(f"{rel}:{line}: {layer}/ includes {target}/, "
                                       f"which it does not depend on")
     for e in errors:
         print(e, file=sys.stderr)

@@ -26,6 +26,9 @@ import numpy as np
 from . import _core
 from ._core import Error, Store, Tokenizer
 
+# Every default, as maskstore/defaults.h defines it (through the extension).
+_DEFAULTS = _core.DEFAULTS
+
 __all__ = [
     "Error",
     "Store",
@@ -41,11 +44,14 @@ __all__ = [
 
 def compile_grammar(grammar: Union[str, os.PathLike],
                     tokenizer: Union[str, os.PathLike, Tokenizer],
-                    start: str = "", indenter: str = "auto",
-                    max_lexer_states: int = 2_000_000,
-                    import_paths: Sequence[str] = (), streamline: bool = True,
-                    num_threads: int = 0, prune_pairs: bool = True,
-                    max_roots: int = 200_000, max_memory: int = 0,
+                    start: str = "", indenter: str = _DEFAULTS["indenter"],
+                    max_lexer_states: int = _DEFAULTS["max_lexer_states"],
+                    import_paths: Sequence[str] = (),
+                    streamline: bool = _DEFAULTS["streamline"],
+                    num_threads: int = _DEFAULTS["num_threads"],
+                    prune_pairs: bool = _DEFAULTS["prune_pairs"],
+                    max_roots: int = _DEFAULTS["max_roots"],
+                    max_memory: int = _DEFAULTS["max_memory"],
                     eos: Union[str, int, None] = None,
                     progress: Optional[Callable[[str, float, float], None]] = None) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
@@ -89,7 +95,7 @@ def compile_grammar(grammar: Union[str, os.PathLike],
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, got {type(progress).__name__}")
-    if indenter not in ("auto", "python", "none"):
+    if indenter not in _DEFAULTS["indenter_choices"]:
         raise Error(f"indenter: expected 'auto', 'python' or 'none', got {indenter!r}")
     if eos is None:
         eos = ""
@@ -165,7 +171,7 @@ class GrammarMatcher:
     code written against it carries over.
     """
 
-    def __init__(self, store: Store, max_live_states: int = 64, *,
+    def __init__(self, store: Store, max_live_states: int = _DEFAULTS["max_live_states"], *,
                  suffix: Union[str, bytes, None] = None, _session=None):
         self._session = _session if _session is not None else _core.Session(store, max_live_states)
         self.store = self._session.store

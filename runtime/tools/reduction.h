@@ -12,8 +12,8 @@
 // Rendered as text and JSON (report.cc style); the plot is drawn from the
 // JSON by the Python package (`python -m cfgmask plot-reduction`).
 // Tested by tests/py/test_reduction.py.
-#ifndef CFGMASK_RUNTIME_REDUCTION_H_
-#define CFGMASK_RUNTIME_REDUCTION_H_
+#ifndef CFGMASK_RUNTIME_TOOLS_REDUCTION_H_
+#define CFGMASK_RUNTIME_TOOLS_REDUCTION_H_
 
 #include <cstdint>
 #include <string>
@@ -22,7 +22,7 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
+#include "runtime/compile/compile.h"
 #include "streamline/streamline.h"
 
 namespace cfgmask {
@@ -75,6 +75,12 @@ Status RunReduction(const std::string& grammar_path, const std::string& tokenize
 std::string ReductionReportText(const ReductionReport& r);
 std::string ReductionReportJson(const ReductionReport& r);
 
+// Draws the figure from the report's JSON into `out` (.svg, .png or .pdf)
+// with the Python package (`python -m cfgmask plot-reduction`), run by the
+// interpreter `python` (the command passes $CFGMASK_PYTHON or python3).
+Status DrawReductionPlot(const std::string& json, const std::string& out,
+                         const std::string& python);
+
 }  // namespace cfgmask
 
-#endif  // CFGMASK_RUNTIME_REDUCTION_H_
+#endif  // CFGMASK_RUNTIME_TOOLS_REDUCTION_H_

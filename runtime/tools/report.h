@@ -11,8 +11,8 @@
 //
 // Tested by tests/py/test_cli.py (stats and bench, text and JSON) and
 // tests/py/test_package.py (Store.stats).
-#ifndef CFGMASK_RUNTIME_REPORT_H_
-#define CFGMASK_RUNTIME_REPORT_H_
+#ifndef CFGMASK_RUNTIME_TOOLS_REPORT_H_
+#define CFGMASK_RUNTIME_TOOLS_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -91,4 +91,4 @@ std::string HumanBytes(int64_t n);
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_RUNTIME_REPORT_H_
+#endif  // CFGMASK_RUNTIME_TOOLS_REPORT_H_

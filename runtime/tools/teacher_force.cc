@@ -1,5 +1,5 @@
 // Teacher forcing of a text through a Session: see teacher_force.h.
-#include "runtime/teacher_force.h"
+#include "runtime/tools/teacher_force.h"
 
 #include <algorithm>
 #include <set>

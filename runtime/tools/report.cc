@@ -1,5 +1,5 @@
 // Statistics gathered once, rendered as text and as JSON: see report.h.
-#include "runtime/report.h"
+#include "runtime/tools/report.h"
 
 #include <algorithm>
 #include <cinttypes>

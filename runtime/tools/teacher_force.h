@@ -5,8 +5,8 @@
 // reference (Session::AllowsSlow).  The first refused step ends the run
 // with a one-line reason "FILE:LINE:COL: ...".
 // Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py (check).
-#ifndef CFGMASK_RUNTIME_TEACHER_FORCE_H_
-#define CFGMASK_RUNTIME_TEACHER_FORCE_H_
+#ifndef CFGMASK_RUNTIME_TOOLS_TEACHER_FORCE_H_
+#define CFGMASK_RUNTIME_TOOLS_TEACHER_FORCE_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ TeacherForceResult TeacherForce(const CompiledStore& store, Session* session,
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_RUNTIME_TEACHER_FORCE_H_
+#endif  // CFGMASK_RUNTIME_TOOLS_TEACHER_FORCE_H_

@@ -2,8 +2,8 @@
 // the files that include it, the segmentation (runtime/segment.h) and the
 // completion search (runtime/completion.h).
 // Tested by tests/py/test_cli.py and row_memo_test.cc.
-#ifndef CFGMASK_RUNTIME_CLI_H_
-#define CFGMASK_RUNTIME_CLI_H_
+#ifndef CFGMASK_RUNTIME_TOOLS_SAMPLE_H_
+#define CFGMASK_RUNTIME_TOOLS_SAMPLE_H_
 
 #include <cstdint>
 #include <random>
@@ -47,4 +47,4 @@ SampleResult SampleText(const CompiledStore& store, const Segmenter& segmenter,
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_RUNTIME_CLI_H_
+#endif  // CFGMASK_RUNTIME_TOOLS_SAMPLE_H_

@@ -1,23 +1,193 @@
-// The offline pipeline: see compile.h.
-#include "runtime/compile.h"
+// The compile driver: see compile.h.
+#include "runtime/compile/compile.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <new>
 
+#include "grammar/lark_reader.h"
+#include "lexer/terminal_automaton.h"
 #include "maskstore/row_codec.h"
+#include "maskstore/scanner_tables.h"
+#include "parser/lalr.h"
 #include "streamline/streamline.h"
 
 namespace cfgmask {
 
 namespace {
 
-// Streamlining (unless turned off) and the statistics, after the store build.
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---------------------------------------------------------------- phases
+//
+// The compile is a pipeline: each phase below takes what the earlier ones
+// made and returns its own product; CompileStoreWith runs the store phases
+// in order, times them and reports progress, and Finish runs streamlining.
+
+// Phase 1: the .lark file read into BNF, and the indenter decided.
+struct GrammarPhase {
+  Grammar g;
+  IndenterTerminals indenter;  // all -1 without the indenter
+};
+
+Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& options,
+                        GrammarPhase* out) {
+  Grammar& g = out->g;
+  LarkReaderOptions ro;
+  ro.import_paths = options.import_paths;
+  ro.lark_grammars_dir = options.lark_grammars_dir;
+  if (!options.start.empty()) ro.start = {options.start};
+  ro.warnings = options.warnings;
+  CFGMASK_RETURN_IF_ERROR(ReadLarkFile(grammar_path, ro, &g));
+
+  // The Python indenter (Lark's PythonIndenter) when asked for, or when the
+  // grammar declares its _INDENT/_DEDENT terminals.
+  const int32_t nl = g.FindTerminal("_NEWLINE"), ind = g.FindTerminal("_INDENT"),
+                ded = g.FindTerminal("_DEDENT");
+  bool use_indenter = options.indenter == "python";
+  if (options.indenter == "auto") use_indenter = nl >= 0 && ind >= 0 && ded >= 0;
+  if (use_indenter && (nl < 0 || ind < 0 || ded < 0)) {
+    return Status(ErrorCode::kGrammarSemantics,
+                  grammar_path + ": --indenter python needs terminals _NEWLINE, _INDENT, _DEDENT");
+  }
+  if (options.warnings != nullptr) {
+    for (int32_t t : g.declared) {
+      if (use_indenter && (t == ind || t == ded)) continue;
+      options.warnings->push_back(grammar_path + ": warning: %declare'd terminal " +
+                                  g.terminals[t].name +
+                                  " is produced by nothing (only the Python indenter makes "
+                                  "_INDENT and _DEDENT), so the rules that need it never match");
+    }
+  }
+  if (use_indenter) out->indenter = IndenterTerminals{nl, ind, ded};
+  return Status::Ok();
+}
+
+// Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
+Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options,
+                           std::shared_ptr<TerminalAutomaton>* out) {
+  std::unique_ptr<TerminalAutomaton> built;
+  TerminalAutomatonOptions ao;
+  ao.max_lexer_states = options.max_lexer_states;
+  CFGMASK_RETURN_IF_ERROR(
+      TerminalAutomaton::Build(gp.g, gp.indenter.nl, ao, &built));
+  *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
+  return Status::Ok();
+}
+
+// The vocabulary walk's share of the compile's options.
+WalkOptions WalkOptionsOf(const CompileOptions& o) {
+  WalkOptions w;
+  w.max_lexer_states = o.max_lexer_states;
+  w.max_roots = o.max_roots;
+  w.max_store_entries = o.max_store_entries;
+  w.max_store_rows = o.max_store_rows;
+  w.max_seconds = o.max_seconds;
+  w.max_walk_hypotheses = o.max_walk_hypotheses;
+  w.walk_memo_bytes = o.walk_memo_bytes;
+  w.prune_pairs = o.prune_pairs;
+  w.num_threads = o.num_threads;
+  w.record = o.record;
+  return w;
+}
+
+// The tokenizer is asked for once the grammar's tables are built (a bad
+// grammar is reported before the tokenizer file is read).
+using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
+
+// The driver: runs the phases in order, times each (the store's
+// seconds_* figures) and reports progress.
+Status CompileStoreWith(const std::string& grammar_path,
+                               const TokenizerSource& get_tokenizer,
+                               const CompileOptions& options, CompiledStore* out) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  double walk_share = 0;  // of the vocabulary walk, for every report
+  auto progress = [&](const char* phase) {
+    if (options.progress) options.progress(CompileProgress{phase, walk_share, Since(start)});
+  };
+  CompiledStore s;
+  auto t0 = start;
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
+
+  progress("grammar");
+  GrammarPhase gp;
+  CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
+  if (options.grammar_out) *options.grammar_out = gp.g;
+  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
+  s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
+  s.stats.seconds_grammar = Since(t0);
+
+  t0 = Clock::now();
+  progress("lalr");
+  ParseTables pt;
+  CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
+  s.stats.seconds_lalr = Since(t0);
+
+  // seconds_automaton spans the automaton, the tokenizer and the walk.
+  t0 = Clock::now();
+  progress("automaton");
+  std::shared_ptr<TerminalAutomaton> a;
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+
+  const auto tok0 = Clock::now();
+  progress("tokenizer");
+  const PreparedTokenizer* tok = nullptr;
+  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
+  s.stats.seconds_tokenizer = Since(tok0);
+  CopyVocabulary(tok->tokens, &s);
+  VocabTrie subset_trie;
+  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
+  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
+
+  FillGrammarTables(gp.g, pt, *a, gp.indenter, &s);
+
+  progress("walk");
+  VocabularyWalkInput input;
+  input.grammar_path = grammar_path;
+  input.options = WalkOptionsOf(options);
+  input.grammar = &gp.g;
+  input.indenter_nl = gp.indenter.nl;
+  input.automaton = a.get();
+  input.trie = &trie;
+  input.deadline = deadline;
+  input.progress = [&](double share) {
+    walk_share = std::max(walk_share, share);  // roots found later lower the share
+    progress("walk");
+  };
+  VocabularyWalk walk;
+  CFGMASK_RETURN_IF_ERROR(walk.Run(input, &s));
+  walk_share = 1;
+  s.stats.seconds_automaton = Since(t0);
+
+  t0 = Clock::now();
+  progress("store");
+  walk.Freeze(a.get(), &s);
+  s.stats.seconds_store = Since(t0);
+  if (options.record != nullptr) {
+    options.record->automaton = a;
+    options.record->roots = walk.roots();
+    options.record->indenter_nl = gp.indenter.nl;
+    options.record->ignored = s.terminal_ignored.ToVector();
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+
+// Phase "streamline": streamlining (unless turned off) and the statistics,
+// after the store build.
 Status Finish(const CompileOptions& options, bool streamline, const Grammar& grammar,
               CompiledStore* out, CompileDetails* details) {
   Status st;
@@ -56,7 +226,7 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
 // before it gets here; the Python package passes them through).
 Status CheckOptions(const CompileOptions& o) {
   auto bad = [](const std::string& what) { return Status(ErrorCode::kInvalidArgument, what); };
-  if (o.indenter != "auto" && o.indenter != "python" && o.indenter != "none") {
+  if (!defaults::IsIndenterChoice(o.indenter)) {
     return bad("indenter: expected auto, python or none, got '" + o.indenter + "'");
   }
   if (o.max_lexer_states < 1) {
@@ -155,6 +325,33 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
 
 }  // namespace
 
+Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
+                    const CompileOptions& options, CompiledStore* out) {
+  PreparedTokenizer prepared;
+  return CompileStoreWith(
+      grammar_path,
+      [&](const PreparedTokenizer** tok) {
+        CFGMASK_RETURN_IF_ERROR(
+            PrepareTokenizer(tokenizer_path, &prepared, options.vocab_subset.empty()));
+        *tok = &prepared;
+        return Status::Ok();
+      },
+      options, out);
+}
+
+Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
+                    const CompileOptions& options, CompiledStore* out) {
+  const Status st = CompileStoreWith(
+      grammar_path,
+      [&](const PreparedTokenizer** tok) {
+        *tok = &tokenizer;
+        return Status::Ok();
+      },
+      options, out);
+  if (st.ok()) out->stats.seconds_tokenizer = 0;
+  return st;
+}
+
 int64_t DefaultMaxMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return int64_t{8} << 30;
@@ -215,6 +412,10 @@ Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& 
   PreparedTokenizer tok = tokenizer;
   CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
   return CompileGuarded(grammar_path, tok, options, streamline, out, details);
+}
+
+Status WriteCompiledStore(const CompiledStore& store, const std::string& path) {
+  return WriteStoreFile(store, path);
 }
 
 }  // namespace cfgmask

@@ -1,10 +1,11 @@
 // The `cfgmask` command: compile a grammar and a tokenizer into a store file,
 // describe a store, teacher-force files through a Session (`check`, `bench`)
 // and draw random texts from the masks (`sample`).  Argument handling and
-// printing only; the engine is maskstore/ and runtime/session.h, the
-// segmentation runtime/segment.h, the completion search
-// runtime/completion.h, the token drawing runtime/cli.h and the statistics
-// and their text and JSON renderings runtime/report.h.
+// printing only: the compile is runtime/compile/compile.h, decoding
+// runtime/session.h (segmentation runtime/segment.h), the offline tools
+// runtime/tools/ (teacher forcing, the sampler, the bench loop, `reduction`
+// and its plot, the statistics and their text and JSON renderings).  Each
+// command is described once, in kCommands.
 //
 // Exit status: 0 success, 1 `check` found a failing file, `reduction` found
 // masks that differ with and without streamlining, or `sample` could
@@ -38,13 +39,13 @@
 
 #include "grammar/status.h"
 #include "maskstore/compiled_store.h"
-#include "maskstore/store_builder.h"
-#include "runtime/cli.h"
-#include "runtime/compile.h"
-#include "runtime/reduction.h"
-#include "runtime/report.h"
+#include "runtime/tools/bench.h"
+#include "runtime/tools/sample.h"
+#include "runtime/compile/compile.h"
+#include "runtime/tools/reduction.h"
+#include "runtime/tools/report.h"
 #include "runtime/session.h"
-#include "runtime/teacher_force.h"
+#include "runtime/tools/teacher_force.h"
 
 namespace cfgmask {
 namespace {
@@ -53,75 +54,86 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // `check`: some file did not pass; `sample`: a sample not ended
 constexpr int kExitUsage = 2;   // error on user input
 
-const char kUsage[] =
-    "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-    "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--lark-grammars DIR] [--quiet] "
-    "-o OUT.cfgm\n"
-    "       cfgmask stats   STORE.cfgm [--json]\n"
-    "       cfgmask check   STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
-    "[--seed S] [--verify-masks N]\n"
-    "       cfgmask sample  STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR\n"
-    "       cfgmask bench   STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] "
-    "[--seed S] [--memo-mb M]\n"
-    "       cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--corpus FILE... | "
-    "--walks N] [--max-tokens T] [--seed S] [--json] [--plot OUT.svg] [-o STORE.cfgm]\n"
+// Notes printed after the commands' synopses in the full usage text.
+const char kUsageNotes[] =
     "--segment canonical reads the tokenizer's own encoding of FILE from FILE.ids (token ids\n"
     "separated by white space, e.g. from tests/tools/canonical_ids.py); their bytes must spell\n"
     "FILE exactly.  `sample` ends every walk that reaches --max-tokens with a shortest\n"
     "completion, so every sample is a complete text ended by EOS.\n";
 
+// The one description of each command: its usage line is "usage: cfgmask "
+// + synopsis (+ "  (" note ")"), and the full usage text is every synopsis
+// then kUsageNotes.
 struct CommandSpec {
   const char* name;
-  const char* usage;                 // one line
+  const char* synopsis;              // after "cfgmask "
+  const char* note;                  // "" or a remark for this command's usage line
   std::set<std::string> valued;      // flags that take a value
   std::set<std::string> booleans;    // flags without a value
   size_t min_positional;
   size_t max_positional;             // SIZE_MAX = any
+  std::string Usage() const {
+    std::string u = std::string("usage: cfgmask ") + synopsis;
+    if (*note) u += std::string("  (") + note + ")";
+    return u;
+  }
 };
 
 const CommandSpec kCommands[] = {
     {"compile",
-     "usage: cfgmask compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] [--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] [--lark-grammars DIR] [--quiet] "
-     "-o OUT.cfgm",
+     "compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
+     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] "
+     "[--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] "
+     "[--lark-grammars DIR] [--quiet] -o OUT.cfgm",
+     "",
      {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--eos", "--threads", "--lark-grammars", "-o"},
      {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
-    {"stats", "usage: cfgmask stats STORE.cfgm [--json] [--verify]", {}, {"--json", "--verify"}, 1,
-     1},
+    {"stats", "stats STORE.cfgm [--json] [--verify]", "", {}, {"--json", "--verify"}, 1, 1},
     {"check",
-     "usage: cfgmask check STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] "
-     "[--seed S] [--verify-masks N]  (canonical: token ids read from FILE.ids)",
+     "check STORE.cfgm FILE... [--segment greedy|random|bytes|canonical] [--seed S] "
+     "[--verify-masks N]",
+     "canonical: token ids read from FILE.ids",
      {"--segment", "--seed", "--verify-masks"},
      {},
      2,
      SIZE_MAX},
     {"sample",
-     "usage: cfgmask sample STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] "
-     "-o DIR",
+     "sample STORE.cfgm -n N [--seed S] [--max-tokens T] [--eos-bias P] [--ascii] -o DIR",
+     "",
      {"-n", "--seed", "--max-tokens", "--eos-bias", "-o"},
      {"--ascii"},
      1,
      1},
     {"bench",
-     "usage: cfgmask bench STORE.cfgm FILE... [--json] "
-     "[--segment greedy|random|bytes|canonical] [--seed S] [--memo-mb M]  (canonical: token ids "
-     "read from FILE.ids; M: the session's row memo in MiB, 0 = off)",
+     "bench STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] [--seed S] "
+     "[--memo-mb M]",
+     "canonical: token ids read from FILE.ids; M: the session's row memo in MiB, 0 = off",
      {"--segment", "--seed", "--memo-mb"},
      {"--json"},
      2,
      SIZE_MAX},
     {"reduction",
-     "usage: cfgmask reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--indenter "
-     "auto|python|none] [--corpus FILE... | --walks N] [--max-tokens T] [--seed S] [--threads N] "
+     "reduction GRAMMAR.lark --tokenizer TOK [--start RULE] [--indenter auto|python|none] "
+     "[--corpus FILE... | --walks N] [--max-tokens T] [--seed S] [--threads N] "
      "[--lark-grammars DIR] [--max-memory BYTES] [--json] [--plot OUT.svg|.png] [-o STORE.cfgm]",
+     "",
      {"--tokenizer", "--start", "--indenter", "--walks", "--max-tokens", "--seed", "--threads",
       "--lark-grammars", "--max-memory", "--plot", "-o"},
      {"--json", "--corpus"},
      1,
      SIZE_MAX},
 };
+
+// Every command's synopsis, then the notes.
+std::string FullUsage() {
+  std::string u;
+  for (const CommandSpec& c : kCommands) {
+    u += (u.empty() ? "usage: cfgmask " : "       cfgmask ") + std::string(c.synopsis) + "\n";
+  }
+  return u + kUsageNotes;
+}
 
 struct Args {
   std::vector<std::string> positional;
@@ -142,8 +154,8 @@ int Error(const std::string& message) {
 
 int UsageError(const CommandSpec* spec, const std::string& message) {
   std::fprintf(stderr, "cfgmask: %s\n", message.c_str());
-  if (spec) std::fprintf(stderr, "%s\n", spec->usage);
-  else std::fputs(kUsage, stderr);
+  if (spec) std::fprintf(stderr, "%s\n", spec->Usage().c_str());
+  else std::fputs(FullUsage().c_str(), stderr);
   return kExitUsage;
 }
 
@@ -289,12 +301,6 @@ int64_t FileSize(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
-int64_t PeakRssBytes() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: KiB
-}
-
 // ---------------------------------------------------------------- compile
 
 // Progress on a terminal: one line rewritten in place, at most 10 times a
@@ -340,8 +346,8 @@ int Compile(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("-o")) return UsageError(&spec, "missing -o OUT.cfgm");
   CompileOptions options;
   options.start = args.Get("--start");
-  options.indenter = args.Get("--indenter", "auto");
-  if (options.indenter != "auto" && options.indenter != "python" && options.indenter != "none") {
+  options.indenter = args.Get("--indenter", options.indenter);
+  if (!defaults::IsIndenterChoice(options.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  options.indenter + "'");
   }
@@ -385,7 +391,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
                              args.Get("--eos"), &details);
   if (st.ok()) {
     progress.Update("write", 1);
-    st = WriteStoreFile(store, out);
+    st = WriteCompiledStore(store, out);
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
@@ -610,90 +616,23 @@ int Bench(const CommandSpec& spec, const Args& args) {
   }
   Segmenter segmenter(store);
   std::mt19937_64 rng(t.seed);
-  SessionLimits limits;
-  limits.memo_bytes = memo_mb << 20;
-  Session session(&store, limits);
-  std::vector<uint32_t> mask(store.mask_words());
-  std::vector<double> mask_us, hit_us, miss_us;
-  double advance_seconds = 0;
-  int64_t advanced = 0, bad_files = 0;
-  size_t max_live = 0;
-  using Clock = std::chrono::steady_clock;
-  for (size_t f = 0; f < t.files.size(); ++f) {
-    const std::string& text = t.texts[f];
-    session.Reset();
-    for (const Segment& seg : t.Steps(segmenter, f, &rng)) {
-      const int64_t misses = session.memo_misses();
-      auto t0 = Clock::now();
-      session.FillMask(mask.data());
-      auto t1 = Clock::now();
-      const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-      mask_us.push_back(us);
-      (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
-      Status st = seg.token >= 0
-                      ? session.Advance(seg.token)
-                      : session.AdvanceBytes(std::string_view(text).substr(seg.offset, seg.length));
-      advance_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-      if (!st.ok()) {
-        std::fprintf(stderr, "cfgmask: %s: not teacher-forced to the end: %s\n",
-                     TextPosition(t.files[f], text, seg.offset).c_str(),
-                     OneLine(st.message()).c_str());
-        ++bad_files;
-        break;
-      }
-      ++advanced;
-      max_live = std::max(max_live, session.num_live());
-    }
-  }
+  BenchInput input;
+  input.files = t.files;
+  input.texts = t.texts;
+  input.steps = [&](size_t f) { return t.Steps(segmenter, f, &rng); };
+  input.memo_mb = memo_mb;
   BenchReport report;
-  report.files = static_cast<int64_t>(t.files.size());
-  report.files_not_finished = bad_files;
+  std::vector<std::string> errors;
+  RunBench(store, input, &report, &errors);
+  for (const std::string& e : errors) std::fprintf(stderr, "cfgmask: %s\n", e.c_str());
   report.segment = args.Get("--segment", "greedy");
-  report.mask_us = std::move(mask_us);
-  report.mask_us_hit = std::move(hit_us);
-  report.mask_us_miss = std::move(miss_us);
-  for (auto* v : {&report.mask_us, &report.mask_us_hit, &report.mask_us_miss}) {
-    std::sort(v->begin(), v->end());
-  }
-  report.advance_tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;
-  report.max_live = static_cast<int64_t>(max_live);
   report.store_load_seconds = load_seconds;
-  report.peak_rss_bytes = PeakRssBytes();
-  report.memo_mb = memo_mb;
-  report.memo_hits = session.memo_hits();
-  report.memo_misses = session.memo_misses();
   const std::string text = args.Has("--json") ? BenchReportJson(report) : BenchReportText(report);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 
 // ---------------------------------------------------------------- reduction
-
-// Draws the figure from the report's JSON with the Python package
-// (`python -m cfgmask plot-reduction`), the interpreter named by
-// $CFGMASK_PYTHON or python3.
-int Plot(const std::string& json, const std::string& out) {
-  const std::string tmp = out + ".json.tmp." + std::to_string(getpid());
-  std::string error;
-  if (!WriteFileAtomically(tmp, json, &error)) return Error(error);
-  const char* env = std::getenv("CFGMASK_PYTHON");
-  const std::string python = env && *env ? env : "python3";
-  std::vector<std::string> argv_s = {python, "-m", "cfgmask", "plot-reduction", tmp, "-o", out};
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
-  int status = 0;
-  if (rc == 0) waitpid(pid, &status, 0);
-  std::remove(tmp.c_str());
-  if (rc != 0) return Error(python + ": cannot run it to draw the plot: " + std::strerror(rc));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Error(out + ": the plot was not drawn (" + python +
-                 " -m cfgmask plot-reduction failed; it needs the cfgmask package and matplotlib)");
-  }
-  return kExitOk;
-}
 
 int Reduction(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("--tokenizer")) return UsageError(&spec, "missing --tokenizer TOK");
@@ -719,9 +658,8 @@ int Reduction(const CommandSpec& spec, const Args& args) {
   o.seed = static_cast<uint64_t>(seed);
   o.compile.num_threads = static_cast<int32_t>(threads);
   o.compile.start = args.Get("--start");
-  o.compile.indenter = args.Get("--indenter", "auto");
-  if (o.compile.indenter != "auto" && o.compile.indenter != "python" &&
-      o.compile.indenter != "none") {
+  o.compile.indenter = args.Get("--indenter", o.compile.indenter);
+  if (!defaults::IsIndenterChoice(o.compile.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  o.compile.indenter + "'");
   }
@@ -743,7 +681,9 @@ int Reduction(const CommandSpec& spec, const Args& args) {
   std::fputs(args.Has("--json") ? json.c_str() : ReductionReportText(report).c_str(), stdout);
   std::fflush(stdout);
   if (!plot.empty()) {
-    if (int rc = Plot(json, plot); rc != kExitOk) return rc;
+    const char* env = std::getenv("CFGMASK_PYTHON");
+    st = DrawReductionPlot(json, plot, env && *env ? env : "python3");
+    if (!st.ok()) return Error(st.message());
   }
   // A mask that differs between the two stores is a bug in the pass.
   return report.mask_mismatches ? kExitFailed : kExitOk;
@@ -751,12 +691,12 @@ int Reduction(const CommandSpec& spec, const Args& args) {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsage, stderr);
+    std::fputs(FullUsage().c_str(), stderr);
     return kExitUsage;
   }
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
-    std::fputs(kUsage, stdout);
+    std::fputs(FullUsage().c_str(), stdout);
     return kExitOk;
   }
   const CommandSpec* spec = nullptr;
@@ -766,7 +706,7 @@ int Main(int argc, char** argv) {
   if (!spec) return UsageError(nullptr, "unknown command '" + command + "'");
   for (int i = 2; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("%s\n", spec->usage);
+      std::printf("%s\n", spec->Usage().c_str());
       return kExitOk;
     }
   }

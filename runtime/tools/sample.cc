@@ -1,5 +1,5 @@
-// Token drawing: see cli.h.
-#include "runtime/cli.h"
+// Token drawing and the random walks of `cfgmask sample`: see sample.h.
+#include "runtime/tools/sample.h"
 
 #include <algorithm>
 #include <string>

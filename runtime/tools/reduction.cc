@@ -1,14 +1,19 @@
 // `cfgmask reduction`: see reduction.h.
-#include "runtime/reduction.h"
+#include "runtime/tools/reduction.h"
 
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdarg>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -18,9 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "maskstore/row_codec.h"
-#include "runtime/cli.h"
-#include "runtime/compile.h"
-#include "runtime/report.h"
+#include "runtime/tools/sample.h"
+#include "runtime/compile/compile.h"
+#include "runtime/tools/report.h"
 #include "runtime/segment.h"
 #include "runtime/session.h"
 
@@ -83,7 +88,7 @@ void RowSources(const CompiledStore& s, ReductionReport* out) {
       std::string label = "(no terminal ends)";
       for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
         const int32_t item = s.seq_data[i];
-        if (s.item_kind[item] == 0) {
+        if (s.KindOf(item) == ItemKind::kEmit) {
           label = s.terminal_names[s.item_terminal[item]];
           break;
         }
@@ -133,7 +138,7 @@ int64_t InterchangeableBound(const CompiledStore& s,
       std::vector<int64_t> key;
       for (int32_t i = s.seq_offsets[seq]; i < s.seq_offsets[seq + 1]; ++i) {
         const int32_t item = s.seq_data[i];
-        if (s.item_kind[item] == 0) {
+        if (s.KindOf(item) == ItemKind::kEmit) {
           key.push_back(rep[s.item_terminal[item]]);
           key.push_back(s.item_blockers[item]);
           key.push_back(s.item_full[item]);
@@ -440,6 +445,38 @@ std::string ReductionReportText(const ReductionReport& r) {
                                      " steps, first " + r.first_mismatch).c_str()
                                   : "identical at every step");
   return out;
+}
+
+Status DrawReductionPlot(const std::string& json, const std::string& out,
+                         const std::string& python) {
+  const std::string tmp = out + ".json.tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << json;
+    if (!f.flush()) {
+      std::remove(tmp.c_str());
+      return Status(ErrorCode::kIo, tmp + ": cannot write: " + std::strerror(errno));
+    }
+  }
+  std::vector<std::string> argv_s = {python, "-m", "cfgmask", "plot-reduction", tmp, "-o", out};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  int status = 0;
+  if (rc == 0) waitpid(pid, &status, 0);
+  std::remove(tmp.c_str());
+  if (rc != 0) {
+    return Status(ErrorCode::kIo,
+                  python + ": cannot run it to draw the plot: " + std::strerror(rc));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status(ErrorCode::kIo, out + ": the plot was not drawn (" + python +
+                                      " -m cfgmask plot-reduction failed; it needs the cfgmask "
+                                      "package and matplotlib)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace cfgmask

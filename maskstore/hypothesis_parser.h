@@ -1,0 +1,197 @@
+// What a store item means to the parser, in one place: the scanner tests an
+// item is checked with (ItemScanner: an Emit's retyping by a full-match
+// keyword and its blockers, a Tail's candidate terminals) and the runtime's
+// incremental parser of one lexing hypothesis (HypothesisParser), which
+// checks a sequence of items against a concrete LR stack.
+//
+// The decoding session (runtime/session.cc) runs a HypothesisParser per live
+// hypothesis; the streamlining steps reason about the same items for every
+// stack with a known top (streamline/exploration.cc) and about which item
+// fields any scanner can read (streamline/streamline.cc), both through
+// ItemScanner, so that an item is read the same way offline and online.
+// Items are those of lexer/terminal_automaton.h (LexItem) as stored in
+// CompiledStore (ItemKind).
+//
+// Tested by session_test.cc (against Lark on every step of seeded walks),
+// always_legal_test.cc and never_legal_test.cc (exploration against the
+// runtime's answers) and streamline_store_test.cc (masks of streamlined and
+// unstreamlined stores equal).
+#ifndef CFGMASK_MASKSTORE_HYPOTHESIS_PARSER_H_
+#define CFGMASK_MASKSTORE_HYPOTHESIS_PARSER_H_
+
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "lexer/terminal_automaton.h"
+#include "maskstore/compiled_store.h"
+#include "parser/lr_core.h"
+
+namespace cfgmask {
+
+// The scanner-side reading of items in parser state `state` (Lark's
+// contextual lexer: the scanner of a state scans scanner_terms, of which
+// scanner_alt is the alternation once embedded keyword strings are removed).
+class ItemScanner {
+ public:
+  explicit ItemScanner(const CompiledStore& s) : s_(s) {}
+
+  bool InAlt(int32_t state, int32_t t) const {
+    return (s_.scanner_alt[static_cast<size_t>(state) * s_.scanner_words + t / 64] >> (t & 63)) & 1;
+  }
+  bool InTerms(int32_t state, int32_t t) const {
+    return (s_.scanner_terms[static_cast<size_t>(state) * s_.scanner_words + t / 64] >> (t & 63)) &
+           1;
+  }
+  // An Emit ends its terminal only if its scanner takes it and scans none of
+  // its blockers (terminals that would have matched longer or first).
+  bool EmitScanned(int32_t state, int32_t item) const {
+    if (!InAlt(state, s_.item_terminal[item])) return false;
+    const int32_t b = s_.item_blockers[item];
+    for (int32_t i = s_.set_offsets[b]; i < s_.set_offsets[b + 1]; ++i) {
+      if (InAlt(state, s_.set_data[i])) return false;
+    }
+    return true;
+  }
+  // The terminal an Emit is fed to the parser as: the best-ranked string
+  // terminal equal to its text that the scanner has (Lark's "unless"
+  // retyping of keywords), else its own terminal.
+  int32_t EmitType(int32_t state, int32_t item) const {
+    int32_t type = s_.item_terminal[item];
+    const int32_t f = s_.item_full[item];
+    int32_t best_rank = INT32_MAX;
+    for (int32_t i = s_.set_offsets[f]; i < s_.set_offsets[f + 1]; ++i) {
+      const int32_t k = s_.set_data[i];
+      if (InTerms(state, k) && s_.terminal_rank[k] < best_rank) {
+        best_rank = s_.terminal_rank[k];
+        type = k;
+      }
+    }
+    return type;
+  }
+  // Can a Tail still end in `state`: some terminal of it that the scanner
+  // takes, not blocked by an earlier-ranked full match, is %ignore'd or
+  // taken (`takes(t)`; the indenter's newline through `takes_newline(t)`),
+  // or retyped to a keyword it is still a prefix of and that is taken.
+  template <class Takes, class TakesNewline>
+  bool TailOk(int32_t state, int32_t item, Takes takes, TakesNewline takes_newline) const {
+    const int32_t alive = s_.item_blockers[item], matched = s_.item_full[item];
+    for (int32_t i = s_.set_offsets[alive]; i < s_.set_offsets[alive + 1]; ++i) {
+      const int32_t t = s_.set_data[i];
+      if (!InAlt(state, t)) continue;
+      bool blocked = false;
+      for (int32_t j = s_.set_offsets[matched]; j < s_.set_offsets[matched + 1] && !blocked; ++j) {
+        const int32_t u = s_.set_data[j];
+        blocked = s_.terminal_rank[u] < s_.terminal_rank[t] && InAlt(state, u);
+      }
+      if (blocked) continue;
+      if (s_.terminal_ignored[t]) return true;
+      if (t == s_.indenter_nl && s_.indenter_nl >= 0) {
+        if (takes_newline(t)) return true;
+        continue;
+      }
+      if (takes(t)) return true;
+      // t's match may still be retyped to a keyword k it matches in full,
+      // but only if the text so far is a prefix of k (k still alive).
+      for (int32_t j = s_.unless_offsets[t]; j < s_.unless_offsets[t + 1]; ++j) {
+        const int32_t k = s_.unless_data[j];
+        if (InTerms(state, k) && s_.SetContains(alive, k) && takes(k)) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  const CompiledStore& s_;
+};
+
+// The parser state of one lexing hypothesis while a sequence of items is
+// checked: its LR stack as an overlay view (parser/lr_core.h), the
+// indenter's stack and bracket depth, and the scanners of the open slots.
+// Copyable: a copy is an independent cursor over the same base stack.
+struct HypothesisParser {
+  const CompiledStore* s;
+  LrTables lr;
+  LrOverlay stack;
+  std::vector<int32_t> indent;
+  int32_t paren;
+  std::vector<uint64_t> slots;  // scanner_words per slot
+  std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
+
+  int32_t Top() const { return stack.Top(); }
+  // Shifts terminal t after the reductions it triggers; false if rejected.
+  // For $END, true once the input is accepted.
+  bool Feed(int32_t t) {
+    if (trace) trace->push_back(t);
+    return LrTaken(LrFeed(lr, t, &stack));
+  }
+  bool Newline(int32_t col) {
+    if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets
+    if (!Feed(s->indenter_nl)) return false;
+    if (col > indent.back()) {
+      indent.push_back(col);
+      return Feed(s->indenter_indent);
+    }
+    while (col < indent.back()) {
+      indent.pop_back();
+      if (!Feed(s->indenter_dedent)) return false;
+    }
+    return col == indent.back();
+  }
+  // Would terminal t be shifted now?  Simulated on a scratch overlay:
+  // nothing is copied or allocated.
+  bool Accepts(int32_t t) const { return LrWouldTake(lr, stack, t); }
+  bool TailOk(int32_t item) const {
+    return ItemScanner(*s).TailOk(
+        Top(), item, [&](int32_t t) { return Accepts(t); },
+        [&](int32_t t) { return paren > 0 || Accepts(t); });
+  }
+  // Checks item `item` and applies it; false if the hypothesis dies.
+  // `carried_col` is the column carried into the token (-1: none yet);
+  // `col_override` replaces an Emit's resolved column when set.
+  bool Item(int32_t item, int32_t carried_col, int32_t col_override = INT32_MIN) {
+    const int32_t t = s->item_terminal[item];
+    if (s->KindOf(item) == ItemKind::kHit) {
+      // A store the compiler wrote always names an open slot; a crafted one
+      // that passes the loader's checks may not, and is refused here.
+      const size_t at = static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64;
+      if (at >= slots.size()) return false;
+      const uint64_t w = slots[at];
+      return !((w >> (t & 63)) & 1);
+    }
+    if (s->KindOf(item) == ItemKind::kTail) return TailOk(item);
+    const ItemScanner scanner(*s);
+    const int32_t state = Top();
+    if (!scanner.EmitScanned(state, item)) return false;
+    // The Emit opens slot item_slot: always the next one in a compiled store.
+    if (static_cast<int64_t>(slots.size() / s->scanner_words) != s->item_slot[item]) return false;
+    const uint64_t* alt = s->scanner_alt.data() + static_cast<size_t>(state) * s->scanner_words;
+    slots.insert(slots.end(), alt, alt + s->scanner_words);
+    if (s->terminal_ignored[t]) return true;
+    const int32_t type = scanner.EmitType(state, item);
+    if (type == s->indenter_nl && s->indenter_nl >= 0) {
+      int32_t col = ColumnDelta::Resolve(s->item_col_abs[item], s->item_col[item], carried_col);
+      if (col_override != INT32_MIN) col = col_override;
+      if (col < 0) return false;  // a newline token without '\n': Lark's indenter fails
+      return Newline(col);
+    }
+    if (!Feed(type)) return false;
+    if (s->terminal_open_paren[type]) ++paren;
+    if (s->terminal_close_paren[type]) --paren;
+    return true;
+  }
+  // Ends the input: the indenter's closing dedents, then $END.
+  bool Finish() {
+    if (s->indenter_nl >= 0) {
+      while (indent.size() > 1) {
+        indent.pop_back();
+        if (!Feed(s->indenter_dedent)) return false;
+      }
+    }
+    return Feed(s->num_parse_terminals - 1);
+  }
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_MASKSTORE_HYPOTHESIS_PARSER_H_

@@ -1,0 +1,74 @@
+// Teacher-forced mask latency: see bench.h.
+#include "runtime/tools/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/session.h"
+
+namespace cfgmask {
+namespace {
+
+int64_t PeakRssBytes() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: KiB
+}
+
+}  // namespace
+
+void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* report,
+              std::vector<std::string>* errors) {
+  SessionLimits limits;
+  limits.memo_bytes = input.memo_mb << 20;
+  Session session(&store, limits);
+  std::vector<uint32_t> mask(store.mask_words());
+  std::vector<double> mask_us, hit_us, miss_us;
+  double advance_seconds = 0;
+  int64_t advanced = 0, bad_files = 0;
+  size_t max_live = 0;
+  using Clock = std::chrono::steady_clock;
+  for (size_t f = 0; f < input.files.size(); ++f) {
+    const std::string& text = input.texts[f];
+    session.Reset();
+    for (const Segment& seg : input.steps(f)) {
+      const int64_t misses = session.memo_misses();
+      auto t0 = Clock::now();
+      session.FillMask(mask.data());
+      auto t1 = Clock::now();
+      const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      mask_us.push_back(us);
+      (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
+      Status st = seg.token >= 0
+                      ? session.Advance(seg.token)
+                      : session.AdvanceBytes(std::string_view(text).substr(seg.offset, seg.length));
+      advance_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
+      if (!st.ok()) {
+        errors->push_back(TextPosition(input.files[f], text, seg.offset) +
+                          ": not teacher-forced to the end: " + OneLine(st.message()));
+        ++bad_files;
+        break;
+      }
+      ++advanced;
+      max_live = std::max(max_live, session.num_live());
+    }
+  }
+  report->files = static_cast<int64_t>(input.files.size());
+  report->files_not_finished = bad_files;
+  report->mask_us = std::move(mask_us);
+  report->mask_us_hit = std::move(hit_us);
+  report->mask_us_miss = std::move(miss_us);
+  for (auto* v : {&report->mask_us, &report->mask_us_hit, &report->mask_us_miss}) {
+    std::sort(v->begin(), v->end());
+  }
+  report->advance_tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;
+  report->max_live = static_cast<int64_t>(max_live);
+  report->peak_rss_bytes = PeakRssBytes();
+  report->memo_mb = input.memo_mb;
+  report->memo_hits = session.memo_hits();
+  report->memo_misses = session.memo_misses();
+}
+
+}  // namespace cfgmask
