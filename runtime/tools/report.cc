@@ -212,12 +212,17 @@ std::string BenchReportText(const BenchReport& r) {
                 r.advance_tokens_per_s, r.max_live);
   out += Format("  store load       %.3f s\n", r.store_load_seconds);
   out += "  peak RSS         " + HumanBytes(r.peak_rss_bytes) + "\n";
+  auto line = [&](const char* what, const std::vector<double>& v) {
+    out += Format("  %-16s %zu steps: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  mean %.1f µs\n", what,
+                  v.size(), Percentile(v, 0.5), Percentile(v, 0.9), Percentile(v, 0.99),
+                  v.empty() ? 0 : v.back(), Mean(v));
+  };
+  line("first step", r.mask_us_first);
   if (r.memo_mb > 0) {
-    out += Format("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64
-                  " misses; steps without a miss %zu (p50 %.1f µs), with one %zu (p50 %.1f µs)\n",
-                  r.memo_mb, r.memo_hits, r.memo_misses, r.mask_us_hit.size(),
-                  Percentile(r.mask_us_hit, 0.5), r.mask_us_miss.size(),
-                  Percentile(r.mask_us_miss, 0.5));
+    out += Format("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64 " misses\n",
+                  r.memo_mb, r.memo_hits, r.memo_misses);
+    line("without a miss", r.mask_us_hit);
+    line("with a miss", r.mask_us_miss);
   }
   if (r.files_not_finished) {
     out += Format("  %" PRId64 " files not teacher-forced to the end\n", r.files_not_finished);
@@ -242,12 +247,23 @@ std::string BenchReportJson(const BenchReport& r) {
   j["max_live"] = r.max_live;
   j["store_load_seconds"] = Round(r.store_load_seconds, 1e6);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
+  auto quantiles = [](const std::vector<double>& v) {
+    return ordered_json{{"steps", v.size()},
+                        {"p50", Round(Percentile(v, 0.5), 1e3)},
+                        {"p90", Round(Percentile(v, 0.9), 1e3)},
+                        {"p99", Round(Percentile(v, 0.99), 1e3)},
+                        {"max", Round(v.empty() ? 0 : v.back(), 1e3)},
+                        {"mean", Round(Mean(v), 1e3)}};
+  };
+  j["first_step_us"] = quantiles(r.mask_us_first);
   j["memo"] = {{"mb", r.memo_mb},
                {"hits", r.memo_hits},
                {"misses", r.memo_misses},
                {"steps_without_miss", r.mask_us_hit.size()},
                {"p50_without_miss", Round(Percentile(r.mask_us_hit, 0.5), 1e3)},
-               {"p50_with_miss", Round(Percentile(r.mask_us_miss, 0.5), 1e3)}};
+               {"p50_with_miss", Round(Percentile(r.mask_us_miss, 0.5), 1e3)},
+               {"without_miss_us", quantiles(r.mask_us_hit)},
+               {"with_miss_us", quantiles(r.mask_us_miss)}};
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 

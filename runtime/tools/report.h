@@ -74,6 +74,7 @@ struct BenchReport {
   std::vector<double> mask_us;           // every step's FillMask, sorted
   std::vector<double> mask_us_hit;       // steps answered from the row memo alone, sorted
   std::vector<double> mask_us_miss;      // steps with a memo miss, sorted
+  std::vector<double> mask_us_first;     // each file's first step (a fresh session), sorted
   double advance_tokens_per_s = 0;
   int64_t max_live = 0;
   double store_load_seconds = 0;

@@ -502,3 +502,12 @@ def test_bench_json(store, json_files):
     assert b["mask_us"]["p50"] <= b["mask_us"]["max"]
     assert b["peak_rss_bytes"] > 0 and b["advance_tokens_per_s"] > 0
     assert b["files_not_finished"] == 0
+    # the first step of each file, and the steps with and without a row-memo miss
+    assert b["first_step_us"]["steps"] == len(valid)
+    assert b["first_step_us"]["p50"] <= b["first_step_us"]["max"]
+    memo = b["memo"]
+    if memo["mb"] > 0:
+        assert memo["without_miss_us"]["steps"] + memo["with_miss_us"]["steps"] == b["steps"]
+        for part in ("without_miss_us", "with_miss_us"):
+            q = memo[part]
+            assert q["steps"] == 0 or q["p50"] <= q["p99"] <= q["max"]
