@@ -2,6 +2,7 @@
 #include "runtime/tools/bench.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,13 @@
 
 namespace cfgmask {
 namespace {
+
+// This thread's CPU time in µs.
+double ThreadCpuUs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
 
 int64_t PeakRssBytes() {
   struct rusage ru;
@@ -25,7 +33,8 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   limits.memo_bytes = input.memo_mb << 20;
   Session session(&store, limits);
   std::vector<uint32_t> mask(store.mask_words());
-  std::vector<double> mask_us, hit_us, miss_us, first_us;
+  std::vector<double> mask_us, hit_us, miss_us, first_us, cpu_us;
+  int64_t preempted = 0;
   double advance_seconds = 0;
   int64_t advanced = 0, bad_files = 0;
   size_t max_live = 0;
@@ -36,11 +45,15 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
     bool first = true;
     for (const Segment& seg : input.steps(f)) {
       const int64_t misses = session.memo_misses();
+      const double c0 = ThreadCpuUs();
       auto t0 = Clock::now();
       session.FillMask(mask.data());
       auto t1 = Clock::now();
+      const double cpu = ThreadCpuUs() - c0;
       const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
       mask_us.push_back(us);
+      cpu_us.push_back(cpu);
+      if (us - cpu > 1000) ++preempted;
       (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
       if (first) first_us.push_back(us);
       first = false;
@@ -64,8 +77,10 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   report->mask_us_hit = std::move(hit_us);
   report->mask_us_miss = std::move(miss_us);
   report->mask_us_first = std::move(first_us);
+  report->mask_cpu_us = std::move(cpu_us);
+  report->preempted_steps = preempted;
   for (auto* v : {&report->mask_us, &report->mask_us_hit, &report->mask_us_miss,
-                  &report->mask_us_first}) {
+                  &report->mask_us_first, &report->mask_cpu_us}) {
     std::sort(v->begin(), v->end());
   }
   report->advance_tokens_per_s = advance_seconds > 0 ? advanced / advance_seconds : 0;

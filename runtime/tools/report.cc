@@ -217,6 +217,11 @@ std::string BenchReportText(const BenchReport& r) {
                   v.size(), Percentile(v, 0.5), Percentile(v, 0.9), Percentile(v, 0.99),
                   v.empty() ? 0 : v.back(), Mean(v));
   };
+  line("thread CPU time", r.mask_cpu_us);
+  if (r.preempted_steps > 0) {
+    out += Format("  %" PRId64 " steps took over 1 ms more wall time than CPU time (the thread "
+                  "was preempted: a loaded machine)\n", r.preempted_steps);
+  }
   line("first step", r.mask_us_first);
   if (r.memo_mb > 0) {
     out += Format("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64 " misses\n",
@@ -255,6 +260,8 @@ std::string BenchReportJson(const BenchReport& r) {
                         {"max", Round(v.empty() ? 0 : v.back(), 1e3)},
                         {"mean", Round(Mean(v), 1e3)}};
   };
+  j["mask_cpu_us"] = quantiles(r.mask_cpu_us);
+  j["preempted_steps"] = r.preempted_steps;
   j["first_step_us"] = quantiles(r.mask_us_first);
   j["memo"] = {{"mb", r.memo_mb},
                {"hits", r.memo_hits},

@@ -75,6 +75,10 @@ struct BenchReport {
   std::vector<double> mask_us_hit;       // steps answered from the row memo alone, sorted
   std::vector<double> mask_us_miss;      // steps with a memo miss, sorted
   std::vector<double> mask_us_first;     // each file's first step (a fresh session), sorted
+  // Every step's FillMask in this thread's CPU time, sorted: on a loaded
+  // machine the wall-clock tail is mostly time the thread was not running.
+  std::vector<double> mask_cpu_us;
+  int64_t preempted_steps = 0;           // steps whose wall time exceeds CPU time by > 1 ms
   double advance_tokens_per_s = 0;
   int64_t max_live = 0;
   double store_load_seconds = 0;

@@ -504,6 +504,7 @@ def test_bench_json(store, json_files):
     assert b["files_not_finished"] == 0
     # the first step of each file, and the steps with and without a row-memo miss
     assert b["first_step_us"]["steps"] == len(valid)
+    assert b["mask_cpu_us"]["steps"] == b["steps"] and b["preempted_steps"] >= 0
     assert b["first_step_us"]["p50"] <= b["first_step_us"]["max"]
     memo = b["memo"]
     if memo["mb"] > 0:
