@@ -10,8 +10,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <tbb/parallel_for.h>
-
 #include <atomic>
 #include <chrono>
 #include <climits>
