@@ -4,8 +4,8 @@
 // SessionLimits), the command line (runtime/cli/cfgmask_main.cc), the Python
 // binding (runtime/python/cfgmask_python.cc, which exports them as
 // cfgmask._core.DEFAULTS) and the Python package read them from here.
-// Tested by tests/py/test_package.py (the package's defaults are the
-// binding's) and compile_test.cc.
+// Tested by tests/py/test_package.py (the binding's and the package's
+// defaults are this header's).
 #ifndef CFGMASK_MASKSTORE_DEFAULTS_H_
 #define CFGMASK_MASKSTORE_DEFAULTS_H_
 

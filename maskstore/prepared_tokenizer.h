@@ -3,7 +3,8 @@
 // token tables (token bytes, special flags, EOS ids, identity).  The compile
 // driver (runtime/compile/compile.h) asks for it after the grammar's tables are
 // built, so that a bad grammar is reported before the tokenizer file is read.
-// Tested by vocab_walk_test.cc and tokenizer_test.cc.
+// Tested by vocab_walk_test.cc (compiles from tokenizer files) and
+// tests/py/test_package.py (cfgmask.Tokenizer prepared once for several compiles).
 #ifndef CFGMASK_MASKSTORE_PREPARED_TOKENIZER_H_
 #define CFGMASK_MASKSTORE_PREPARED_TOKENIZER_H_
 

@@ -233,7 +233,7 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
   return total;
 }
 
-// Lexing conditions (streamline.h, step 4): each row's items replaced by
+// Lexing conditions (streamline.h, step 2): each row's items replaced by
 // items that every hypothesis checks the same way (HypothesisParser::Item,
 // maskstore/hypothesis_parser.h), with what no scanner can ever make a
 // difference dropped:
@@ -383,7 +383,7 @@ uint64_t Mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-// Shared row groups (streamline.h, step 4): lexer states whose groups hold
+// Shared row groups (streamline.h, step 5): lexer states whose groups hold
 // equal rows in the same order and the same simulated tokens (whose rows
 // hold the same single token) point to one group.  Returns the groups merged.
 int32_t ShareRowGroups(CompiledStore* store) {

@@ -10,8 +10,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <tbb/parallel_for.h>
-
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -734,27 +732,23 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("eos_ids", [](const PreparedTokenizer& t) { return t.tokens.eos_ids.ToVector(); })
       .def_property_readonly("seconds", [](const PreparedTokenizer& t) { return t.seconds; });
 
-  py::class_<CompiledStore, StorePtr>(m, "Store")
-      .def_static("compile", &CompileStoreWith<TokenizerPtr>, py::arg("grammar_path"),
-                  py::arg("tokenizer"),
-                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
-                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
-                  py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = defaults::kStreamline,
-                  py::arg("num_threads") = defaults::kNumThreads,
-                  py::arg("prune_pairs") = defaults::kPrunePairs,
-                  py::arg("max_roots") = defaults::kMaxRoots,
-                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
-      .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
-                  py::arg("tokenizer_path"),
-                  py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
-                  py::arg("max_lexer_states") = defaults::kMaxLexerStates,
-                  py::arg("import_paths") = std::vector<std::string>{},
-                  py::arg("streamline") = defaults::kStreamline,
-                  py::arg("num_threads") = defaults::kNumThreads,
-                  py::arg("prune_pairs") = defaults::kPrunePairs,
-                  py::arg("max_roots") = defaults::kMaxRoots,
-                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
+  py::class_<CompiledStore, StorePtr> store_class(m, "Store");
+  // Store.compile from a prepared Tokenizer or from a tokenizer file: one
+  // argument list, the defaults of maskstore/defaults.h.
+  auto def_compile = [&store_class](auto compile, const char* tokenizer_arg) {
+    store_class.def_static(
+        "compile", compile, py::arg("grammar_path"), py::arg(tokenizer_arg), py::arg("start") = "",
+        py::arg("indenter") = std::string(defaults::kIndenter),
+        py::arg("max_lexer_states") = defaults::kMaxLexerStates,
+        py::arg("import_paths") = std::vector<std::string>{},
+        py::arg("streamline") = defaults::kStreamline, py::arg("num_threads") = defaults::kNumThreads,
+        py::arg("prune_pairs") = defaults::kPrunePairs, py::arg("max_roots") = defaults::kMaxRoots,
+        py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "",
+        py::arg("progress") = py::none());
+  };
+  def_compile(&CompileStoreWith<TokenizerPtr>, "tokenizer");
+  def_compile(&CompileStoreWith<std::string>, "tokenizer_path");
+  store_class
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
                   "Maps a store file (zero-copy); verify=True also checks the whole payload's "
                   "checksum")
