@@ -361,6 +361,9 @@ Status LoadVocabulary(const std::string& path, Vocabulary* out, const Vocabulary
   if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     return Status(ErrorCode::kIo, path + ": is a directory, not a tokenizer file");
   }
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is not a regular file (a FIFO, socket or device)");
+  }
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status(ErrorCode::kIo, path + ": cannot open file");
   char head[64];

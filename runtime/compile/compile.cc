@@ -121,6 +121,15 @@ Status CompileStoreWith(const std::string& grammar_path,
       t0 + std::chrono::duration_cast<Clock::duration>(
                std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
 
+  // The wall-time budget, checked as each phase ends (the walk also checks
+  // it inside, per batch of roots; the LALR construction has its own limit).
+  auto over_time = [&](const char* phase) {
+    if (options.max_seconds <= 0 || Clock::now() <= deadline) return Status::Ok();
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": compile exceeded " + std::to_string(options.max_seconds) +
+                      " s (max_seconds, --max-seconds) in the " + phase + " phase");
+  };
+
   progress("grammar");
   GrammarPhase gp;
   CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
@@ -128,24 +137,28 @@ Status CompileStoreWith(const std::string& grammar_path,
   s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
   s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
   s.stats.seconds_grammar = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("grammar"));
 
   t0 = Clock::now();
   progress("lalr");
   ParseTables pt;
   CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
   s.stats.seconds_lalr = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("lalr"));
 
   // seconds_automaton spans the automaton, the tokenizer and the walk.
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
   CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+  CFGMASK_RETURN_IF_ERROR(over_time("automaton"));
 
   const auto tok0 = Clock::now();
   progress("tokenizer");
   const PreparedTokenizer* tok = nullptr;
   CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
   s.stats.seconds_tokenizer = Since(tok0);
+  CFGMASK_RETURN_IF_ERROR(over_time("tokenizer"));
   CopyVocabulary(tok->tokens, &s);
   VocabTrie subset_trie;
   if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
@@ -175,6 +188,7 @@ Status CompileStoreWith(const std::string& grammar_path,
   progress("store");
   walk.Freeze(a.get(), &s);
   s.stats.seconds_store = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("store"));
   if (options.record != nullptr) {
     options.record->automaton = a;
     options.record->roots = walk.roots();
@@ -240,6 +254,9 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.max_memory < 0) {
     return bad("max_memory must be a byte count (0: the default), got " +
                std::to_string(o.max_memory));
+  }
+  if (!(o.max_seconds >= 0) || o.max_seconds > 1e9) {
+    return bad("max_seconds must be in [0, 1e9] (0: none), got " + std::to_string(o.max_seconds));
   }
   if (o.walk_memo_bytes < 0) {
     return bad("walk_memo_bytes must be a byte count, got " + std::to_string(o.walk_memo_bytes));
@@ -310,7 +327,15 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
     Grammar grammar;
     tracked.grammar_out = &grammar;
     CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
-    return Finish(tracked, streamline, grammar, out, details);
+    Status fin = Finish(tracked, streamline, grammar, out, details);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
+      *out = CompiledStore();
+      return Status(ErrorCode::kResourceLimit,
+                    grammar_path + ": compile exceeded " + std::to_string(options.max_seconds) +
+                        " s (max_seconds, --max-seconds) in the streamline phase");
+    }
+    return fin;
   } catch (const std::bad_alloc&) {
     *out = CompiledStore();
     return Status(ErrorCode::kResourceLimit,

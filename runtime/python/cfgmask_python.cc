@@ -146,6 +146,23 @@ const JumpForwarder& ForwarderFor(const std::shared_ptr<CompiledStore>& store,
   return *s.forwarder;
 }
 
+// The result of Session::Advance / AdvanceBytes for Python: true when it
+// moved, false when the grammar refused the token or text (kInvalidToken: the
+// session is unchanged; token ids out of range are refused before, as
+// errors), and every other failure raised: a refusal and an error are never
+// confused (a busy matcher, a damaged store or a limit is no refusal).
+bool Refused(const Status& st) {
+  if (st.ok()) return true;
+  if (st.code() == ErrorCode::kInvalidToken) return false;
+  throw EngineError(st.message());
+}
+
+// The longest suffix (completion in the middle of a file) a session takes:
+// Session::SetSuffix reads it again once per step, so its cost is that of a
+// step per byte (about 2 us per byte: 64 KiB, some 0.1 s per step); a longer
+// one is an error, never a step that takes seconds.
+constexpr size_t kMaxSuffixBytes = 64 * 1024;
+
 // A session and the store it reads, kept alive together.
 // A session is used by one thread at a time (stores are shared freely): a
 // call that finds its session busy in another thread raises instead of
@@ -227,6 +244,12 @@ Buffer2D BitmaskBuffer(const py::buffer& b) {
 
 // Store.stats(): the figures of runtime/tools/report.h as a dict.
 py::dict StoreStats(const CompiledStore& store) {
+  bool rows_ok;
+  {
+    py::gil_scoped_release release;
+    rows_ok = store.AllRowsOk();
+  }
+  if (!rows_ok) throw EngineError(DamagedRowsMessage());
   const StoreReport r = MakeStoreReport(store, "", 0);
   py::dict d;
   d["grammar"] = r.grammar;
@@ -325,19 +348,23 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
                           bool streamline, int32_t num_threads, bool prune_pairs,
                           int32_t max_roots, int64_t max_memory, const std::string& eos,
-                          const py::object& progress) {
+                          const py::object& progress, double max_seconds) {
   CompileOptions options;
-  if (!progress.is_none()) {
-    options.progress = [&progress](const CompileProgress& p) {
-      py::gil_scoped_acquire gil;
-      try {
-        progress(p.phase, p.walk_fraction, p.seconds);
-      } catch (py::error_already_set& e) {
-        e.restore();
-        throw ProgressRaised{};
-      }
-    };
-  }
+  // At every progress report (each phase, each batch of roots of the walk)
+  // the compile takes the GIL to look for a signal (Ctrl-C: KeyboardInterrupt
+  // stops the compile) and to call the caller's callback.
+  options.progress = [&progress](const CompileProgress& p) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw ProgressRaised{};
+    if (progress.is_none()) return;
+    try {
+      progress(p.phase, p.walk_fraction, p.seconds);
+    } catch (py::error_already_set& e) {
+      e.restore();
+      throw ProgressRaised{};
+    }
+  };
+  options.max_seconds = max_seconds;
   options.max_roots = max_roots;
   options.max_memory = max_memory;
   options.num_threads = num_threads;
@@ -708,6 +735,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
   py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
+  m.attr("MAX_SUFFIX_BYTES") = kMaxSuffixBytes;
   // maskstore/defaults.h, for the package's signatures (cfgmask/__init__.py).
   {
     py::dict d;
@@ -718,6 +746,7 @@ PYBIND11_MODULE(_core, m) {
     d["max_lexer_states"] = defaults::kMaxLexerStates;
     d["max_roots"] = defaults::kMaxRoots;
     d["max_memory"] = defaults::kMaxMemory;
+    d["max_seconds"] = defaults::kMaxSeconds;
     d["streamline"] = defaults::kStreamline;
     d["num_threads"] = defaults::kNumThreads;
     d["prune_pairs"] = defaults::kPrunePairs;
@@ -744,7 +773,8 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("num_threads") = defaults::kNumThreads,
                   py::arg("prune_pairs") = defaults::kPrunePairs,
                   py::arg("max_roots") = defaults::kMaxRoots,
-                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none(),
+                  py::arg("max_seconds") = defaults::kMaxSeconds)
       .def_static("compile", &CompileStoreWith<std::string>, py::arg("grammar_path"),
                   py::arg("tokenizer_path"),
                   py::arg("start") = "", py::arg("indenter") = std::string(defaults::kIndenter),
@@ -754,7 +784,8 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("num_threads") = defaults::kNumThreads,
                   py::arg("prune_pairs") = defaults::kPrunePairs,
                   py::arg("max_roots") = defaults::kMaxRoots,
-                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none())
+                  py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none(),
+                  py::arg("max_seconds") = defaults::kMaxSeconds)
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
                   "Maps a store file (zero-copy); verify=True also checks the whole payload's "
                   "checksum")
@@ -813,14 +844,20 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "advance",
           [](PySession& s, int32_t token) { InUse in_use(s);
+            if (token < 0 || token >= s.store->vocab_size) {
+              throw EngineError("token id " + std::to_string(token) + " is out of range [0, " +
+                                std::to_string(s.store->vocab_size) + ")");
+            }
             Status st;
             {
               py::gil_scoped_release release;
               st = s.session.Advance(token);
             }
-            ThrowIfError(st);
+            return Refused(st);
           },
-          py::arg("token"))
+          py::arg("token"),
+          "True if the token was accepted, False if the grammar refuses it (the session is "
+          "unchanged); any other error (busy matcher, damaged store, a limit) raises")
       .def(
           "advance_bytes",
           [](PySession& s, const py::bytes& data) { InUse in_use(s);
@@ -830,9 +867,9 @@ PYBIND11_MODULE(_core, m) {
               py::gil_scoped_release release;
               st = s.session.AdvanceBytes(bytes);
             }
-            ThrowIfError(st);
+            return Refused(st);
           },
-          py::arg("data"))
+          py::arg("data"), "As advance, for raw bytes")
       .def(
           "rollback",
           [](PySession& s, int32_t k) { InUse in_use(s);
@@ -917,7 +954,14 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "set_suffix",
           [](PySession& s, const py::bytes& data) { InUse in_use(s);
-            s.session.SetSuffix(std::string(data));
+            std::string suffix = data;
+            if (suffix.size() > kMaxSuffixBytes) {
+              throw EngineError("suffix of " + std::to_string(suffix.size()) +
+                                " bytes: more than the limit of " + std::to_string(kMaxSuffixBytes) +
+                                " bytes (the suffix is read again at every step; give the text "
+                                "up to the end of the enclosing block)");
+            }
+            s.session.SetSuffix(std::move(suffix));
           },
           py::arg("suffix"))
       .def_property_readonly("suffix",

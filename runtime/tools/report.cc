@@ -74,7 +74,10 @@ StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int
   r.sequences = s.seq_offsets.empty() ? 0 : static_cast<int64_t>(s.seq_offsets.size()) - 1;
   r.nfa_transition_entries = s.stats.nfa_transition_entries;
   r.rows = static_cast<int64_t>(s.row_seq.size());
-  r.terminal_sequence_keys = TerminalSequenceKeys(s);
+  // The keys follow every row's sequence id: only over rows that passed
+  // their check (a damaged file's ids may point anywhere); callers refuse a
+  // damaged store first (StoreRowsStatus), -1 here is a last guard.
+  r.terminal_sequence_keys = s.AllRowsOk() ? TerminalSequenceKeys(s) : -1;
   r.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
   for (int32_t k : s.row_kind) {
     switch (static_cast<RowKind>(k)) {

@@ -406,3 +406,107 @@ def test_py_warns_of_likely_mistakes():
     assert any("<string>:3:1: warning: rule 'orphan'" in m or "rule 'orphan' is unreachable" in m
                for m in msgs), msgs
     assert any("UNUSED is never used" in m for m in msgs), msgs
+
+
+# ------------------------------------------- issue: hardening for serving
+
+def test_item1_busy_matcher_raises_never_false(store):
+    """A refused token is False; every other error raises.  Two threads on
+    one matcher accept a valid token and step back: a call that meets the
+    other thread raises 'in use by another thread', never returns False."""
+    m = cfgmask.GrammarMatcher(store)
+    tok = m.tokenize_forced("[")[0]
+    false_results, busy, other = [], [], []
+    stop = time.monotonic() + 5
+
+    def work():
+        n = 0
+        while time.monotonic() < stop and n < 3000:
+            n += 1
+            try:
+                ok = m.accept_token(tok) if n % 2 else m.accept_string("[")
+                if not ok:
+                    false_results.append(n)
+                    continue
+                while True:
+                    try:
+                        m.rollback(1)
+                        break
+                    except cfgmask.Error as e:
+                        if "in use by another thread" not in str(e):
+                            raise
+            except cfgmask.Error as e:
+                (busy if "in use by another thread" in str(e) else other).append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not other, other[:3]
+    assert not false_results, f"{len(false_results)} accepts of a valid token returned False"
+    assert m.text == ""
+    # A refusal is still False, and leaves the matcher as it was.
+    assert m.accept_string("]") is False and m.accept_token(store.eos_ids[0]) is False
+    assert m.text == ""
+
+
+def test_item2_batch_accept_token_is_all_or_nothing(store):
+    ms = [cfgmask.GrammarMatcher(store) for _ in range(6)]
+    batch = cfgmask.BatchGrammarMatcher()
+    good = ms[0].tokenize_forced("[")[0]
+    bad = store.eos_ids[0]  # EOS: refused where nothing is complete yet
+    masks_before = []
+    for m in ms:
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        m.fill_next_token_bitmask(bm)
+        masks_before.append(bm.copy())
+    with pytest.raises(cfgmask.Error, match="session 1"):
+        batch.batch_accept_token(ms, [good, bad, good, good, good, good])
+    for m, before in zip(ms, masks_before):
+        assert m.text == ""
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        m.fill_next_token_bitmask(bm)
+        assert np.array_equal(bm, before)
+        with pytest.raises(cfgmask.Error):
+            m.rollback(1)  # nothing to undo: no history was left behind
+    batch.batch_accept_token(ms, [good] * 6)
+    assert all(m.text == "[" for m in ms)
+
+
+def test_item3_logits_width_must_match_the_store(store):
+    """Logits of another vocabulary are an error; a model's padding (a
+    multiple of 64, fewer than 1,024 columns past the vocabulary) is not."""
+    from cfgmask.processors import HFLogitsProcessor, LlamaCppLogitsProcessor
+    v = store.vocab_size
+    assert v == 32000
+    pad = (v // 64 + 1) * 64
+    rows = [
+        (v, None),
+        (pad, None),
+        (v + 256, None),
+        (49152, "not a model's padding"),   # SmolLM2's logits on a LLaMA store
+        (v + 77, "not a model's padding"),
+        (v + 1024, "not a model's padding"),
+        (v - 1, "fewer than"),
+    ]
+    for width, error in rows:
+        for make in (lambda: LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store)),):
+            p = make()
+            scores = np.zeros(width, dtype=np.float32)
+            if error is None:
+                p(np.array([1], dtype=np.int64), scores)
+                assert np.isneginf(scores[v:]).all()
+            else:
+                with pytest.raises(cfgmask.Error, match=error):
+                    p(np.array([1], dtype=np.int64), scores)
+        hf = HFLogitsProcessor([cfgmask.GrammarMatcher(store)])
+        scores = np.zeros((1, width), dtype=np.float32)
+        if error is None:
+            hf(np.array([[1]], dtype=np.int64), scores)
+        else:
+            with pytest.raises(cfgmask.Error, match=error):
+                hf(np.array([[1]], dtype=np.int64), scores)
+    with pytest.raises(cfgmask.Error, match="not a model's padding"):
+        cfgmask.check_logits_width(49152, 32000)
+    cfgmask.check_logits_width(151936, 151665)  # Qwen2's real padding
