@@ -84,6 +84,13 @@ Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options
   return Status::Ok();
 }
 
+// Seconds as the user wrote them ("3", "0.5"), for messages.
+std::string SecondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
 // The vocabulary walk's share of the compile's options.
 WalkOptions WalkOptionsOf(const CompileOptions& o) {
   WalkOptions w;
@@ -126,7 +133,7 @@ Status CompileStoreWith(const std::string& grammar_path,
   auto over_time = [&](const char* phase) {
     if (options.max_seconds <= 0 || Clock::now() <= deadline) return Status::Ok();
     return Status(ErrorCode::kResourceLimit,
-                  grammar_path + ": compile exceeded " + std::to_string(options.max_seconds) +
+                  grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
                       " s (max_seconds, --max-seconds) in the " + phase + " phase");
   };
 
@@ -236,6 +243,8 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
   return Status::Ok();
 }
 
+constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
+
 // Options a caller can get wrong (the command line checks the same ranges
 // before it gets here; the Python package passes them through).
 Status CheckOptions(const CompileOptions& o) {
@@ -254,6 +263,13 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.max_memory < 0) {
     return bad("max_memory must be a byte count (0: the default), got " +
                std::to_string(o.max_memory));
+  }
+  // The budget is the process's data limit while the compile runs: below a
+  // megabyte, the unwinding of the out-of-memory error itself can fail (an
+  // abort instead of the error), so such a budget is refused up front.
+  if (o.max_memory > 0 && o.max_memory < kMinMaxMemory) {
+    return bad("max_memory must be 0 (the default) or at least " + std::to_string(kMinMaxMemory) +
+               " bytes (1M), got " + std::to_string(o.max_memory));
   }
   if (!(o.max_seconds >= 0) || o.max_seconds > 1e9) {
     return bad("max_seconds must be in [0, 1e9] (0: none), got " + std::to_string(o.max_seconds));
@@ -332,7 +348,7 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
     if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
       *out = CompiledStore();
       return Status(ErrorCode::kResourceLimit,
-                    grammar_path + ": compile exceeded " + std::to_string(options.max_seconds) +
+                    grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
                         " s (max_seconds, --max-seconds) in the streamline phase");
     }
     return fin;

@@ -510,3 +510,283 @@ def test_item3_logits_width_must_match_the_store(store):
     with pytest.raises(cfgmask.Error, match="not a model's padding"):
         cfgmask.check_logits_width(49152, 32000)
     cfgmask.check_logits_width(151936, 151665)  # Qwen2's real padding
+
+
+FULL = os.environ.get("CFGMASK_FULL") == "1"
+HEADER_BYTES = 56        # magic, versions, identity, sizes, checksums (store_file.cc)
+INDEX_BYTES_AT = 40      # the header's size of the index part
+
+
+def _masks_along(store, texts):
+    """The masks after each prefix of `texts`, or the Error raised."""
+    m = cfgmask.GrammarMatcher(store)
+    out = []
+    bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    for t in texts:
+        m.fill_next_token_bitmask(bm)
+        out.append(bm.copy())
+        assert m.accept_string(t)
+    m.fill_next_token_bitmask(bm)
+    out.append(bm.copy())
+    return out
+
+
+@needs_bin
+def test_item4_item5_row_bit_flips_are_errors_never_masks_or_crashes(store, tmp_path):
+    """Single-bit flips in the rows part of a store file: stats never crash
+    (command and Store.stats()); every flip either leaves the masks as they
+    were (alignment padding) or is an error before the first mask of its
+    root, never a different mask (the per-root row checksums)."""
+    good_path = tmp_path / "good.cfgm"
+    store.save(str(good_path))
+    good = good_path.read_bytes()
+    index_bytes = int.from_bytes(good[INDEX_BYTES_AT:INDEX_BYTES_AT + 8], "little")
+    rows_start = HEADER_BYTES + index_bytes
+    texts = ['{', '"k"', ': ', '[', '1', ', ', 'true', ']', '}']
+    want = _masks_along(cfgmask.Store.load(str(good_path)), texts)
+    want_stats = cfgmask.Store.load(str(good_path)).stats()
+    flips = 300 if FULL else 60
+    rng = np.random.default_rng(34)
+    positions = rng.integers(rows_start, len(good), size=flips)
+    caught = same = 0
+    for k, at in enumerate(positions):
+        bad = bytearray(good)
+        bad[at] ^= 1 << int(rng.integers(0, 8))
+        path = tmp_path / f"flip{k % 2}.cfgm"
+        path.write_bytes(bytes(bad))
+        try:
+            s = cfgmask.Store.load(str(path))
+        except cfgmask.Error:
+            caught += 1
+            continue
+        try:
+            got = _masks_along(s, texts)
+        except cfgmask.Error as e:
+            assert "damaged" in str(e), str(e)
+            caught += 1
+            with pytest.raises(cfgmask.Error, match="damaged"):
+                s.stats()
+            continue
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), f"byte {at}: a different mask"
+        try:  # checks every root: a flip in a root the texts never reached is caught here
+            stats = s.stats()
+        except cfgmask.Error as e:
+            assert "damaged" in str(e), str(e)
+            caught += 1
+        else:  # a flip outside every root's rows (alignment padding): no figure changes
+            same += 1
+            assert stats["rows"] == want_stats["rows"]
+        if k % 10 == 0:  # the command on a few (a crash would be a signal, not 0 or 2)
+            r = run("stats", path, "--json")
+            assert r.returncode in (0, 2), r
+    assert caught > flips // 2, (caught, same)
+
+
+@needs_bin
+def test_item5_stats_command_refuses_damaged_rows(store, tmp_path):
+    path = tmp_path / "s.cfgm"
+    store.save(str(path))
+    data = bytearray(path.read_bytes())
+    index_bytes = int.from_bytes(data[INDEX_BYTES_AT:INDEX_BYTES_AT + 8], "little")
+    # The first row's sequence id (the first array of the rows part, after its count).
+    at = HEADER_BYTES + index_bytes + 8
+    data[at + 3] ^= 0x40
+    path.write_bytes(bytes(data))
+    for args in (("stats", path), ("stats", path, "--json")):
+        line = one_line_error(run(*args))
+        assert "damaged" in line, line
+    with pytest.raises(cfgmask.Error, match="damaged"):
+        cfgmask.Store.load(str(path)).stats()
+
+
+def test_item6_store_file_rewritten_in_place_while_open(store, tmp_path):
+    """cp over, truncate, same-size rewrite of a store file a process has
+    open: the process keeps the store it opened (a private snapshot)."""
+    path = tmp_path / "live.cfgm"
+    store.save(str(path))
+    size = path.stat().st_size
+    texts = ['[', '1', ', ', '{', '"a"', ': ', 'null', '}', ']']
+    want = _masks_along(store, texts)
+    for damage in ("truncate", "zeros", "other"):
+        store.save(str(path))
+        s = cfgmask.Store.load(str(path))
+        m = cfgmask.GrammarMatcher(s)
+        if damage == "truncate":
+            os.truncate(path, 0)
+        elif damage == "zeros":
+            with open(path, "r+b") as f:  # the same size, rewritten in place
+                f.write(b"\0" * size)
+        else:
+            other = cfgmask.compile_grammar('start: "x"+\n', TOK)
+            other.save(str(tmp_path / "other.cfgm"))
+            with open(path, "wb") as f:  # cp other.cfgm live.cfgm
+                f.write((tmp_path / "other.cfgm").read_bytes())
+        got = _masks_along(s, texts)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), damage
+        assert m.accept_string("[1]") and m.can_end()
+        if damage != "other":
+            with pytest.raises(cfgmask.Error):
+                cfgmask.Store.load(str(path))
+
+
+@needs_bin
+@needs_tok
+def test_item7_tiny_max_memory_is_one_line(tmp_path):
+    out = tmp_path / "o.cfgm"
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    for value in ("16K", "1K", "1023K"):
+        line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-memory", value,
+                                  "-o", out))
+        assert "max_memory" in line or "memory" in line, line
+        assert not out.exists()
+    with pytest.raises(cfgmask.Error, match="max_memory"):
+        cfgmask.compile_grammar(JSON_GRAMMAR, TOK, max_memory=16 << 10)
+
+
+@needs_bin
+@needs_tok
+def test_item8_compile_wall_clock_budget(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text("start: A\nA: /(a{1000}){1000}/\n")
+    out = tmp_path / "o.cfgm"
+    t0 = time.monotonic()
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-seconds", "1", "-o", out))
+    assert time.monotonic() - t0 < 60
+    assert "--max-seconds" in line and "phase" in line, line
+    assert not out.exists()
+    r = run("compile", g, "--tokenizer", TOK, "--max-seconds", "-1", "-o", out)
+    assert r.returncode == 2 and "option --max-seconds" in r.stderr.splitlines()[0], r.stderr
+    with pytest.raises(cfgmask.Error, match="max_seconds"):
+        cfgmask.compile_grammar(str(g), TOK, max_seconds=1)
+    assert cfgmask._core.DEFAULTS["max_seconds"] == 3600
+
+
+@needs_bin
+@needs_tok
+def test_item9_inputs_must_be_regular_files(store, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.cfgm"
+    store.save(str(out))
+    cases = [("compile", fifo, "--tokenizer", TOK, "-o", tmp_path / "x.cfgm"),
+             ("compile", g, "--tokenizer", fifo, "-o", tmp_path / "x.cfgm"),
+             ("compile", g, "--tokenizer", "/dev/zero", "-o", tmp_path / "x.cfgm"),
+             ("compile", "/dev/null", "--tokenizer", TOK, "-o", tmp_path / "x.cfgm"),
+             ("stats", fifo), ("stats", "/dev/zero"),
+             ("check", out, fifo), ("check", out, "/dev/zero")]
+    for args in cases:
+        line = one_line_error(run(*args))  # run() has a timeout: a block fails it
+        assert "regular file" in line, (args, line)
+    assert not (tmp_path / "x.cfgm").exists()
+    for call in (lambda: cfgmask.Tokenizer("/dev/zero"), lambda: cfgmask.Tokenizer(str(fifo)),
+                 lambda: cfgmask.Store.load(str(fifo)), lambda: cfgmask.Store.load("/dev/zero"),
+                 lambda: cfgmask.compile_grammar(str(fifo), TOK)):
+        with pytest.raises(cfgmask.Error, match="regular file"):
+            call()
+
+
+@needs_bin
+@needs_tok
+def test_item12_output_only_to_regular_files(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "null-link"
+    os.symlink("/dev/null", link)
+    for target in (fifo, link, "/dev/null"):
+        line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", target))
+        assert "regular file" in line, line
+    assert os.path.islink(link) and os.path.realpath(link) == "/dev/null"
+    import stat
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@needs_bin
+@needs_tok
+def test_item13_temporary_names_are_ours_alone(tmp_path):
+    """No OUT.tmp.<pid> file of the user's is removed or overwritten; a bare
+    file name works; the compile leaves no temporary file behind."""
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    theirs = [tmp_path / f"out.cfgm.tmp.{dead.pid}", tmp_path / "out.cfgm.tmp.1",
+              tmp_path / "out.cfgm.tmp.x"]
+    for p in theirs:
+        p.write_text("a user's file")
+    r = subprocess.run([BIN, "compile", "g.lark", "--tokenizer", TOK, "-o", "out.cfgm",
+                        "--quiet"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for p in theirs:
+        assert p.read_text() == "a user's file"
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["g.lark", "out.cfgm"] + [p.name for p in theirs]), names
+    cfgmask.Store.load(str(tmp_path / "out.cfgm"))
+
+
+def test_item10_suffix_size_limit(store):
+    m = cfgmask.GrammarMatcher(store)
+    limit = cfgmask._core.MAX_SUFFIX_BYTES
+    assert limit == 64 * 1024
+    t0 = time.monotonic()
+    with pytest.raises(cfgmask.Error, match="limit"):
+        m.set_suffix(b" " * (10 << 20))
+    with pytest.raises(cfgmask.Error, match="limit"):
+        m.set_suffix(b" " * (limit + 1))
+    assert time.monotonic() - t0 < 5
+    assert m.suffix == b""
+    m.set_suffix(b" " * 100 + b"]")
+    assert m.accept_string("[1") and m.can_end()
+
+
+def test_item11_ctrl_c_interrupts_compile_grammar(tmp_path):
+    """SIGINT during compile_grammar raises KeyboardInterrupt at the next
+    progress report, long before the compile would end."""
+    import signal
+    import sys
+    script = tmp_path / "c.py"
+    script.write_text(f"""
+import os, sys, time, signal, threading
+import cfgmask
+seen = []
+def progress(phase, frac, sec):
+    if phase == "walk" and not seen:
+        seen.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+try:
+    cfgmask.compile_grammar({os.path.join(os.path.dirname(__file__), '..', '..', 'grammar', 'lark', 'json.lark')!r},
+                            {TOK!r}, num_threads=1, progress=progress)
+    print("finished")
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - seen[0])
+""")
+    if not os.path.exists(TOK):
+        pytest.skip("llama-spm tokenizer not available")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ))
+    assert r.stdout.startswith("interrupted"), (r.stdout, r.stderr[-2000:])
+
+
+def test_messages_one_line_for_python_arguments(store):
+    m = cfgmask.GrammarMatcher(store)
+    calls = [lambda: m.rollback(2**40), lambda: m.rollback("1"),
+             lambda: m.find_jump_forward_string(2**40), lambda: m.accept_token(2**70),
+             lambda: m.fill_next_token_bitmask(cfgmask.allocate_token_bitmask(1, store.vocab_size),
+                                              2**70),
+             lambda: cfgmask.GrammarMatcher(store, max_live_states=2**40),
+             lambda: m.find_completion("x")]
+    for call in calls:
+        with pytest.raises((cfgmask.Error, TypeError, ValueError)) as e:
+            call()
+        text = str(e.value)
+        assert "\n" not in text and len(text.encode()) < 1000, text
+    # find_completion and completion_search agree on a negative budget.
+    with pytest.raises(ValueError, match=">= 0"):
+        m.find_completion(-1)
+    with pytest.raises(ValueError, match=">= 0"):
+        m.completion_search(-1)
