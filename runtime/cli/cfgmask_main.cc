@@ -148,12 +148,12 @@ struct Args {
 };
 
 int Error(const std::string& message) {
-  std::fprintf(stderr, "cfgmask: %s\n", OneLine(message).c_str());
+  std::fprintf(stderr, "cfgmask: %s\n", MessageLine(message).c_str());
   return kExitUsage;
 }
 
 int UsageError(const CommandSpec* spec, const std::string& message) {
-  std::fprintf(stderr, "cfgmask: %s\n", message.c_str());
+  std::fprintf(stderr, "cfgmask: %s\n", MessageLine(message).c_str());
   if (spec) std::fprintf(stderr, "%s\n", spec->Usage().c_str());
   else std::fputs(FullUsage().c_str(), stderr);
   return kExitUsage;
@@ -411,7 +411,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
-  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", OneLine(w).c_str());
+  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", MessageLine(w).c_str());
   if (store.eos_ids.empty()) {
     std::fprintf(stderr,
                  "cfgmask: warning: %s: the tokenizer names no end-of-sequence token, so "

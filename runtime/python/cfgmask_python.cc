@@ -43,32 +43,12 @@ namespace py = pybind11;
 namespace cfgmask {
 namespace {
 
-// Raised as cfgmask.Error.
-// Messages quote user bytes (a refused string, a grammar's text); bytes that
-// are not UTF-8 become \xNN so that Python can make a str of the message.
-std::string Utf8Escaped(const std::string& in) {
-  std::string out;
-  size_t i = 0;
-  while (i < in.size()) {
-    const uint8_t c = static_cast<uint8_t>(in[i]);
-    const size_t len = Utf8SequenceLength(in, i);
-    const bool ok = len > 0;
-    if (ok) {
-      out.append(in, i, len);
-      i += len;
-    } else {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-      ++i;
-    }
-  }
-  return out;
-}
-
+// Raised as cfgmask.Error.  Messages quote user bytes (a refused string, a
+// grammar's text): MessageLine makes them one line of valid UTF-8 under 1,000
+// bytes (bytes that are not UTF-8 become \xNN), so that Python can make a
+// str of the message.
 struct EngineError : std::runtime_error {
-  explicit EngineError(const std::string& what) : std::runtime_error(Utf8Escaped(what)) {}
+  explicit EngineError(const std::string& what) : std::runtime_error(MessageLine(what)) {}
 };
 
 void ThrowIfError(const Status& st) {
@@ -390,7 +370,7 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   }
   // Likely mistakes the compile accepted, as Python warnings (UserWarning).
   py::object warn = py::module_::import("warnings").attr("warn");
-  for (const std::string& w : warnings) warn(Utf8Escaped(w));
+  for (const std::string& w : warnings) warn(MessageLine(w));
   return store;
 }
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/utf8.h"
 #include "maskstore/row_codec.h"
 
 namespace cfgmask {
@@ -52,6 +53,39 @@ double StoreReport::TotalSeconds() const {
     if (name != "tokenizer") total += s;
   }
   return total;
+}
+
+std::string MessageLine(const std::string& message) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const uint8_t c = static_cast<uint8_t>(message[i]);
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      ++i;
+      continue;
+    }
+    const size_t len = c < 0x20 || c == 0x7f ? 0 : Utf8SequenceLength(message, i);
+    if (len > 0) {
+      out.append(message, i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+  constexpr size_t kKeep = 900, kHead = 700;
+  if (out.size() <= kKeep) return out;
+  // Cut at character boundaries: a head (the position, the error) and a tail.
+  size_t head = kHead;
+  while (head > 0 && (static_cast<uint8_t>(out[head]) & 0xC0) == 0x80) --head;
+  size_t tail = out.size() - (kKeep - kHead - 60);
+  while (tail < out.size() && (static_cast<uint8_t>(out[tail]) & 0xC0) == 0x80) ++tail;
+  return out.substr(0, head) + " ... [" + std::to_string(tail - head) + " bytes cut] ... " +
+         out.substr(tail);
 }
 
 StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int64_t file_bytes) {
