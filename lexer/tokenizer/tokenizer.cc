@@ -335,6 +335,10 @@ Status LoadGgufVocabulary(const std::string& path, Vocabulary* out) {
       v.tokens[id].clear();
     }
   }
+  v.special_names.assign(static_cast<size_t>(n), std::string());
+  for (int32_t id = 0; id < n; ++id) {
+    if (v.special[id]) v.special_names[id] = tokens->strings[id];
+  }
   if (eos >= 0) v.eos_ids.push_back(eos);
   if (eot >= 0 && eot != eos) v.eos_ids.push_back(eot);
   if (v.eos_ids.empty()) {

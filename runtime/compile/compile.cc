@@ -409,8 +409,13 @@ Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
   if (digits) {
     id = std::stoll(eos);
   } else {
+    // By the token's bytes, or by a special token's text ("<|endoftext|>",
+    // whose bytes are empty).
     for (int32_t t = 0; t < v.size() && id < 0; ++t) {
       if (v.tokens[t] == eos) id = t;
+    }
+    for (int32_t t = 0; t < static_cast<int32_t>(v.special_names.size()) && id < 0; ++t) {
+      if (v.special_names[t] == eos) id = t;
     }
   }
   if (id < 0 || id >= v.size()) {

@@ -790,3 +790,131 @@ def test_messages_one_line_for_python_arguments(store):
         m.find_completion(-1)
     with pytest.raises(ValueError, match=">= 0"):
         m.completion_search(-1)
+
+
+# ----------------------------------------------- table of bad inputs, by kind
+# Each row: (kind, what, call, expected).  expected: False / True (a refusal,
+# an acceptance), ("Error", text) or ("TypeError", text): raised, with the
+# text in the one-line message.  Command-line rows run the binary: ("exit2",
+# text) is one line on stderr, exit status 2.
+
+def _bad_input_rows(store, tmp_path):
+    m = cfgmask.GrammarMatcher(store)
+    tok = m.tokenize_forced("[")[0]
+    eos = store.eos_ids[0]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    garbage = tmp_path / "garbage.cfgm"
+    garbage.write_bytes(b"CFGMASK\n" + b"\xff" * 100)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    bad_json = tmp_path / "tokenizer.json"
+    bad_json.write_text('{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}}}')
+    fresh = lambda: cfgmask.GrammarMatcher(store)  # noqa: E731
+    return [
+        # Python API: refusals are False, everything else raises.
+        ("api", "EOS at the start", lambda: fresh().accept_token(eos), False),
+        ("api", "valid token", lambda: fresh().accept_token(tok), True),
+        ("api", "closing bracket first", lambda: fresh().accept_string("]"), False),
+        ("api", "invalid UTF-8 in a string", lambda: fresh().accept_string(b'"\xff'), False),
+        ("api", "token id past the vocabulary", lambda: fresh().accept_token(store.vocab_size),
+         ("Error", "out of range")),
+        ("api", "negative token id", lambda: fresh().accept_token(-1), ("Error", "out of range")),
+        ("api", "token id as float", lambda: fresh().accept_token(1.0), ("TypeError", "int")),
+        ("api", "token id 2**70", lambda: fresh().accept_token(2**70), ("Error", "out of range")),
+        ("api", "rollback past the history", lambda: fresh().rollback(1), ("Error", "roll back")),
+        ("api", "rollback 2**40", lambda: fresh().rollback(2**40), ("Error", "num_tokens")),
+        ("api", "rollback of a string", lambda: fresh().rollback("1"), ("TypeError", "int")),
+        ("api", "find_completion(-1)", lambda: fresh().find_completion(-1), ("ValueError", ">= 0")),
+        ("api", "completion_search(-1)", lambda: fresh().completion_search(-1),
+         ("ValueError", ">= 0")),
+        ("api", "suffix of 10 MB", lambda: fresh().set_suffix(b"x" * (10 << 20)), ("Error", "limit")),
+        ("api", "max_live_states 0", lambda: cfgmask.GrammarMatcher(store, max_live_states=0),
+         ("Error", "max_live_states")),
+        ("api", "batch with one refusal", lambda: cfgmask.BatchGrammarMatcher().batch_accept_token(
+            [fresh(), fresh()], [tok, eos]), ("Error", "session 1")),
+        ("api", "logits 49,152 wide for 32,000", lambda: cfgmask.check_logits_width(49152, 32000),
+         ("Error", "not a model's padding")),
+        # Grammars.
+        ("grammar", "FIFO as grammar", lambda: cfgmask.compile_grammar(str(fifo), TOK),
+         ("Error", "regular file")),
+        ("grammar", "undefined rule", lambda: cfgmask.compile_grammar("start: x\n", TOK),
+         ("Error", "<string>:1:")),
+        ("grammar", "max_seconds negative", lambda: cfgmask.compile_grammar(JSON_GRAMMAR, TOK,
+                                                                            max_seconds=-1),
+         ("Error", "max_seconds")),
+        ("grammar", "max_memory 16K", lambda: cfgmask.compile_grammar(JSON_GRAMMAR, TOK,
+                                                                      max_memory=16 << 10),
+         ("Error", "max_memory")),
+        # Tokenizers.
+        ("tokenizer", "/dev/zero", lambda: cfgmask.Tokenizer("/dev/zero"), ("Error", "regular file")),
+        ("tokenizer", "FIFO", lambda: cfgmask.Tokenizer(str(fifo)), ("Error", "regular file")),
+        ("tokenizer", "empty file", lambda: cfgmask.Tokenizer(str(empty)), ("Error", "empty")),
+        ("tokenizer", "duplicate ids", lambda: cfgmask.Tokenizer(str(bad_json)), ("Error", "")),
+        # Stores.
+        ("store", "garbage after the magic", lambda: cfgmask.Store.load(str(garbage)),
+         ("Error", str(garbage))),
+        ("store", "empty file", lambda: cfgmask.Store.load(str(empty)), ("Error", "not a cfgmask store")),
+        ("store", "FIFO", lambda: cfgmask.Store.load(str(fifo)), ("Error", "regular file")),
+        ("store", "a directory", lambda: cfgmask.Store.load(str(tmp_path)), ("Error", "directory")),
+        # The command line.
+        ("cli", "compile a FIFO", ("compile", fifo, "--tokenizer", TOK, "-o", tmp_path / "o.cfgm"),
+         ("exit2", "regular file")),
+        ("cli", "-o a FIFO", ("compile", g, "--tokenizer", TOK, "-o", fifo), ("exit2", "regular file")),
+        ("cli", "stats of /dev/zero", ("stats", "/dev/zero"), ("exit2", "regular file")),
+        ("cli", "stats of garbage", ("stats", garbage), ("exit2", str(garbage))),
+        ("cli", "--max-memory 16K", ("compile", g, "--tokenizer", TOK, "--max-memory", "16K", "-o",
+                                     tmp_path / "o.cfgm"), ("exit2", "max_memory")),
+    ]
+
+
+@needs_bin
+@needs_tok
+def test_table_of_bad_inputs(store, tmp_path):
+    rows = _bad_input_rows(store, tmp_path)
+    failures = []
+    for kind, what, call, expected in rows:
+        try:
+            if kind == "cli":
+                r = run(*call)
+                got = ("exit2", one_line_error(r))
+            else:
+                got = call()
+                if got is None:
+                    got = "ok"
+        except (cfgmask.Error, TypeError, ValueError) as e:
+            text = str(e)
+            assert "\n" not in text and len(text.encode()) < 1000, (what, text)
+            got = (("Error" if isinstance(e, cfgmask.Error) else type(e).__name__), text)
+        if isinstance(expected, tuple):
+            ok = (isinstance(got, tuple) and got[0] == expected[0]
+                  and expected[1] in got[1])
+        else:
+            ok = got is expected
+        if not ok:
+            failures.append((kind, what, expected, got))
+    assert not failures, failures
+    assert len(rows) >= 30
+
+
+@needs_bin
+@pytest.mark.skipif(not os.path.exists(QWEN2), reason="qwen2 tokenizer not available")
+def test_messages_eos_by_text_on_tokenizer_json(tmp_path):
+    """--eos '<|endoftext|>' names Qwen's special token by its text on a
+    tokenizer.json (its bytes are empty), as the id 151643 does."""
+    import sys
+    pytest.importorskip("gguf")
+    tj = tmp_path / "tokenizer.json"
+    subprocess.run([sys.executable, os.path.join(TOOLS, "vocab_oracle.py"), "make-json", QWEN2,
+                    str(tj)], check=True, timeout=300)
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    for eos in ("<|endoftext|>", "151643"):
+        out = tmp_path / "o.cfgm"
+        r = run("compile", g, "--tokenizer", tj, "--eos", eos, "-o", out, "--quiet")
+        assert r.returncode == 0, r.stderr
+        assert cfgmask.Store.load(str(out)).eos_ids == [151643]
+    assert "no token" in one_line_error(run("compile", g, "--tokenizer", tj, "--eos", "<|nope|>",
+                                            "-o", tmp_path / "x.cfgm"))
