@@ -149,7 +149,14 @@ Status CompileStoreWith(const std::string& grammar_path,
   t0 = Clock::now();
   progress("lalr");
   ParseTables pt;
-  CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
+  // The LALR construction's limits (table bytes, states, seconds) concern
+  // the whole grammar: no position, but the file is named.
+  if (Status st = BuildParseTables(gp.g, &pt); !st.ok()) {
+    if (st.code() != ErrorCode::kResourceLimit || st.message().rfind(grammar_path, 0) == 0) {
+      return st;
+    }
+    return Status(st.code(), grammar_path + ": " + st.message());
+  }
   s.stats.seconds_lalr = Since(t0);
   CFGMASK_RETURN_IF_ERROR(over_time("lalr"));
 
