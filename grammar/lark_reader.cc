@@ -137,8 +137,15 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A FIFO or a device blocks or never ends: only regular files are read.
+bool IsOtherThanRegular(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 bool ReadWholeFile(const std::string& path, std::string* out) {
   if (IsDirectory(path)) return false;  // a directory opens, and reads as empty
+  if (IsOtherThanRegular(path)) return false;
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::ostringstream ss;
@@ -1181,6 +1188,9 @@ Status ReadLarkString(const std::string& text, const std::string& name,
 Status ReadLarkFile(const std::string& path, const LarkReaderOptions& options, Grammar* out) {
   std::string text;
   if (IsDirectory(path)) return Status(ErrorCode::kIo, path + ": is a directory, not a grammar file");
+  if (IsOtherThanRegular(path)) {
+    return Status(ErrorCode::kIo, path + ": is not a regular file (a FIFO, socket or device)");
+  }
   if (!ReadWholeFile(path, &text)) {
     return Status(ErrorCode::kIo, path + ": cannot read grammar file");
   }

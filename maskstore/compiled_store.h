@@ -29,7 +29,8 @@
 
 namespace cfgmask {
 
-constexpr uint32_t kStoreFormatVersion = 5;
+// 6: per-root row checksums (CompiledStore::root_row_checksum).
+constexpr uint32_t kStoreFormatVersion = 6;
 
 // The kind of a store item (CompiledStore::item_kind), numbered as
 // lexer/terminal_automaton.h's LexItem::Kind; what each means to the parser
@@ -116,6 +117,12 @@ struct CompiledStore {
   // root_row_offsets[num_roots] that belong to no root.
   StoreArray<int32_t> root_sim_offsets;        // per root, into sim_* (num_roots + 1)
   StoreArray<int32_t> sim_token, sim_row;
+  // Per root, a checksum of its rows (their sequence ids, kinds, payload
+  // ranges and payload bytes, its simulated tokens' rows too), in the index
+  // part: written by WriteStoreFile, checked with the rows' ranges before a
+  // root's first mask (CheckRootRows), so that a flipped bit in the rows
+  // part is an error and never a mask.  Empty for a store built in memory.
+  StoreArray<uint64_t> root_row_checksum;
 
   // Statistics (cfgmask stats).
   struct Stats {
@@ -162,7 +169,8 @@ struct CompiledStore {
   std::shared_ptr<const void> mapping;
 
   // Are root's rows safe to follow (row sequence ids, kinds, payload ranges
-  // and token ids in range, its simulated tokens' rows too)?  A store read
+  // and token ids in range, its simulated tokens' rows too) and intact (the
+  // root's checksum, root_row_checksum)?  A store read
   // from a file checks each root's rows the first time a session asks
   // (ReadStoreFile leaves them to this, so that opening does not read the
   // whole row payload), then answers from a flag; thread-safe.  A store
@@ -184,7 +192,15 @@ struct CompiledStore {
   bool CheckRootRows(int32_t root) const;
 };
 
+// The message of a store whose rows failed their check (CheckRootRows).
+std::string DamagedRowsMessage();
+
 Status WriteStoreFile(const CompiledStore& store, const std::string& path);
+// Writes `head` + `body` to `path` atomically (the old file or the complete
+// new one, whenever the process is killed), to a regular file only, through
+// a temporary name of its own (store_file.cc says how).
+Status WriteFileAtomically(const std::string& path, const std::string& head,
+                           const std::string& body);
 
 struct StoreReadOptions {
   // Also check the whole payload's checksum (the row payload is otherwise

@@ -21,7 +21,7 @@ inline constexpr int32_t kMaxLexerStates = 2000000;      // terminal-automaton s
 inline constexpr int32_t kMaxRoots = 200000;             // lexer states at token boundaries
 inline constexpr int64_t kMaxStoreEntries = 2000000000;  // nfa_transition (root, token, S) entries
 inline constexpr int64_t kMaxStoreRows = 200000000;      // mask-store rows (root, S)
-inline constexpr double kMaxSeconds = 0;                 // wall time of a compile; 0 = none
+inline constexpr double kMaxSeconds = 3600;              // wall time of a compile; 0 = none
 inline constexpr int64_t kMaxMemory = 0;       // heap a compile may add; 0 = 3/4 of physical memory
 inline constexpr int32_t kMaxWalkHypotheses = 128;       // per token and root, else simulated
 inline constexpr int64_t kWalkMemoBytes = int64_t{64} << 20;  // finished sub-walks kept

@@ -4,8 +4,9 @@
 // field of CompiledStore in a fixed order, each array as a 64-bit element
 // count and its raw little-endian bytes, both at 8-byte aligned offsets, so
 // that the reader maps the file and points the store's arrays into it
-// (zero-copy: StoreArray views; processes serving one store share its
-// pages).  The index part is everything but the two row payload arrays
+// (zero-copy: StoreArray views into one private snapshot of the file, read
+// on open, so that a file replaced, truncated or rewritten in place never
+// changes under a process that opened it).  The index part is everything but the two row payload arrays
 // (row_tokens, row_bits), which come last.
 //
 // Opening checks the header, the index part's checksum and every index the
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -118,6 +120,7 @@ class Reader {
     off_ += n;
     return true;
   }
+  bool Checksums(StoreArray<uint64_t>* v) { return Vec(v); }
   size_t offset() const { return off_; }
   bool done() const { return off_ == n_; }
   bool IndexEnd() {
@@ -172,6 +175,7 @@ bool Fields(IO& io, CompiledStore* s) {
        io.Vec(&s->root_index) && io.Vec(&s->tail_item);
   ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets);
   ok = ok && io.Vec(&s->root_sim_offsets) && io.Vec(&s->sim_token) && io.Vec(&s->sim_row);
+  ok = ok && io.Checksums(&s->root_row_checksum);
   ok = ok && io.Pod(&s->stats);
   // The rows, last: everything before them is the index part.
   ok = ok && io.IndexEnd() && io.Vec(&s->row_seq) && io.Vec(&s->row_kind) &&
@@ -180,9 +184,44 @@ bool Fields(IO& io, CompiledStore* s) {
   return ok;
 }
 
+// The checksum of one root's rows (CompiledStore::root_row_checksum): the
+// rows' four fields over the root's range, then each row's payload, then its
+// simulated tokens' rows.  The caller has checked the ranges (RowOk) where
+// the store comes from a file.
+uint64_t RowChecksum(const CompiledStore& s, size_t r, uint64_t h) {
+  constexpr uint64_t kPrime = 1099511628211ull;
+  const int32_t fields[4] = {s.row_seq[r], s.row_kind[r], s.row_offset[r], s.row_length[r]};
+  h = (h ^ Checksum(reinterpret_cast<const char*>(fields), sizeof(fields))) * kPrime;
+  const size_t off = static_cast<size_t>(s.row_offset[r]), len = static_cast<size_t>(s.row_length[r]);
+  if (len == 0) return h;
+  if (s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset)) {
+    return (h ^ Checksum(reinterpret_cast<const char*>(s.row_bits.data() + off), len * 4)) * kPrime;
+  }
+  return (h ^ Checksum(reinterpret_cast<const char*>(s.row_tokens.data() + off), len * 4)) * kPrime;
+}
+
+uint64_t RootRowsChecksum(const CompiledStore& s, int32_t root) {
+  uint64_t h = 0x6a09e667f3bcc908ull ^ static_cast<uint64_t>(root);
+  for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+    h = RowChecksum(s, static_cast<size_t>(r), h);
+  }
+  for (int32_t i = s.root_sim_offsets[root]; i < s.root_sim_offsets[root + 1]; ++i) {
+    h = RowChecksum(s, static_cast<size_t>(s.sim_row[i]), h);
+  }
+  return h;
+}
+
 struct ConstWriter {
   Writer* w;
   size_t index_end = 0;
+  // The per-root row checksums are computed from the rows as written.
+  const CompiledStore* store = nullptr;
+  bool Checksums(StoreArray<uint64_t>*) {
+    std::vector<uint64_t> sums(static_cast<size_t>(std::max(store->num_roots, 0)));
+    for (int32_t root = 0; root < store->num_roots; ++root) sums[root] = RootRowsChecksum(*store, root);
+    w->Vec(StoreArray<uint64_t>(std::move(sums)));
+    return true;
+  }
   template <typename T>
   bool Pod(T* v) {
     w->Pod(*v);
@@ -391,6 +430,7 @@ bool Validate(const CompiledStore& s, std::string* why) {
       !all_in(s.sim_row, s.root_row_offsets.back(), static_cast<int64_t>(rows))) {
     return fail("simulated tokens");
   }
+  if (s.root_row_checksum.size() != static_cast<size_t>(s.num_roots)) return fail("row checksums");
   return true;
 }
 
@@ -427,43 +467,56 @@ bool WriteAll(int fd, const std::string& bytes) {
   return true;
 }
 
-// Removes `path`.tmp.<pid> files left by writers that no longer run: a
-// writer killed between linking its complete temporary file and renaming
-// it over `path` leaves one (complete, but under a temporary name).
-void RemoveStaleTemporaries(const std::string& dir, const std::string& base) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  const std::string prefix = base + ".tmp.";
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::strtol(digits.c_str(), nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      unlink((dir + name).c_str());
-    }
+// A random suffix for a temporary name (16 hex digits).
+std::string RandomSuffix() {
+  uint64_t r = 0;
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read(fd, &r, sizeof(r)) != static_cast<ssize_t>(sizeof(r))) {
+    r = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
-  closedir(d);
+  if (fd >= 0) close(fd);
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(r));
+  return buf;
 }
+
+}  // namespace
 
 // Writes `head` + `body` to `path` so that a reader (or a later run, after
 // this process is killed at any instant) sees either the old file or the
-// complete new one.  The bytes go to an unnamed file in the same folder
-// (O_TMPFILE: it vanishes with the process if killed), synced, then linked
-// under a temporary name and renamed over `path`.  Where the filesystem has
-// no O_TMPFILE, a named temporary file takes its place.
+// complete new one.  Only a regular file (or a new name) is written: a
+// device node, FIFO, socket or directory at `path` is refused, never
+// replaced.  The bytes go to an unnamed file in the same folder (O_TMPFILE:
+// it vanishes with the process if killed), synced, then linked under a
+// temporary name of our own (`path`.tmp.<16 random hex digits>, created
+// exclusively: an existing name is never reused or removed) and renamed
+// over `path`.  Where the filesystem has no O_TMPFILE, a named temporary
+// file (O_CREAT | O_EXCL, the same kind of name) takes its place.  Only the
+// names this call created are ever removed; a writer killed between the
+// link and the rename leaves its complete temporary file, which no later
+// run deletes (it may be someone's file).
 Status WriteFileAtomically(const std::string& path, const std::string& head,
                            const std::string& body) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is not a regular file (" +
+                                      (S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket") +
+                                      "); refusing to replace it");
+  }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  RemoveStaleTemporaries(dir, path.substr(slash == std::string::npos ? 0 : slash + 1));
-  bool named = false;
+  std::string tmp;
+  bool named = false, created = false;
   int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {
     named = true;
-    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+      tmp = path + ".tmp." + RandomSuffix();
+      fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0 && errno != EEXIST) break;
+    }
+    created = fd >= 0;
   }
   if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot write: " + std::strerror(errno));
   bool ok = WriteAll(fd, head) && WriteAll(fd, body) && fsync(fd) == 0;
@@ -474,9 +527,15 @@ Status WriteFileAtomically(const std::string& path, const std::string& head,
     umask(mask);
     fchmod(fd, 0666 & ~mask);
     const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-    unlink(tmp.c_str());  // a leftover of an earlier process with this pid
-    ok = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0;
-    err = errno;
+    ok = false;
+    // linkat never replaces an existing name: a clash takes another suffix.
+    for (int attempt = 0; attempt < 16 && !ok; ++attempt) {
+      tmp = path + ".tmp." + RandomSuffix();
+      ok = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0;
+      err = errno;
+      if (!ok && err != EEXIST) break;
+    }
+    created = ok;
   }
   ok = (close(fd) == 0) && ok;
   if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -484,24 +543,23 @@ Status WriteFileAtomically(const std::string& path, const std::string& head,
     err = errno;
   }
   if (!ok) {
-    std::remove(tmp.c_str());
+    if (created) unlink(tmp.c_str());  // our own name only
     return Status(ErrorCode::kIo, path + ": write failed: " + std::strerror(err));
   }
   return Status::Ok();
 }
 
-}  // namespace
 
 size_t CompiledStore::MemoryBytes() const {
   Writer w;
-  ConstWriter cw{&w};
+  ConstWriter cw{&w, 0, this};
   Fields(cw, const_cast<CompiledStore*>(this));
   return w.out.size();
 }
 
 Status WriteStoreFile(const CompiledStore& store, const std::string& path) {
   Writer payload;
-  ConstWriter cw{&payload};
+  ConstWriter cw{&payload, 0, &store};
   Fields(cw, const_cast<CompiledStore*>(&store));
   payload.Align();
   Writer header;
@@ -539,16 +597,25 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out) {
 }
 
 Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreReadOptions& options) {
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno));
+  // A FIFO or a device would block or never end: refused before opening
+  // (O_NONBLOCK too, and checked again on the descriptor, in case the name
+  // changed in between).
   struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is a directory, not a store file");
+  }
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is not a regular file (a FIFO, socket or device)");
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno));
   if (fstat(fd, &st) != 0) {
     close(fd);
     return Status(ErrorCode::kIo, path + ": cannot stat");
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return Status(ErrorCode::kIo, path + ": is a directory, not a store file");
+    return Status(ErrorCode::kIo, path + ": is not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   const size_t version_end = 8 + 4 + 4;             // magic, format, cfgmask version
@@ -558,12 +625,36 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
     return Status(ErrorCode::kStoreFile,
                   path + ":0: not a cfgmask store (file of " + std::to_string(size) + " bytes)");
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return Status(ErrorCode::kIo, path + ": mmap failed");
+  // A private snapshot: the file is read into anonymous memory of this
+  // process, never mapped, so that nothing done to the file afterwards (cp
+  // over it, truncate, a rewrite in place) can change or unmap what a
+  // session reads (a mapped file that shrinks raises SIGBUS; rewritten in
+  // place, it changes under checks already made).  A file changing while it
+  // is read fails its checksums (index part on open, rows per root).
+  void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) {
+    close(fd);
+    return Status(ErrorCode::kResourceLimit,
+                  path + ": cannot allocate " + std::to_string(size) + " bytes for the store");
+  }
   std::shared_ptr<const void> mapping(map, [size](const void* m) {
     munmap(const_cast<void*>(m), size);
   });
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = pread(fd, static_cast<char*>(map) + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      close(fd);
+      return Status(ErrorCode::kStoreFile,
+                    path + ":" + std::to_string(done) + ": " +
+                        (n < 0 ? std::string("read failed: ") + std::strerror(err)
+                               : std::string("the file shrank while being read")));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  mprotect(map, size, PROT_READ);
   const char* p = static_cast<const char*>(map);
   if (std::memcmp(p, kMagic, 8) != 0) {
     return Status(ErrorCode::kStoreFile, path + ":0: not a cfgmask store (bad magic)");
@@ -633,8 +724,16 @@ bool CompiledStore::CheckRootRows(int32_t root) const {
   for (int32_t i = root_sim_offsets[root]; ok && i < root_sim_offsets[root + 1]; ++i) {
     ok = RowOk(*this, static_cast<size_t>(sim_row[i]));
   }
+  // In range, and the bytes written: a flipped bit that leaves every id in
+  // range (a different token) is caught here, before the root's first mask.
+  ok = ok && RootRowsChecksum(*this, root) == root_row_checksum[root];
   row_check->state[root].store(ok ? 1 : 2, std::memory_order_release);
   return ok;
+}
+
+std::string DamagedRowsMessage() {
+  return "the store's rows are damaged (a row's checksum or ids are wrong): recompile it, or "
+         "check it with cfgmask stats --verify";
 }
 
 bool CompiledStore::AllRowsOk() const {
@@ -657,6 +756,7 @@ struct OwnedCounter {
     if (!v->is_view()) n += v->size() * sizeof(T);
     return true;
   }
+  bool Checksums(StoreArray<uint64_t>* v) { return Vec(v); }
   bool Str(std::string* s) {
     n += s->size();
     return true;

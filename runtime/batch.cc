@@ -161,6 +161,11 @@ Status BatchMatcher::AdvanceBatch(std::span<Session* const> sessions,
                     [&](size_t b) { results[b] = sessions[b]->Advance(tokens[b]); });
   for (size_t b = 0; b < results.size(); ++b) {
     if (!results[b].ok()) {
+      // All or nothing: the sessions that moved step back (each Advance
+      // pushed exactly one history entry), so the batch is as before.
+      for (size_t r = 0; r < results.size(); ++r) {
+        if (results[r].ok()) CFGMASK_CHECK(sessions[r]->Rollback(1).ok());
+      }
       return Status(results[b].code(), "session " + std::to_string(b) + ": " + results[b].message());
     }
   }

@@ -66,9 +66,10 @@ class BatchMatcher {
                               std::span<const CompiledStore* const> stores, int32_t* bitmask,
                               int32_t words_per_row);
 
-  // Advances sessions[b] by tokens[b], sessions in parallel.  Every session
-  // is tried; a failing one is left unchanged and the first failure (lowest
-  // b) is returned, its message prefixed with "session b: ".
+  // Advances sessions[b] by tokens[b], sessions in parallel.  All or
+  // nothing: when one session fails, every session of the batch is left as
+  // before the call (those that moved are rolled back) and the first failure
+  // (lowest b) is returned, its message prefixed with "session b: ".
   Status AdvanceBatch(std::span<Session* const> sessions, std::span<const int32_t> tokens);
 
   // One logits-processor step over a batch, in one engine call: row b of the

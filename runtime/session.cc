@@ -623,9 +623,7 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
 
 Status Session::store_status() const {
   if (!store_damaged_) return Status::Ok();
-  return Status(ErrorCode::kStoreFile,
-                "the store's rows are damaged (row or token ids out of range): recompile it, or "
-                "check it with cfgmask stats --verify");
+  return Status(ErrorCode::kStoreFile, DamagedRowsMessage());
 }
 
 Status Session::Advance(int32_t token) {

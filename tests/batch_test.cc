@@ -342,7 +342,8 @@ TEST(BatchTest, ArgumentErrors) {
                 .code(),
             ErrorCode::kInvalidArgument);
 
-  // A bad token in one session: that session is unchanged, the other moves.
+  // A bad token in one session: the batch is all or nothing, so neither
+  // session moves (AdvanceBatchAllOrNothing).
   std::vector<uint32_t> mask = a.Mask();
   int32_t good = -1;
   for (int32_t t = 0; t < store->vocab_size && good < 0; ++t) {
@@ -353,8 +354,15 @@ TEST(BatchTest, ArgumentErrors) {
   Status st = matcher.AdvanceBatch(sessions, tokens);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidToken);
   EXPECT_EQ(st.message().rfind("session 1: ", 0), 0u) << st.message();
-  EXPECT_FALSE(a.text().empty());
+  EXPECT_TRUE(a.text().empty());
+  EXPECT_EQ(a.HistoryLength(), 0);
   EXPECT_TRUE(b.text().empty());
+  EXPECT_EQ(a.Mask(), mask);  // a is where it was: the same mask
+  // The good token alone still moves it.
+  ASSERT_TRUE(matcher.AdvanceBatch(std::span<Session* const>(sessions).first(1),
+                                   std::span<const int32_t>(tokens).first(1))
+                  .ok());
+  EXPECT_FALSE(a.text().empty());
 }
 
 // Logits masking on the CPU: -inf exactly where the bit is 0 (and past the

@@ -299,7 +299,7 @@ TEST(StoreFile, TruncatedAndCorruptedFilesRejected) {
   std::memcpy(&index_bytes, good.data() + kIndexBytesOffset, 8);
   ASSERT_GT(index_bytes, 0u);
   ASSERT_LT(kHeaderSize + index_bytes, good.size());
-  int accepted_in_rows = 0;
+  int accepted_in_rows = 0, caught_in_rows = 0, unchanged = 0;
   for (size_t at = 0; at < good.size(); at += step) {
     std::string bad = good;
     bad[at] ^= 0x5a;
@@ -314,17 +314,30 @@ TEST(StoreFile, TruncatedAndCorruptedFilesRejected) {
       EXPECT_EQ(st.code(), ErrorCode::kStoreFile) << st.ToString();
     } else if (st.ok()) {
       ++accepted_in_rows;
-      Session session(&s);
-      std::vector<uint32_t> mask(s.mask_words());
+      // The per-root row checksums: a flipped byte in a root's rows is an
+      // error before that root's first mask, never a different mask
+      // (RowFlipsAreCaughtBeforeAMask); outside every root's rows
+      // (alignment padding) nothing changes.
+      CompiledStore ref;
+      ASSERT_TRUE(ReadFromBytes(dir, good, /*verify=*/false, &ref).ok());
+      Session session(&s), reference(&ref);
+      std::vector<uint32_t> mask(s.mask_words()), expect(s.mask_words());
       for (int k = 0; k < 4; ++k) {
         session.FillMask(mask.data());
+        reference.FillMask(expect.data());
+        if (!session.store_status().ok()) break;  // caught: the mask is not served
+        ASSERT_EQ(mask, expect) << "byte " << at << " flipped: a different mask, no error";
         int32_t t = 0;
         while (t < s.vocab_size && !(mask[t >> 5] >> (t & 31) & 1)) ++t;
         if (t == s.vocab_size || !session.Advance(t).ok()) break;
+        ASSERT_TRUE(reference.Advance(t).ok());
       }
+      if (s.AllRowsOk()) ++unchanged;
+      else ++caught_in_rows;
     }
   }
   EXPECT_GT(accepted_in_rows, 0) << "no flip in the row payload was tried";
+  EXPECT_GT(caught_in_rows, unchanged) << "the row checksums caught few flips";
 }
 
 // Found by store_file_fuzz: empty arrays were read with memcpy from a null

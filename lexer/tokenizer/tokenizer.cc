@@ -337,6 +337,10 @@ Status LoadGgufVocabulary(const std::string& path, Vocabulary* out) {
       v.tokens[id].clear();
     }
   }
+  v.special_names.assign(static_cast<size_t>(n), std::string());
+  for (int32_t id = 0; id < n; ++id) {
+    if (v.special[id]) v.special_names[id] = tokens->strings[id];
+  }
   if (eos >= 0) v.eos_ids.push_back(eos);
   if (eot >= 0 && eot != eos) v.eos_ids.push_back(eot);
   if (v.eos_ids.empty()) {
@@ -363,6 +367,9 @@ Status LoadVocabulary(const std::string& path, Vocabulary* out, const Vocabulary
   struct stat info;
   if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     return Status(ErrorCode::kIo, path + ": is a directory, not a tokenizer file");
+  }
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return Status(ErrorCode::kIo, path + ": is not a regular file (a FIFO, socket or device)");
   }
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status(ErrorCode::kIo, path + ": cannot open file");

@@ -24,6 +24,10 @@ struct Vocabulary {
   std::vector<uint8_t> special;      // per token id: 1 = special
   std::vector<int32_t> eos_ids;      // allowed exactly when the text is complete
   uint64_t identity = 0;             // FNV-1a over ids, bytes and flags
+  // Per token id, the file's text of a special token ("<|endoftext|>"; its
+  // bytes above are empty), empty for the others; empty where a format
+  // names none.  How `--eos TEXT` finds a special token by its text.
+  std::vector<std::string> special_names;
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
 };

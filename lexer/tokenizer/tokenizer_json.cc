@@ -650,6 +650,8 @@ Status LoadTokenizerJson(const std::string& path, Vocabulary* out) {
     v.special[id] = token.special ? 1 : 0;
     if (token.special) {
       v.tokens[id].clear();
+      if (v.special_names.empty()) v.special_names.resize(n);
+      v.special_names[id] = *token.content;
       if (IsEosName(*token.content)) v.eos_ids.push_back(static_cast<int32_t>(id));
     } else {
       v.tokens[id] = *token.content;

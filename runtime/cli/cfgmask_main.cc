@@ -83,10 +83,10 @@ const CommandSpec kCommands[] = {
     {"compile",
      "compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
      "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] "
-     "[--max-roots N] [--max-memory BYTES[K|M|G]] [--eos TOKEN] [--threads N] "
+     "[--max-roots N] [--max-memory BYTES[K|M|G]] [--max-seconds S] [--eos TOKEN] [--threads N] "
      "[--lark-grammars DIR] [--quiet] -o OUT.cfgm",
-     "",
-     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--eos", "--threads", "--lark-grammars", "-o"},
+     "--max-seconds: wall time of the whole compile, checked in every phase (default 3600; 0: none)",
+     {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--max-seconds", "--eos", "--threads", "--lark-grammars", "-o"},
      {"--no-streamline", "--no-pair-pruning", "--quiet"},
      1,
      1},
@@ -148,12 +148,12 @@ struct Args {
 };
 
 int Error(const std::string& message) {
-  std::fprintf(stderr, "cfgmask: %s\n", OneLine(message).c_str());
+  std::fprintf(stderr, "cfgmask: %s\n", MessageLine(message).c_str());
   return kExitUsage;
 }
 
 int UsageError(const CommandSpec* spec, const std::string& message) {
-  std::fprintf(stderr, "cfgmask: %s\n", message.c_str());
+  std::fprintf(stderr, "cfgmask: %s\n", MessageLine(message).c_str());
   if (spec) std::fprintf(stderr, "%s\n", spec->Usage().c_str());
   else std::fputs(FullUsage().c_str(), stderr);
   return kExitUsage;
@@ -281,6 +281,10 @@ bool ReadFile(const std::string& path, std::string* out, std::string* error) {
     *error = path + ": is a directory, not a file";
     return false;
   }
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    *error = path + ": is not a regular file (a FIFO, socket or device)";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     *error = path + ": cannot read: " + std::strerror(errno);
@@ -363,6 +367,11 @@ int Compile(const CommandSpec& spec, const Args& args) {
   }
   options.max_roots = static_cast<int32_t>(max_roots);
   if (!BytesFlag(spec, args, "--max-memory", &options.max_memory)) return kExitUsage;
+  if (args.values.count("--max-seconds") &&
+      !ParseDouble(args.Get("--max-seconds"), 0, 1e9, &options.max_seconds)) {
+    return UsageError(&spec, "option --max-seconds: expected seconds in [0, 1e9] (0: none), got '" +
+                                 args.Get("--max-seconds") + "'");
+  }
   int64_t threads = 0;  // 0: all cores; the store is the same for any count
   if (!IntFlag(spec, args, "--threads", 0, 0, 1024, &threads)) return kExitUsage;
   options.num_threads = static_cast<int32_t>(threads);
@@ -381,6 +390,13 @@ int Compile(const CommandSpec& spec, const Args& args) {
       return Error(out + ": -o names the input file " + input + "; refusing to overwrite it");
     }
   }
+  // -o writes regular files only: a device node, FIFO or socket is never
+  // replaced (checked again when the store is written).
+  if (struct stat info; stat(out.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return Error(out + ": -o names " +
+                 (S_ISDIR(info.st_mode) ? "a directory" : "a device, FIFO or socket") +
+                 ", not a regular file; refusing to replace it");
+  }
   Progress progress(!quiet && isatty(STDERR_FILENO));
   options.progress = [&](const CompileProgress& p) { progress.Update(p.phase, p.walk_fraction); };
   std::vector<std::string> warnings;
@@ -395,7 +411,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   }
   progress.Clear();
   if (!st.ok()) return Error(st.message());
-  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", OneLine(w).c_str());
+  for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", MessageLine(w).c_str());
   if (store.eos_ids.empty()) {
     std::fprintf(stderr,
                  "cfgmask: warning: %s: the tokenizer names no end-of-sequence token, so "
@@ -423,6 +439,9 @@ int Stats(const CommandSpec& spec, const Args& args) {
   // the index part's checksum and every index; see store_file.cc).
   Status st = ReadStoreFile(path, &s, {.verify = args.Has("--verify")});
   if (!st.ok()) return Error(st.message());
+  // The figures follow every row: a damaged row is an error, never a read
+  // out of bounds (the rows are otherwise checked per root on first use).
+  if (!s.AllRowsOk()) return Error(path + ": " + DamagedRowsMessage());
   if (!args.Has("--json")) {
     PrintSummary(s, path);
     return kExitOk;
@@ -530,21 +549,12 @@ int Check(const CommandSpec& spec, const Args& args) {
 
 // ---------------------------------------------------------------- sample
 
-bool WriteFileAtomically(const std::string& path, const std::string& data, std::string* error) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    *error = path + ": cannot write: " + std::strerror(errno);
-    return false;
-  }
-  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = path + ": write failed: " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+// A sample file: written as a store file is (maskstore's WriteFileAtomically:
+// regular files only, a temporary name of its own).
+bool WriteSampleFile(const std::string& path, const std::string& data, std::string* error) {
+  const Status st = WriteFileAtomically(path, "", data);
+  if (!st.ok()) *error = st.message();
+  return st.ok();
 }
 
 int Sample(const CommandSpec& spec, const Args& args) {
@@ -588,7 +598,7 @@ int Sample(const CommandSpec& spec, const Args& args) {
     if (!complete) ++incomplete;
     const std::string path = (std::filesystem::path(dir) / ("sample_" + std::to_string(k) + ".txt")).string();
     std::string error;
-    if (!WriteFileAtomically(path, session.text(), &error)) return Error(error);
+    if (!WriteSampleFile(path, session.text(), &error)) return Error(error);
     std::printf("=== %s: %" PRId64 " tokens, %s ===\n%s\n", path.c_str(), tokens, ending.c_str(),
                 session.text().c_str());
     std::fflush(stdout);
@@ -713,12 +723,19 @@ int Main(int argc, char** argv) {
   Args args;
   std::string error;
   if (!ParseArgs(*spec, argc, argv, 2, &args, &error)) return UsageError(spec, error);
-  if (command == "compile") return Compile(*spec, args);
-  if (command == "stats") return Stats(*spec, args);
-  if (command == "check") return Check(*spec, args);
-  if (command == "sample") return Sample(*spec, args);
-  if (command == "reduction") return Reduction(*spec, args);
-  return Bench(*spec, args);
+  // Out of memory outside the compile's own guard (reading a store or a
+  // tokenizer, a tiny --max-memory's aftermath): one line, exit 2.
+  try {
+    if (command == "compile") return Compile(*spec, args);
+    if (command == "stats") return Stats(*spec, args);
+    if (command == "check") return Check(*spec, args);
+    if (command == "sample") return Sample(*spec, args);
+    if (command == "reduction") return Reduction(*spec, args);
+    return Bench(*spec, args);
+  } catch (const std::bad_alloc&) {
+    std::fputs("cfgmask: out of memory (a --max-memory limit or the machine's)\n", stderr);
+    return kExitUsage;
+  }
 }
 
 }  // namespace

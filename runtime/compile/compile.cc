@@ -84,6 +84,13 @@ Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options
   return Status::Ok();
 }
 
+// Seconds as the user wrote them ("3", "0.5"), for messages.
+std::string SecondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
 // The vocabulary walk's share of the compile's options.
 WalkOptions WalkOptionsOf(const CompileOptions& o) {
   WalkOptions w;
@@ -121,6 +128,15 @@ Status CompileStoreWith(const std::string& grammar_path,
       t0 + std::chrono::duration_cast<Clock::duration>(
                std::chrono::duration<double>(options.max_seconds > 0 ? options.max_seconds : 0));
 
+  // The wall-time budget, checked as each phase ends (the walk also checks
+  // it inside, per batch of roots; the LALR construction has its own limit).
+  auto over_time = [&](const char* phase) {
+    if (options.max_seconds <= 0 || Clock::now() <= deadline) return Status::Ok();
+    return Status(ErrorCode::kResourceLimit,
+                  grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
+                      " s (max_seconds, --max-seconds) in the " + phase + " phase");
+  };
+
   progress("grammar");
   GrammarPhase gp;
   CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
@@ -128,24 +144,35 @@ Status CompileStoreWith(const std::string& grammar_path,
   s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
   s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
   s.stats.seconds_grammar = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("grammar"));
 
   t0 = Clock::now();
   progress("lalr");
   ParseTables pt;
-  CFGMASK_RETURN_IF_ERROR(BuildParseTables(gp.g, &pt));
+  // The LALR construction's limits (table bytes, states, seconds) concern
+  // the whole grammar: no position, but the file is named.
+  if (Status st = BuildParseTables(gp.g, &pt); !st.ok()) {
+    if (st.code() != ErrorCode::kResourceLimit || st.message().rfind(grammar_path, 0) == 0) {
+      return st;
+    }
+    return Status(st.code(), grammar_path + ": " + st.message());
+  }
   s.stats.seconds_lalr = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("lalr"));
 
   // seconds_automaton spans the automaton, the tokenizer and the walk.
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
   CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+  CFGMASK_RETURN_IF_ERROR(over_time("automaton"));
 
   const auto tok0 = Clock::now();
   progress("tokenizer");
   const PreparedTokenizer* tok = nullptr;
   CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
   s.stats.seconds_tokenizer = Since(tok0);
+  CFGMASK_RETURN_IF_ERROR(over_time("tokenizer"));
   CopyVocabulary(tok->tokens, &s);
   VocabTrie subset_trie;
   if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
@@ -175,6 +202,7 @@ Status CompileStoreWith(const std::string& grammar_path,
   progress("store");
   walk.Freeze(a.get(), &s);
   s.stats.seconds_store = Since(t0);
+  CFGMASK_RETURN_IF_ERROR(over_time("store"));
   if (options.record != nullptr) {
     options.record->automaton = a;
     options.record->roots = walk.roots();
@@ -222,6 +250,8 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
   return Status::Ok();
 }
 
+constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
+
 // Options a caller can get wrong (the command line checks the same ranges
 // before it gets here; the Python package passes them through).
 Status CheckOptions(const CompileOptions& o) {
@@ -240,6 +270,16 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.max_memory < 0) {
     return bad("max_memory must be a byte count (0: the default), got " +
                std::to_string(o.max_memory));
+  }
+  // The budget is the process's data limit while the compile runs: below a
+  // megabyte, the unwinding of the out-of-memory error itself can fail (an
+  // abort instead of the error), so such a budget is refused up front.
+  if (o.max_memory > 0 && o.max_memory < kMinMaxMemory) {
+    return bad("max_memory must be 0 (the default) or at least " + std::to_string(kMinMaxMemory) +
+               " bytes (1M), got " + std::to_string(o.max_memory));
+  }
+  if (!(o.max_seconds >= 0) || o.max_seconds > 1e9) {
+    return bad("max_seconds must be in [0, 1e9] (0: none), got " + std::to_string(o.max_seconds));
   }
   if (o.walk_memo_bytes < 0) {
     return bad("walk_memo_bytes must be a byte count, got " + std::to_string(o.walk_memo_bytes));
@@ -310,7 +350,15 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
     Grammar grammar;
     tracked.grammar_out = &grammar;
     CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
-    return Finish(tracked, streamline, grammar, out, details);
+    Status fin = Finish(tracked, streamline, grammar, out, details);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
+      *out = CompiledStore();
+      return Status(ErrorCode::kResourceLimit,
+                    grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
+                        " s (max_seconds, --max-seconds) in the streamline phase");
+    }
+    return fin;
   } catch (const std::bad_alloc&) {
     *out = CompiledStore();
     return Status(ErrorCode::kResourceLimit,
@@ -368,8 +416,13 @@ Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
   if (digits) {
     id = std::stoll(eos);
   } else {
+    // By the token's bytes, or by a special token's text ("<|endoftext|>",
+    // whose bytes are empty).
     for (int32_t t = 0; t < v.size() && id < 0; ++t) {
       if (v.tokens[t] == eos) id = t;
+    }
+    for (int32_t t = 0; t < static_cast<int32_t>(v.special_names.size()) && id < 0; ++t) {
+      if (v.special_names[t] == eos) id = t;
     }
   }
   if (id < 0 || id >= v.size()) {

@@ -41,32 +41,12 @@ namespace py = pybind11;
 namespace cfgmask {
 namespace {
 
-// Raised as cfgmask.Error.
-// Messages quote user bytes (a refused string, a grammar's text); bytes that
-// are not UTF-8 become \xNN so that Python can make a str of the message.
-std::string Utf8Escaped(const std::string& in) {
-  std::string out;
-  size_t i = 0;
-  while (i < in.size()) {
-    const uint8_t c = static_cast<uint8_t>(in[i]);
-    const size_t len = Utf8SequenceLength(in, i);
-    const bool ok = len > 0;
-    if (ok) {
-      out.append(in, i, len);
-      i += len;
-    } else {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-      ++i;
-    }
-  }
-  return out;
-}
-
+// Raised as cfgmask.Error.  Messages quote user bytes (a refused string, a
+// grammar's text): MessageLine makes them one line of valid UTF-8 under 1,000
+// bytes (bytes that are not UTF-8 become \xNN), so that Python can make a
+// str of the message.
 struct EngineError : std::runtime_error {
-  explicit EngineError(const std::string& what) : std::runtime_error(Utf8Escaped(what)) {}
+  explicit EngineError(const std::string& what) : std::runtime_error(MessageLine(what)) {}
 };
 
 void ThrowIfError(const Status& st) {
@@ -143,6 +123,23 @@ const JumpForwarder& ForwarderFor(const std::shared_ptr<CompiledStore>& store,
   std::call_once(s.forwarder_once, [&] { s.forwarder = std::make_unique<JumpForwarder>(*store); });
   return *s.forwarder;
 }
+
+// The result of Session::Advance / AdvanceBytes for Python: true when it
+// moved, false when the grammar refused the token or text (kInvalidToken: the
+// session is unchanged; token ids out of range are refused before, as
+// errors), and every other failure raised: a refusal and an error are never
+// confused (a busy matcher, a damaged store or a limit is no refusal).
+bool Refused(const Status& st) {
+  if (st.ok()) return true;
+  if (st.code() == ErrorCode::kInvalidToken) return false;
+  throw EngineError(st.message());
+}
+
+// The longest suffix (completion in the middle of a file) a session takes:
+// Session::SetSuffix reads it again once per step, so its cost is that of a
+// step per byte (about 2 us per byte: 64 KiB, some 0.1 s per step); a longer
+// one is an error, never a step that takes seconds.
+constexpr size_t kMaxSuffixBytes = 64 * 1024;
 
 // A session and the store it reads, kept alive together.
 // A session is used by one thread at a time (stores are shared freely): a
@@ -225,6 +222,12 @@ Buffer2D BitmaskBuffer(const py::buffer& b) {
 
 // Store.stats(): the figures of runtime/tools/report.h as a dict.
 py::dict StoreStats(const CompiledStore& store) {
+  bool rows_ok;
+  {
+    py::gil_scoped_release release;
+    rows_ok = store.AllRowsOk();
+  }
+  if (!rows_ok) throw EngineError(DamagedRowsMessage());
   const StoreReport r = MakeStoreReport(store, "", 0);
   py::dict d;
   d["grammar"] = r.grammar;
@@ -323,19 +326,23 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
                           bool streamline, int32_t num_threads, bool prune_pairs,
                           int32_t max_roots, int64_t max_memory, const std::string& eos,
-                          const py::object& progress) {
+                          const py::object& progress, double max_seconds) {
   CompileOptions options;
-  if (!progress.is_none()) {
-    options.progress = [&progress](const CompileProgress& p) {
-      py::gil_scoped_acquire gil;
-      try {
-        progress(p.phase, p.walk_fraction, p.seconds);
-      } catch (py::error_already_set& e) {
-        e.restore();
-        throw ProgressRaised{};
-      }
-    };
-  }
+  // At every progress report (each phase, each batch of roots of the walk)
+  // the compile takes the GIL to look for a signal (Ctrl-C: KeyboardInterrupt
+  // stops the compile) and to call the caller's callback.
+  options.progress = [&progress](const CompileProgress& p) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw ProgressRaised{};
+    if (progress.is_none()) return;
+    try {
+      progress(p.phase, p.walk_fraction, p.seconds);
+    } catch (py::error_already_set& e) {
+      e.restore();
+      throw ProgressRaised{};
+    }
+  };
+  options.max_seconds = max_seconds;
   options.max_roots = max_roots;
   options.max_memory = max_memory;
   options.num_threads = num_threads;
@@ -361,7 +368,7 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   }
   // Likely mistakes the compile accepted, as Python warnings (UserWarning).
   py::object warn = py::module_::import("warnings").attr("warn");
-  for (const std::string& w : warnings) warn(Utf8Escaped(w));
+  for (const std::string& w : warnings) warn(MessageLine(w));
   return store;
 }
 
@@ -706,6 +713,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
   py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
+  m.attr("MAX_SUFFIX_BYTES") = kMaxSuffixBytes;
   // maskstore/defaults.h, for the package's signatures (cfgmask/__init__.py).
   {
     py::dict d;
@@ -716,6 +724,7 @@ PYBIND11_MODULE(_core, m) {
     d["max_lexer_states"] = defaults::kMaxLexerStates;
     d["max_roots"] = defaults::kMaxRoots;
     d["max_memory"] = defaults::kMaxMemory;
+    d["max_seconds"] = defaults::kMaxSeconds;
     d["streamline"] = defaults::kStreamline;
     d["num_threads"] = defaults::kNumThreads;
     d["prune_pairs"] = defaults::kPrunePairs;
@@ -744,7 +753,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("streamline") = defaults::kStreamline, py::arg("num_threads") = defaults::kNumThreads,
         py::arg("prune_pairs") = defaults::kPrunePairs, py::arg("max_roots") = defaults::kMaxRoots,
         py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "",
-        py::arg("progress") = py::none());
+        py::arg("progress") = py::none(), py::arg("max_seconds") = defaults::kMaxSeconds);
   };
   def_compile(&CompileStoreWith<TokenizerPtr>, "tokenizer");
   def_compile(&CompileStoreWith<std::string>, "tokenizer_path");
@@ -807,14 +816,20 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "advance",
           [](PySession& s, int32_t token) { InUse in_use(s);
+            if (token < 0 || token >= s.store->vocab_size) {
+              throw EngineError("token id " + std::to_string(token) + " is out of range [0, " +
+                                std::to_string(s.store->vocab_size) + ")");
+            }
             Status st;
             {
               py::gil_scoped_release release;
               st = s.session.Advance(token);
             }
-            ThrowIfError(st);
+            return Refused(st);
           },
-          py::arg("token"))
+          py::arg("token"),
+          "True if the token was accepted, False if the grammar refuses it (the session is "
+          "unchanged); any other error (busy matcher, damaged store, a limit) raises")
       .def(
           "advance_bytes",
           [](PySession& s, const py::bytes& data) { InUse in_use(s);
@@ -824,9 +839,9 @@ PYBIND11_MODULE(_core, m) {
               py::gil_scoped_release release;
               st = s.session.AdvanceBytes(bytes);
             }
-            ThrowIfError(st);
+            return Refused(st);
           },
-          py::arg("data"))
+          py::arg("data"), "As advance, for raw bytes")
       .def(
           "rollback",
           [](PySession& s, int32_t k) { InUse in_use(s);
@@ -911,7 +926,14 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "set_suffix",
           [](PySession& s, const py::bytes& data) { InUse in_use(s);
-            s.session.SetSuffix(std::string(data));
+            std::string suffix = data;
+            if (suffix.size() > kMaxSuffixBytes) {
+              throw EngineError("suffix of " + std::to_string(suffix.size()) +
+                                " bytes: more than the limit of " + std::to_string(kMaxSuffixBytes) +
+                                " bytes (the suffix is read again at every step; give the text "
+                                "up to the end of the enclosing block)");
+            }
+            s.session.SetSuffix(std::move(suffix));
           },
           py::arg("suffix"))
       .def_property_readonly("suffix",

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/utf8.h"
 #include "maskstore/row_codec.h"
 
 namespace cfgmask {
@@ -54,6 +55,39 @@ double StoreReport::TotalSeconds() const {
   return total;
 }
 
+std::string MessageLine(const std::string& message) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const uint8_t c = static_cast<uint8_t>(message[i]);
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      ++i;
+      continue;
+    }
+    const size_t len = c < 0x20 || c == 0x7f ? 0 : Utf8SequenceLength(message, i);
+    if (len > 0) {
+      out.append(message, i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+  constexpr size_t kKeep = 900, kHead = 700;
+  if (out.size() <= kKeep) return out;
+  // Cut at character boundaries: a head (the position, the error) and a tail.
+  size_t head = kHead;
+  while (head > 0 && (static_cast<uint8_t>(out[head]) & 0xC0) == 0x80) --head;
+  size_t tail = out.size() - (kKeep - kHead - 60);
+  while (tail < out.size() && (static_cast<uint8_t>(out[tail]) & 0xC0) == 0x80) ++tail;
+  return out.substr(0, head) + " ... [" + std::to_string(tail - head) + " bytes cut] ... " +
+         out.substr(tail);
+}
+
 StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int64_t file_bytes) {
   StoreReport r;
   r.file = file;
@@ -74,7 +108,10 @@ StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int
   r.sequences = s.seq_offsets.empty() ? 0 : static_cast<int64_t>(s.seq_offsets.size()) - 1;
   r.nfa_transition_entries = s.stats.nfa_transition_entries;
   r.rows = static_cast<int64_t>(s.row_seq.size());
-  r.terminal_sequence_keys = TerminalSequenceKeys(s);
+  // The keys follow every row's sequence id: only over rows that passed
+  // their check (a damaged file's ids may point anywhere); callers refuse a
+  // damaged store first (StoreRowsStatus), -1 here is a last guard.
+  r.terminal_sequence_keys = s.AllRowsOk() ? TerminalSequenceKeys(s) : -1;
   r.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
   for (int32_t k : s.row_kind) {
     switch (static_cast<RowKind>(k)) {

@@ -60,6 +60,13 @@ struct StoreReport {
   double TotalSeconds() const;  // every phase but "tokenizer" (counted in "automaton")
 };
 
+// A message as the command and the Python package print it: one line of
+// valid UTF-8 under 1,000 bytes.  Newlines become spaces; NUL, other
+// control bytes and bytes that are not UTF-8 become \xNN; past 900 bytes
+// the middle is cut ("... [N bytes cut] ..."), so that both the position at
+// the start and the end of the message remain.
+std::string MessageLine(const std::string& message);
+
 // `file_bytes`: the size of `file` on disk (0 when there is none).
 StoreReport MakeStoreReport(const CompiledStore& store, const std::string& file,
                             int64_t file_bytes);

@@ -406,3 +406,515 @@ def test_py_warns_of_likely_mistakes():
     assert any("<string>:3:1: warning: rule 'orphan'" in m or "rule 'orphan' is unreachable" in m
                for m in msgs), msgs
     assert any("UNUSED is never used" in m for m in msgs), msgs
+
+
+# ------------------------------------------- issue: hardening for serving
+
+def test_item1_busy_matcher_raises_never_false(store):
+    """A refused token is False; every other error raises.  Two threads on
+    one matcher accept a valid token and step back: a call that meets the
+    other thread raises 'in use by another thread', never returns False."""
+    m = cfgmask.GrammarMatcher(store)
+    tok = m.tokenize_forced("[")[0]
+    false_results, busy, other = [], [], []
+    stop = time.monotonic() + 5
+
+    def work():
+        n = 0
+        while time.monotonic() < stop and n < 3000:
+            n += 1
+            try:
+                ok = m.accept_token(tok) if n % 2 else m.accept_string("[")
+                if not ok:
+                    false_results.append(n)
+                    continue
+                while True:
+                    try:
+                        m.rollback(1)
+                        break
+                    except cfgmask.Error as e:
+                        if "in use by another thread" not in str(e):
+                            raise
+            except cfgmask.Error as e:
+                (busy if "in use by another thread" in str(e) else other).append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not other, other[:3]
+    assert not false_results, f"{len(false_results)} accepts of a valid token returned False"
+    assert m.text == ""
+    # A refusal is still False, and leaves the matcher as it was.
+    assert m.accept_string("]") is False and m.accept_token(store.eos_ids[0]) is False
+    assert m.text == ""
+
+
+def test_item2_batch_accept_token_is_all_or_nothing(store):
+    ms = [cfgmask.GrammarMatcher(store) for _ in range(6)]
+    batch = cfgmask.BatchGrammarMatcher()
+    good = ms[0].tokenize_forced("[")[0]
+    bad = store.eos_ids[0]  # EOS: refused where nothing is complete yet
+    masks_before = []
+    for m in ms:
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        m.fill_next_token_bitmask(bm)
+        masks_before.append(bm.copy())
+    with pytest.raises(cfgmask.Error, match="session 1"):
+        batch.batch_accept_token(ms, [good, bad, good, good, good, good])
+    for m, before in zip(ms, masks_before):
+        assert m.text == ""
+        bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+        m.fill_next_token_bitmask(bm)
+        assert np.array_equal(bm, before)
+        with pytest.raises(cfgmask.Error):
+            m.rollback(1)  # nothing to undo: no history was left behind
+    batch.batch_accept_token(ms, [good] * 6)
+    assert all(m.text == "[" for m in ms)
+
+
+def test_item3_logits_width_must_match_the_store(store):
+    """Logits of another vocabulary are an error; a model's padding (a
+    multiple of 64, fewer than 1,024 columns past the vocabulary) is not."""
+    from cfgmask.processors import HFLogitsProcessor, LlamaCppLogitsProcessor
+    v = store.vocab_size
+    assert v == 32000
+    pad = (v // 64 + 1) * 64
+    rows = [
+        (v, None),
+        (pad, None),
+        (v + 256, None),
+        (49152, "not a model's padding"),   # SmolLM2's logits on a LLaMA store
+        (v + 77, "not a model's padding"),
+        (v + 1024, "not a model's padding"),
+        (v - 1, "fewer than"),
+    ]
+    for width, error in rows:
+        for make in (lambda: LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store)),):
+            p = make()
+            scores = np.zeros(width, dtype=np.float32)
+            if error is None:
+                p(np.array([1], dtype=np.int64), scores)
+                assert np.isneginf(scores[v:]).all()
+            else:
+                with pytest.raises(cfgmask.Error, match=error):
+                    p(np.array([1], dtype=np.int64), scores)
+        hf = HFLogitsProcessor([cfgmask.GrammarMatcher(store)])
+        scores = np.zeros((1, width), dtype=np.float32)
+        if error is None:
+            hf(np.array([[1]], dtype=np.int64), scores)
+        else:
+            with pytest.raises(cfgmask.Error, match=error):
+                hf(np.array([[1]], dtype=np.int64), scores)
+    with pytest.raises(cfgmask.Error, match="not a model's padding"):
+        cfgmask.check_logits_width(49152, 32000)
+    cfgmask.check_logits_width(151936, 151665)  # Qwen2's real padding
+
+
+FULL = os.environ.get("CFGMASK_FULL") == "1"
+HEADER_BYTES = 56        # magic, versions, identity, sizes, checksums (store_file.cc)
+INDEX_BYTES_AT = 40      # the header's size of the index part
+
+
+def _masks_along(store, texts):
+    """The masks after each prefix of `texts`, or the Error raised."""
+    m = cfgmask.GrammarMatcher(store)
+    out = []
+    bm = cfgmask.allocate_token_bitmask(1, store.vocab_size)
+    for t in texts:
+        m.fill_next_token_bitmask(bm)
+        out.append(bm.copy())
+        assert m.accept_string(t)
+    m.fill_next_token_bitmask(bm)
+    out.append(bm.copy())
+    return out
+
+
+@needs_bin
+def test_item4_item5_row_bit_flips_are_errors_never_masks_or_crashes(store, tmp_path):
+    """Single-bit flips in the rows part of a store file: stats never crash
+    (command and Store.stats()); every flip either leaves the masks as they
+    were (alignment padding) or is an error before the first mask of its
+    root, never a different mask (the per-root row checksums)."""
+    good_path = tmp_path / "good.cfgm"
+    store.save(str(good_path))
+    good = good_path.read_bytes()
+    index_bytes = int.from_bytes(good[INDEX_BYTES_AT:INDEX_BYTES_AT + 8], "little")
+    rows_start = HEADER_BYTES + index_bytes
+    texts = ['{', '"k"', ': ', '[', '1', ', ', 'true', ']', '}']
+    want = _masks_along(cfgmask.Store.load(str(good_path)), texts)
+    want_stats = cfgmask.Store.load(str(good_path)).stats()
+    flips = 300 if FULL else 60
+    rng = np.random.default_rng(34)
+    positions = rng.integers(rows_start, len(good), size=flips)
+    caught = same = 0
+    for k, at in enumerate(positions):
+        bad = bytearray(good)
+        bad[at] ^= 1 << int(rng.integers(0, 8))
+        path = tmp_path / f"flip{k % 2}.cfgm"
+        path.write_bytes(bytes(bad))
+        try:
+            s = cfgmask.Store.load(str(path))
+        except cfgmask.Error:
+            caught += 1
+            continue
+        try:
+            got = _masks_along(s, texts)
+        except cfgmask.Error as e:
+            assert "damaged" in str(e), str(e)
+            caught += 1
+            with pytest.raises(cfgmask.Error, match="damaged"):
+                s.stats()
+            continue
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), f"byte {at}: a different mask"
+        try:  # checks every root: a flip in a root the texts never reached is caught here
+            stats = s.stats()
+        except cfgmask.Error as e:
+            assert "damaged" in str(e), str(e)
+            caught += 1
+        else:  # a flip outside every root's rows (alignment padding): no figure changes
+            same += 1
+            assert stats["rows"] == want_stats["rows"]
+        if k % 10 == 0:  # the command on a few (a crash would be a signal, not 0 or 2)
+            r = run("stats", path, "--json")
+            assert r.returncode in (0, 2), r
+    assert caught > flips // 2, (caught, same)
+
+
+@needs_bin
+def test_item5_stats_command_refuses_damaged_rows(store, tmp_path):
+    path = tmp_path / "s.cfgm"
+    store.save(str(path))
+    data = bytearray(path.read_bytes())
+    index_bytes = int.from_bytes(data[INDEX_BYTES_AT:INDEX_BYTES_AT + 8], "little")
+    # The first row's sequence id (the first array of the rows part, after its count).
+    at = HEADER_BYTES + index_bytes + 8
+    data[at + 3] ^= 0x40
+    path.write_bytes(bytes(data))
+    for args in (("stats", path), ("stats", path, "--json")):
+        line = one_line_error(run(*args))
+        assert "damaged" in line, line
+    with pytest.raises(cfgmask.Error, match="damaged"):
+        cfgmask.Store.load(str(path)).stats()
+
+
+def test_item6_store_file_rewritten_in_place_while_open(store, tmp_path):
+    """cp over, truncate, same-size rewrite of a store file a process has
+    open: the process keeps the store it opened (a private snapshot)."""
+    path = tmp_path / "live.cfgm"
+    store.save(str(path))
+    size = path.stat().st_size
+    texts = ['[', '1', ', ', '{', '"a"', ': ', 'null', '}', ']']
+    want = _masks_along(store, texts)
+    for damage in ("truncate", "zeros", "other"):
+        store.save(str(path))
+        s = cfgmask.Store.load(str(path))
+        m = cfgmask.GrammarMatcher(s)
+        if damage == "truncate":
+            os.truncate(path, 0)
+        elif damage == "zeros":
+            with open(path, "r+b") as f:  # the same size, rewritten in place
+                f.write(b"\0" * size)
+        else:
+            other = cfgmask.compile_grammar('start: "x"+\n', TOK)
+            other.save(str(tmp_path / "other.cfgm"))
+            with open(path, "wb") as f:  # cp other.cfgm live.cfgm
+                f.write((tmp_path / "other.cfgm").read_bytes())
+        got = _masks_along(s, texts)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), damage
+        assert m.accept_string("[1]") and m.can_end()
+        if damage != "other":
+            with pytest.raises(cfgmask.Error):
+                cfgmask.Store.load(str(path))
+
+
+@needs_bin
+@needs_tok
+def test_item7_tiny_max_memory_is_one_line(tmp_path):
+    out = tmp_path / "o.cfgm"
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    for value in ("16K", "1K", "1023K"):
+        line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-memory", value,
+                                  "-o", out))
+        assert "max_memory" in line or "memory" in line, line
+        assert not out.exists()
+    with pytest.raises(cfgmask.Error, match="max_memory"):
+        cfgmask.compile_grammar(JSON_GRAMMAR, TOK, max_memory=16 << 10)
+
+
+@needs_bin
+@needs_tok
+def test_item8_compile_wall_clock_budget(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text("start: A\nA: /(a{1000}){1000}/\n")
+    out = tmp_path / "o.cfgm"
+    t0 = time.monotonic()
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-seconds", "1", "-o", out))
+    assert time.monotonic() - t0 < 60
+    assert "--max-seconds" in line and "phase" in line, line
+    assert not out.exists()
+    r = run("compile", g, "--tokenizer", TOK, "--max-seconds", "-1", "-o", out)
+    assert r.returncode == 2 and "option --max-seconds" in r.stderr.splitlines()[0], r.stderr
+    with pytest.raises(cfgmask.Error, match="max_seconds"):
+        cfgmask.compile_grammar(str(g), TOK, max_seconds=1)
+    assert cfgmask._core.DEFAULTS["max_seconds"] == 3600
+
+
+@needs_bin
+@needs_tok
+def test_item9_inputs_must_be_regular_files(store, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.cfgm"
+    store.save(str(out))
+    cases = [("compile", fifo, "--tokenizer", TOK, "-o", tmp_path / "x.cfgm"),
+             ("compile", g, "--tokenizer", fifo, "-o", tmp_path / "x.cfgm"),
+             ("compile", g, "--tokenizer", "/dev/zero", "-o", tmp_path / "x.cfgm"),
+             ("compile", "/dev/null", "--tokenizer", TOK, "-o", tmp_path / "x.cfgm"),
+             ("stats", fifo), ("stats", "/dev/zero"),
+             ("check", out, fifo), ("check", out, "/dev/zero")]
+    for args in cases:
+        line = one_line_error(run(*args))  # run() has a timeout: a block fails it
+        assert "regular file" in line, (args, line)
+    assert not (tmp_path / "x.cfgm").exists()
+    for call in (lambda: cfgmask.Tokenizer("/dev/zero"), lambda: cfgmask.Tokenizer(str(fifo)),
+                 lambda: cfgmask.Store.load(str(fifo)), lambda: cfgmask.Store.load("/dev/zero"),
+                 lambda: cfgmask.compile_grammar(str(fifo), TOK)):
+        with pytest.raises(cfgmask.Error, match="regular file"):
+            call()
+
+
+@needs_bin
+@needs_tok
+def test_item12_output_only_to_regular_files(tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "null-link"
+    os.symlink("/dev/null", link)
+    for target in (fifo, link, "/dev/null"):
+        line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", target))
+        assert "regular file" in line, line
+    assert os.path.islink(link) and os.path.realpath(link) == "/dev/null"
+    import stat
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@needs_bin
+@needs_tok
+def test_item13_temporary_names_are_ours_alone(tmp_path):
+    """No OUT.tmp.<pid> file of the user's is removed or overwritten; a bare
+    file name works; the compile leaves no temporary file behind."""
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    theirs = [tmp_path / f"out.cfgm.tmp.{dead.pid}", tmp_path / "out.cfgm.tmp.1",
+              tmp_path / "out.cfgm.tmp.x"]
+    for p in theirs:
+        p.write_text("a user's file")
+    r = subprocess.run([BIN, "compile", "g.lark", "--tokenizer", TOK, "-o", "out.cfgm",
+                        "--quiet"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for p in theirs:
+        assert p.read_text() == "a user's file"
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["g.lark", "out.cfgm"] + [p.name for p in theirs]), names
+    cfgmask.Store.load(str(tmp_path / "out.cfgm"))
+
+
+def test_item10_suffix_size_limit(store):
+    m = cfgmask.GrammarMatcher(store)
+    limit = cfgmask._core.MAX_SUFFIX_BYTES
+    assert limit == 64 * 1024
+    t0 = time.monotonic()
+    with pytest.raises(cfgmask.Error, match="limit"):
+        m.set_suffix(b" " * (10 << 20))
+    with pytest.raises(cfgmask.Error, match="limit"):
+        m.set_suffix(b" " * (limit + 1))
+    assert time.monotonic() - t0 < 5
+    assert m.suffix == b""
+    m.set_suffix(b" " * 100 + b"]")
+    assert m.accept_string("[1") and m.can_end()
+
+
+def test_item11_ctrl_c_interrupts_compile_grammar(tmp_path):
+    """SIGINT during compile_grammar raises KeyboardInterrupt at the next
+    progress report, long before the compile would end."""
+    import signal
+    import sys
+    script = tmp_path / "c.py"
+    script.write_text(f"""
+import os, sys, time, signal, threading
+import cfgmask
+seen = []
+def progress(phase, frac, sec):
+    if phase == "walk" and not seen:
+        seen.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+try:
+    cfgmask.compile_grammar({os.path.join(os.path.dirname(__file__), '..', '..', 'grammar', 'lark', 'json.lark')!r},
+                            {TOK!r}, num_threads=1, progress=progress)
+    print("finished")
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - seen[0])
+""")
+    if not os.path.exists(TOK):
+        pytest.skip("llama-spm tokenizer not available")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ))
+    assert r.stdout.startswith("interrupted"), (r.stdout, r.stderr[-2000:])
+
+
+def test_messages_one_line_for_python_arguments(store):
+    m = cfgmask.GrammarMatcher(store)
+    calls = [lambda: m.rollback(2**40), lambda: m.rollback("1"),
+             lambda: m.find_jump_forward_string(2**40), lambda: m.accept_token(2**70),
+             lambda: m.fill_next_token_bitmask(cfgmask.allocate_token_bitmask(1, store.vocab_size),
+                                              2**70),
+             lambda: cfgmask.GrammarMatcher(store, max_live_states=2**40),
+             lambda: m.find_completion("x")]
+    for call in calls:
+        with pytest.raises((cfgmask.Error, TypeError, ValueError)) as e:
+            call()
+        text = str(e.value)
+        assert "\n" not in text and len(text.encode()) < 1000, text
+    # find_completion and completion_search agree on a negative budget.
+    with pytest.raises(ValueError, match=">= 0"):
+        m.find_completion(-1)
+    with pytest.raises(ValueError, match=">= 0"):
+        m.completion_search(-1)
+
+
+# ----------------------------------------------- table of bad inputs, by kind
+# Each row: (kind, what, call, expected).  expected: False / True (a refusal,
+# an acceptance), ("Error", text) or ("TypeError", text): raised, with the
+# text in the one-line message.  Command-line rows run the binary: ("exit2",
+# text) is one line on stderr, exit status 2.
+
+def _bad_input_rows(store, tmp_path):
+    m = cfgmask.GrammarMatcher(store)
+    tok = m.tokenize_forced("[")[0]
+    eos = store.eos_ids[0]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    garbage = tmp_path / "garbage.cfgm"
+    garbage.write_bytes(b"CFGMASK\n" + b"\xff" * 100)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    bad_json = tmp_path / "tokenizer.json"
+    bad_json.write_text('{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}}}')
+    fresh = lambda: cfgmask.GrammarMatcher(store)  # noqa: E731
+    return [
+        # Python API: refusals are False, everything else raises.
+        ("api", "EOS at the start", lambda: fresh().accept_token(eos), False),
+        ("api", "valid token", lambda: fresh().accept_token(tok), True),
+        ("api", "closing bracket first", lambda: fresh().accept_string("]"), False),
+        ("api", "invalid UTF-8 in a string", lambda: fresh().accept_string(b'"\xff'), False),
+        ("api", "token id past the vocabulary", lambda: fresh().accept_token(store.vocab_size),
+         ("Error", "out of range")),
+        ("api", "negative token id", lambda: fresh().accept_token(-1), ("Error", "out of range")),
+        ("api", "token id as float", lambda: fresh().accept_token(1.0), ("TypeError", "int")),
+        ("api", "token id 2**70", lambda: fresh().accept_token(2**70), ("Error", "out of range")),
+        ("api", "rollback past the history", lambda: fresh().rollback(1), ("Error", "roll back")),
+        ("api", "rollback 2**40", lambda: fresh().rollback(2**40), ("Error", "num_tokens")),
+        ("api", "rollback of a string", lambda: fresh().rollback("1"), ("TypeError", "int")),
+        ("api", "find_completion(-1)", lambda: fresh().find_completion(-1), ("ValueError", ">= 0")),
+        ("api", "completion_search(-1)", lambda: fresh().completion_search(-1),
+         ("ValueError", ">= 0")),
+        ("api", "suffix of 10 MB", lambda: fresh().set_suffix(b"x" * (10 << 20)), ("Error", "limit")),
+        ("api", "max_live_states 0", lambda: cfgmask.GrammarMatcher(store, max_live_states=0),
+         ("Error", "max_live_states")),
+        ("api", "batch with one refusal", lambda: cfgmask.BatchGrammarMatcher().batch_accept_token(
+            [fresh(), fresh()], [tok, eos]), ("Error", "session 1")),
+        ("api", "logits 49,152 wide for 32,000", lambda: cfgmask.check_logits_width(49152, 32000),
+         ("Error", "not a model's padding")),
+        # Grammars.
+        ("grammar", "FIFO as grammar", lambda: cfgmask.compile_grammar(str(fifo), TOK),
+         ("Error", "regular file")),
+        ("grammar", "undefined rule", lambda: cfgmask.compile_grammar("start: x\n", TOK),
+         ("Error", "<string>:1:")),
+        ("grammar", "max_seconds negative", lambda: cfgmask.compile_grammar(JSON_GRAMMAR, TOK,
+                                                                            max_seconds=-1),
+         ("Error", "max_seconds")),
+        ("grammar", "max_memory 16K", lambda: cfgmask.compile_grammar(JSON_GRAMMAR, TOK,
+                                                                      max_memory=16 << 10),
+         ("Error", "max_memory")),
+        # Tokenizers.
+        ("tokenizer", "/dev/zero", lambda: cfgmask.Tokenizer("/dev/zero"), ("Error", "regular file")),
+        ("tokenizer", "FIFO", lambda: cfgmask.Tokenizer(str(fifo)), ("Error", "regular file")),
+        ("tokenizer", "empty file", lambda: cfgmask.Tokenizer(str(empty)), ("Error", "empty")),
+        ("tokenizer", "duplicate ids", lambda: cfgmask.Tokenizer(str(bad_json)), ("Error", "")),
+        # Stores.
+        ("store", "garbage after the magic", lambda: cfgmask.Store.load(str(garbage)),
+         ("Error", str(garbage))),
+        ("store", "empty file", lambda: cfgmask.Store.load(str(empty)), ("Error", "not a cfgmask store")),
+        ("store", "FIFO", lambda: cfgmask.Store.load(str(fifo)), ("Error", "regular file")),
+        ("store", "a directory", lambda: cfgmask.Store.load(str(tmp_path)), ("Error", "directory")),
+        # The command line.
+        ("cli", "compile a FIFO", ("compile", fifo, "--tokenizer", TOK, "-o", tmp_path / "o.cfgm"),
+         ("exit2", "regular file")),
+        ("cli", "-o a FIFO", ("compile", g, "--tokenizer", TOK, "-o", fifo), ("exit2", "regular file")),
+        ("cli", "stats of /dev/zero", ("stats", "/dev/zero"), ("exit2", "regular file")),
+        ("cli", "stats of garbage", ("stats", garbage), ("exit2", str(garbage))),
+        ("cli", "--max-memory 16K", ("compile", g, "--tokenizer", TOK, "--max-memory", "16K", "-o",
+                                     tmp_path / "o.cfgm"), ("exit2", "max_memory")),
+    ]
+
+
+@needs_bin
+@needs_tok
+def test_table_of_bad_inputs(store, tmp_path):
+    rows = _bad_input_rows(store, tmp_path)
+    failures = []
+    for kind, what, call, expected in rows:
+        try:
+            if kind == "cli":
+                r = run(*call)
+                got = ("exit2", one_line_error(r))
+            else:
+                got = call()
+                if got is None:
+                    got = "ok"
+        except (cfgmask.Error, TypeError, ValueError) as e:
+            text = str(e)
+            assert "\n" not in text and len(text.encode()) < 1000, (what, text)
+            got = (("Error" if isinstance(e, cfgmask.Error) else type(e).__name__), text)
+        if isinstance(expected, tuple):
+            ok = (isinstance(got, tuple) and got[0] == expected[0]
+                  and expected[1] in got[1])
+        else:
+            ok = got is expected
+        if not ok:
+            failures.append((kind, what, expected, got))
+    assert not failures, failures
+    assert len(rows) >= 30
+
+
+@needs_bin
+@pytest.mark.skipif(not os.path.exists(QWEN2), reason="qwen2 tokenizer not available")
+def test_messages_eos_by_text_on_tokenizer_json(tmp_path):
+    """--eos '<|endoftext|>' names Qwen's special token by its text on a
+    tokenizer.json (its bytes are empty), as the id 151643 does."""
+    import sys
+    pytest.importorskip("gguf")
+    tj = tmp_path / "tokenizer.json"
+    subprocess.run([sys.executable, os.path.join(TOOLS, "vocab_oracle.py"), "make-json", QWEN2,
+                    str(tj)], check=True, timeout=300)
+    g = tmp_path / "g.lark"
+    g.write_text(JSON_GRAMMAR)
+    for eos in ("<|endoftext|>", "151643"):
+        out = tmp_path / "o.cfgm"
+        r = run("compile", g, "--tokenizer", tj, "--eos", eos, "-o", out, "--quiet")
+        assert r.returncode == 0, r.stderr
+        assert cfgmask.Store.load(str(out)).eos_ids == [151643]
+    assert "no token" in one_line_error(run("compile", g, "--tokenizer", tj, "--eos", "<|nope|>",
+                                            "-o", tmp_path / "x.cfgm"))

@@ -412,15 +412,15 @@ def test_defaults_are_the_headers():
     d = cfgmask._core.DEFAULTS
     expected = {"indenter": "kIndenter", "max_lexer_states": "kMaxLexerStates",
                 "max_roots": "kMaxRoots", "max_memory": "kMaxMemory",
-                "streamline": "kStreamline", "num_threads": "kNumThreads",
+                "max_seconds": "kMaxSeconds", "streamline": "kStreamline", "num_threads": "kNumThreads",
                 "prune_pairs": "kPrunePairs", "max_live_states": "kMaxLiveStates",
                 "session_memo_bytes": "kSessionMemoBytes"}
     for key, const in expected.items():
         assert d[key] == value(const), key
     assert d["indenter_choices"] == ("auto", "python", "none")
     sig = inspect.signature(cfgmask.compile_grammar).parameters
-    for key in ("indenter", "max_lexer_states", "max_roots", "max_memory", "streamline",
-                "num_threads", "prune_pairs"):
+    for key in ("indenter", "max_lexer_states", "max_roots", "max_memory", "max_seconds",
+                "streamline", "num_threads", "prune_pairs"):
         assert sig[key].default == d[key], key
     assert (inspect.signature(cfgmask.GrammarMatcher.__init__).parameters["max_live_states"].default
             == d["max_live_states"])

@@ -46,7 +46,13 @@ NUMBER: /[0-9]+/
 %ignore " "
 """
 
-PAD = 77  # logits wider than the tokenizer, as a model's padded vocabulary is
+PAD = 77  # widths that do not fill the last word (the bit expansion)
+
+
+def padded(vocab):
+    """Logits wider than the tokenizer, as a model pads its vocabulary: the
+    next multiple of 64 past it (cfgmask.check_logits_width)."""
+    return (vocab // 64 + 1) * 64
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +210,7 @@ def test_batch_updates_follow_vllm(seed, json_store_path, cache_dir):
     pyrng = random.Random(seed)
     json_store = load_request_store(store_params(json_store_path))
     arith_store = load_request_store(grammar_params())
-    vocab = json_store.vocab_size + PAD
+    vocab = padded(json_store.vocab_size)
     eos = json_store.eos_ids
     proc = new_processor()
     assert isinstance(proc, LogitsProcessor) and not proc.is_argmax_invariant()
@@ -373,7 +379,7 @@ def test_vllms_own_input_batch_drives_it(input_batch_module, json_store_path, ca
     pyrng = random.Random(11)
     json_store = load_request_store(store_params(json_store_path))
     arith_store = load_request_store(grammar_params())
-    vocab = json_store.vocab_size + PAD
+    vocab = padded(json_store.vocab_size)
     proc = new_processor()
     ib = gib.InputBatch(max_num_reqs=16, max_model_len=4096, max_num_batched_tokens=4096,
                         device=torch.device("cpu"), vocab_size=vocab, block_sizes=[16],
@@ -515,7 +521,7 @@ def test_other_logits_layouts(dtype, json_store_path):
     upd = batch.update()
     proc32.update_state(upd)
     proc.update_state(upd)
-    vocab = store.vocab_size + PAD
+    vocab = padded(store.vocab_size)
     for _ in range(25):
         base = make_logits(len(slots), vocab, store.eos_ids, rng)
         if dtype == "strided":

@@ -39,6 +39,7 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "allowed_token_ids",
+    "check_logits_width",
 ]
 
 
@@ -53,7 +54,8 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     max_roots: int = _DEFAULTS["max_roots"],
                     max_memory: int = _DEFAULTS["max_memory"],
                     eos: Union[str, int, None] = None,
-                    progress: Optional[Callable[[str, float, float], None]] = None) -> Store:
+                    progress: Optional[Callable[[str, float, float], None]] = None,
+                    max_seconds: float = _DEFAULTS["max_seconds"]) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -88,6 +90,10 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     walk: `fraction` is the share of the walk done (never decreasing, 1.0 once
     the walk is over), `seconds` the time since the compile began.  An
     exception it raises stops the compile and propagates, no store made.
+    `max_seconds` is the compile's wall-time budget (default one hour; 0:
+    none; ``--max-seconds``), checked in every phase.  The compile runs
+    without the GIL and looks for signals at each progress report: Ctrl-C
+    raises KeyboardInterrupt within a phase or a batch of the walk.
     """
     for name, value in (("max_lexer_states", max_lexer_states), ("max_roots", max_roots),
                         ("max_memory", max_memory), ("num_threads", num_threads)):
@@ -105,9 +111,11 @@ def compile_grammar(grammar: Union[str, os.PathLike],
         eos = str(eos)
         if eos == "":
             raise Error("eos: the empty string is no token")
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, numbers.Real):
+        raise TypeError(f"max_seconds must be a number, got {type(max_seconds).__name__}")
     store = _compile(os.fspath(grammar), tokenizer, start, indenter, max_lexer_states,
                      import_paths, streamline, num_threads, prune_pairs, max_roots,
-                     max_memory, eos, progress)
+                     max_memory, eos, progress, float(max_seconds))
     if not store.eos_ids:
         warnings.warn("the tokenizer names no end-of-sequence token, so generation under this "
                       "store can never end; name one with eos=", UserWarning, stacklevel=2)
@@ -115,13 +123,13 @@ def compile_grammar(grammar: Union[str, os.PathLike],
 
 
 def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths, streamline,
-             num_threads, prune_pairs, max_roots, max_memory, eos, progress):
+             num_threads, prune_pairs, max_roots, max_memory, eos, progress, max_seconds):
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
                              list(import_paths), streamline, num_threads, prune_pairs,
-                             max_roots, max_memory, eos, progress)
+                             max_roots, max_memory, eos, progress, max_seconds)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -129,11 +137,39 @@ def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
                                  list(import_paths), streamline, num_threads, prune_pairs,
-                                 max_roots, max_memory, eos, progress)
+                                 max_roots, max_memory, eos, progress, max_seconds)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:
         os.unlink(path)
+
+
+# The logits-width rule of the processors (check_logits_width).
+LOGITS_PAD_MULTIPLE = 64
+LOGITS_PAD_MAX = 1024
+
+
+def check_logits_width(width: int, vocab_size: int) -> None:
+    """Raises Error unless logits `width` entries wide can belong to a model
+    whose tokenizer is the store's (`vocab_size` tokens).
+
+    The rule: the width equals the vocabulary, or it is wider only by a
+    model's padding of its embedding matrix past the tokenizer, which is a
+    width that is a multiple of 64 (models pad to 64, 128 or 256) and fewer
+    than 1,024 columns past the vocabulary (real models pad by 0 to about
+    300: Phi-3 32,011 -> 32,064, DeepSeek-Coder 32,022 -> 32,256, Qwen2/3
+    151,665 -> 151,936).  Padding columns are always masked.  Anything else
+    is logits of another vocabulary (49,152-wide logits for a 32,000-token
+    store) and masking them would constrain the wrong tokens."""
+    if width == vocab_size:
+        return
+    if width < vocab_size:
+        raise Error(f"logits have {width} entries, fewer than the grammar store's vocabulary of "
+                    f"{vocab_size}: wrong tokenizer?")
+    if width % LOGITS_PAD_MULTIPLE != 0 or width - vocab_size >= LOGITS_PAD_MAX:
+        raise Error(f"logits have {width} entries for a grammar store of {vocab_size} tokens: "
+                    f"not a model's padding (a multiple of {LOGITS_PAD_MULTIPLE} fewer than "
+                    f"{LOGITS_PAD_MAX} past the vocabulary); wrong tokenizer?")
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
@@ -160,6 +196,21 @@ def allowed_token_ids(bitmask_row: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bits[:vocab_size]).astype(np.int32)
 
 
+def _int_arg(name: str, value, lo: int, hi: int) -> int:
+    """`value` as an int in [lo, hi]; one-line TypeError / Error otherwise
+    (pybind11's own messages for these span several lines)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise Error(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
 def _as_bytes(text: Union[str, bytes]) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
 
@@ -173,7 +224,10 @@ class GrammarMatcher:
 
     def __init__(self, store: Store, max_live_states: int = _DEFAULTS["max_live_states"], *,
                  suffix: Union[str, bytes, None] = None, _session=None):
-        self._session = _session if _session is not None else _core.Session(store, max_live_states)
+        if _session is None:
+            _session = _core.Session(store, _int_arg("max_live_states", max_live_states, 1,
+                                                     _INT32_MAX))
+        self._session = _session
         self.store = self._session.store
         if suffix:
             self.set_suffix(suffix)
@@ -182,7 +236,9 @@ class GrammarMatcher:
         """Completion in the middle of a file: `suffix` is the text after the
         cursor.  From now on a stop token is allowed (mask, can_end) only where
         the text so far followed by the suffix is in the language; the suffix
-        itself is never generated.  None or empty: no suffix.  Forks share it."""
+        itself is never generated.  None or empty: no suffix.  Forks share it.
+        At most ``_core.MAX_SUFFIX_BYTES`` (64 KiB) bytes: the suffix is read
+        again at every step, so a longer one raises Error."""
         self._session.set_suffix(_as_bytes(suffix or b""))
 
     @property
@@ -199,32 +255,28 @@ class GrammarMatcher:
 
     def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
         """Writes the next-token mask into row `index` of an int32 bitmask."""
-        self._session.fill_mask(bitmask, index)
+        self._session.fill_mask(bitmask, _int_arg("index", index, 0, _INT64_MAX))
 
     def accept_token(self, token_id: int) -> bool:
-        """Advances by a token; False (and no change) if the grammar refuses it."""
+        """Advances by a token; False (and no change) if the grammar refuses it.
+        Every other error raises Error, "in use by another thread" included."""
         if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
             raise TypeError(f"token id must be an int, got {type(token_id).__name__} {token_id!r}")
         token_id = int(token_id)
         if not 0 <= token_id < self.store.vocab_size:
             raise Error(f"token id {token_id} is out of range [0, {self.store.vocab_size})")
-        try:
-            self._session.advance(token_id)
-        except Error:
-            return False
-        return True
+        # False only for a refusal; a busy matcher (another thread), a damaged
+        # store or a limit raises Error.
+        return self._session.advance(token_id)
 
     def accept_string(self, text: Union[str, bytes]) -> bool:
-        """Advances by raw text, not aligned to tokens; False if refused."""
-        try:
-            self._session.advance_bytes(_as_bytes(text))
-        except Error:
-            return False
-        return True
+        """Advances by raw text, not aligned to tokens; False if refused (and
+        no change); every other error raises."""
+        return self._session.advance_bytes(_as_bytes(text))
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undoes the last `num_tokens` accepted tokens or strings."""
-        self._session.rollback(int(num_tokens))
+        self._session.rollback(_int_arg("num_tokens", num_tokens, 0, _INT32_MAX))
 
     def fork(self) -> "GrammarMatcher":
         """An independent copy at the same position (beam search, sampling n)."""
@@ -232,11 +284,17 @@ class GrammarMatcher:
 
     def find_jump_forward_string(self, max_bytes: int = 256) -> str:
         """The text the grammar forces from here ('' if there is a choice)."""
+        max_bytes = _int_arg("max_bytes", max_bytes, 0, _INT32_MAX)
         return self._session.jump_forward_string(max_bytes).decode("utf-8", "surrogateescape")
 
     def find_completion(self, max_expansions: int = 200_000):
         """A shortest text that makes the text so far complete, or None if the
         search gives up after `max_expansions` nodes."""
+        # The same argument rule as completion_search.
+        if isinstance(max_expansions, numbers.Integral) and not isinstance(max_expansions, bool) \
+                and max_expansions < 0:
+            raise ValueError("max_expansions must be >= 0")
+        max_expansions = _int_arg("max_expansions", max_expansions, 0, _INT64_MAX)
         c = self._session.shortest_completion(max_expansions)
         return None if c is None else c.decode("utf-8", "surrogateescape")
 
@@ -249,8 +307,10 @@ class GrammarMatcher:
         "budget" when `max_expansions` search nodes ran out first.  Time and
         memory are linear in `max_expansions`; `nodes` is the count used.
         """
-        if max_expansions < 0:
+        if isinstance(max_expansions, numbers.Integral) and not isinstance(max_expansions, bool) \
+                and max_expansions < 0:
             raise ValueError("max_expansions must be >= 0")
+        max_expansions = _int_arg("max_expansions", max_expansions, 0, _INT64_MAX)
         what, text, nodes = self._session.completion_search(max_expansions)
         if text is not None:
             text = text.decode("utf-8", "surrogateescape")
@@ -312,7 +372,8 @@ class BatchGrammarMatcher:
 
     def batch_accept_token(self, matchers: Sequence[GrammarMatcher],
                            tokens: Sequence[int]) -> None:
-        """Advances matchers[b] by tokens[b]; raises Error naming the first refusal."""
+        """Advances matchers[b] by tokens[b]; all or nothing: when one refuses,
+        raises Error naming the first refusal and no matcher moves."""
         ids = []
         for t in tokens:
             if isinstance(t, bool) or not isinstance(t, numbers.Integral):

@@ -24,7 +24,8 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import BatchGrammarMatcher, Error, GrammarMatcher, Store, allocate_token_bitmask
+from . import (BatchGrammarMatcher, Error, GrammarMatcher, Store, allocate_token_bitmask,
+               check_logits_width)
 from . import _core
 
 try:  # subclass transformers' base class where it is importable (it needs torch)
@@ -72,7 +73,8 @@ class LlamaCppLogitsProcessor:
     """A llama-cpp-python logits processor constraining one sequence.
 
     Tokens past the store's vocabulary (a model padded beyond its tokenizer)
-    are always refused.  With ``steer_to_end`` set (e.g. when a token budget
+    are always refused; logits of any other width raise Error
+    (:func:`cfgmask.check_logits_width` states the rule).  With ``steer_to_end`` set (e.g. when a token budget
     is reached) the text is driven to its end: the stop tokens whenever the
     grammar allows one, otherwise the tokens of a shortest completion
     (GrammarMatcher.find_completion, searched once and then followed one
@@ -95,6 +97,7 @@ class LlamaCppLogitsProcessor:
         self._steering = _Steering()
         self.mask_seconds = 0.0  # time spent accepting tokens and filling masks
         self.calls = 0
+        self._width = -1  # the logits width last checked
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
@@ -106,6 +109,9 @@ class LlamaCppLogitsProcessor:
         out = scores
         if not (isinstance(scores, np.ndarray) and scores.dtype in _MASKABLE):
             out = np.ascontiguousarray(scores, dtype=np.float32)
+        if out.shape[-1] != self._width:
+            check_logits_width(out.shape[-1], self.matcher.vocab_size)
+            self._width = out.shape[-1]
         only = _NO_TOKENS
         if self.steer_to_end:
             self._accept(new)
@@ -226,6 +232,7 @@ class HFLogitsProcessor(_HFBase):
         self.batch = BatchGrammarMatcher()
         self._prev: Optional[np.ndarray] = None  # the previous call's ids
         self._prev_bytes = b""
+        self._width = -1  # the logits width last checked (check_logits_width)
         self.reorders = 0  # calls that found rows moved (beam search)
         self._kind = None  # the dtype of the scores the masking path was chosen for
         self._host_words = None  # device path: the bitmask as a (pinned) tensor
@@ -286,6 +293,11 @@ class HFLogitsProcessor(_HFBase):
             if ids[:, :known].tobytes() != self._prev_bytes:
                 self._follow_beams(ids[:, :known])
             new = ids[:, known:]
+        width = int(scores.shape[-1])
+        if width != self._width:
+            for m in self.matchers:
+                check_logits_width(width, m.vocab_size)
+            self._width = width
         if self._kind is None or getattr(scores, "dtype", None) is not self._kind:
             self._classify(scores)
         arr = None

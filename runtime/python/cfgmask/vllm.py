@@ -47,7 +47,8 @@ from vllm.sampling_params import SamplingParams
 from vllm.v1.sample.logits_processor import (BatchUpdate, LogitsProcessor,
                                              MoveDirectionality)
 
-from . import BatchGrammarMatcher, Error, GrammarMatcher, Store, _core, compile_grammar
+from . import (BatchGrammarMatcher, Error, GrammarMatcher, Store, _core, check_logits_width,
+               compile_grammar)
 
 __all__ = ["CfgmaskLogitsProcessor", "ARG_KEYS", "load_request_store"]
 
@@ -353,11 +354,8 @@ class CfgmaskLogitsProcessor(LogitsProcessor):
         bitmask = np.zeros((len(rows), words), dtype=np.int32)
         if live:
             for pos in live:
-                need = self.requests[rows[pos]].matcher.store.mask_words
-                if need > words:
-                    raise Error(f"logits have {vocab} entries, fewer than the grammar store's "
-                                f"vocabulary of {self.requests[rows[pos]].matcher.vocab_size}: "
-                                "wrong tokenizer?")
+                # Exactly the store's width, or a model's padding past it.
+                check_logits_width(vocab, self.requests[rows[pos]].matcher.vocab_size)
             matchers = [self.requests[rows[p]].matcher for p in live]
             if len(live) == len(rows):
                 self.batch.batch_fill_next_token_bitmask(matchers, bitmask)
