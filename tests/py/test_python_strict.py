@@ -221,6 +221,27 @@ SNIPPETS = [
     ("[a] += 1\n", False), ("(a) += 1\n", True), ("del (a, b), [c]\n", True),
     ("for (a, b) in x:\n    pass\n", True), ("[v for (k, v) in d]\n", True),
     ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", False),  # subset
+    # module heads: a docstring, comments and blank lines before future imports
+    ('"""doc"""\n# c\n\nfrom __future__ import annotations\nx = 1\n', True),
+    ('# c\nr"doc"  # d\nfrom __future__ import (division,\n    generators)\n'
+     'from __future__ import annotations\n', True),
+    ('"a"\n"b"\nfrom __future__ import annotations\n', False),
+    ('b"doc"\nfrom __future__ import annotations\n', False),
+    ('f"doc"\nfrom __future__ import annotations\n', False),
+    ('"doc".x\nfrom __future__ import annotations\n', False),
+    ('"doc"\nx = 1\nfrom __future__ import annotations\n', False),
+    ('"doc".upper()\n"a" "b"\n', True),
+    # except*, starred subscripts
+    ("try:\n    pass\nexcept* E as e:\n    pass\nexcept *(A, B):\n    x = 1\nelse:\n    pass\n", True),
+    ("try:\n    pass\nexcept* E:\n    pass\nexcept E:\n    pass\n", False),
+    ("try:\n    pass\nexcept*:\n    pass\n", False),
+    ("def f():\n    try:\n        pass\n    except* E:\n        return 1\n", False),
+    ("for x in y:\n    try:\n        pass\n    except* E:\n        continue\n", False),
+    ("for x in y:\n    try:\n        pass\n    except* E:\n        for z in w:\n            break\n", True),
+    ("x = tuple[*Ts]\na[*b, c] = a[1:2, *d]\n", True),
+    # a generator expression is not a class's only base; no continuation at EOF
+    ("class A(x for x in y):\n    pass\n", False), ("class A(B, *c, m=M, **k):\n    pass\n", True),
+    ("x = 1\n\\\n", False), ("x = 1\n\\\n  ", True),
 ]
 
 
