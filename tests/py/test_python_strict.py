@@ -4,11 +4,15 @@
   to names, indentation before the first statement, bad targets, argument
   order, ...) are refused; real code of each construct is accepted, and
   CPython compiles every accepted snippet;
+* f-string fields: random fields glued from fragments, CPython compiles every
+  one Lark accepts;
 * completeness: standard-library files that CPython compiles and the grammar
   accepts (Lark, the contract's reference) pass `cfgmask check` with two
   tokenizers (LLaMA SentencePiece 32k: greedy and random segmentation;
   SmolLM2 49k: its own canonical encoding and random); the share the grammar
-  accepts is printed with the reasons of the others and must not fall;
+  accepts is printed with the reasons of the others and must not fall; the
+  same (LLaMA greedy and random, SmolLM2 canonical) on the sources of popular
+  PyPI packages fetched by tests/pycorpus/fetch.sh;
 * soundness: random masked walks (`cfgmask sample`) that end with EOS are in
   Lark's language for the same grammar and CPython's compile() accepts them,
   apart from the checks beyond any context-free grammar listed in
@@ -377,6 +381,59 @@ def test_check_stdlib_smollm2(store_smol, accepted_files, segment):
     r = run(BIN, "check", store_smol, *accepted_files, "--segment", segment, "--seed", "7")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert last_line(r) == f"{len(accepted_files)} passed, 0 failed"
+
+
+# Popular PyPI packages written for Python 3.8+ (attrs, click, rich, httpx,
+# anyio, starlette, fastapi, pydantic, typer: async code, type hints,
+# dataclasses, f-strings), fetched by tests/pycorpus/fetch.sh into
+# .cache/pypkgs (not committed): every n-th file (all with CFGMASK_FULL=1).
+PKG_CACHE = Path(os.environ.get("CFGMASK_PYKGS", str(ROOT / ".cache" / "pypkgs")))
+PKG_STRIDE = 1 if FULL else 8
+# Measured 0.85 on all 363 files that CPython compiles (`python
+# tests/pycorpus/coverage.py .cache/pypkgs/*`; grammar/lark/README.md).
+PKG_MIN_COVERAGE = 0.75
+
+
+@pytest.fixture(scope="module")
+def package_files(parser, tmp_path_factory):
+    proc = subprocess.run([str(ROOT / "tests" / "pycorpus" / "fetch.sh"), str(PKG_CACHE)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, "fetching the packages from PyPI failed:\n" + proc.stderr
+    d = tmp_path_factory.mktemp("pkgs")
+    files = sorted(PKG_CACHE.rglob("*.py"))[::PKG_STRIDE]
+    compiled, accepted = 0, []
+    for k, p in enumerate(files):
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if (not FULL and len(text) > STDLIB_MAX_BYTES) or cpython_error(text) is not None:
+            continue
+        compiled += 1
+        if lark_ok(parser, text):
+            dst = d / f"{k:04d}_{p.name}"
+            shutil.copyfile(p, dst)
+            accepted.append(dst)
+    share = len(accepted) / compiled
+    print(f"\nstrict python.lark: {len(accepted)} of {compiled} package files that CPython "
+          f"compiles are accepted ({share:.0%})")
+    assert share >= PKG_MIN_COVERAGE
+    return accepted
+
+
+@pytest.mark.parametrize("segment", ["greedy", "random"])
+def test_check_packages_llama(store_llama, package_files, segment):
+    r = run(BIN, "check", store_llama, *package_files, "--segment", segment, "--seed", "7")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert last_line(r) == f"{len(package_files)} passed, 0 failed"
+
+
+def test_check_packages_smollm2(store_smol, package_files):
+    r = run(PYTHON, ROOT / "tests" / "tools" / "canonical_ids.py", TOK_SMOL, *package_files)
+    assert r.returncode == 0, r.stderr
+    r = run(BIN, "check", store_smol, *package_files, "--segment", "canonical")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert last_line(r) == f"{len(package_files)} passed, 0 failed"
 
 
 # ------------------------------------------------------------------ soundness

@@ -30,7 +30,7 @@ CLASSES = [
     ("nonlocal", r"^\s*nonlocal\b", None),
     ("match statement", r"^\s*(?:match|case)\b", None),
     ("except*", r"except\s*\*", None),
-    ("yield as an expression", r"\byield\b", None),
+    ("yield as an expression or in an async function", r"\byield\b", None),
     ("await inside an expression", r"\bawait\b", None),
     ("async comprehension", r"\basync\s+for\b", None),
     ("walrus outside an if/while condition", r":=", None),
