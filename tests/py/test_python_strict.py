@@ -322,6 +322,77 @@ def test_fstring_fields_compile():
     assert not bad, bad[:5]
 
 
+# One row per construct of "Python as people write it": what the engine (the
+# mask, teacher-forced), Lark and CPython say.  The engine must agree with
+# Lark on every row, and CPython must compile every row Lark accepts; rows
+# that CPython compiles and the grammar refuses are the documented subset.
+PROBE = [
+    ("docstring, comments, blank lines before future imports",
+     '"""Doc."""\n# c\n\nfrom __future__ import annotations\nfrom __future__ import (division,\n'
+     '    generators)\nx = 1\n'),
+    ("future import after two strings", '"a"\n"b"\nfrom __future__ import annotations\n'),
+    ("future import after code", 'x = 1\nfrom __future__ import annotations\n'),
+    ("f-string: join with a string of the other quote", "x = f'{type_ref}[{\",\".join(arg_refs)}]'\n"),
+    ("f-string: string key and conversion", "x = f'{choice[\"type\"]!r}'\n"),
+    ("f-string: calls with arguments", "x = f'{m.group(1)}_{m.group(2)} {round(x, 2)})'\n"),
+    ("f-string: operators, '=' and spec", "x = f\"c{i + 1} {x = !r:>10} {dt * 1e3:.3f}\"\n"),
+    ("f-string: own quote inside a field", "x = f'{d['k']}'\n"),
+    ("f-string: backslash inside a field", "x = f'{a\\n}'\n"),
+    ("f-string: comment inside a field", "x = f\"\"\"{a # c\n}\"\"\"\n"),
+    ("f-string: conditional expression", "x = f'{a if b else c}'\n"),
+    ("f-string: nested format spec", "x = f'{x:>{w}}'\n"),
+    ("yield as an assignment's value", "def f():\n    response = yield request\n"),
+    ("yield in parentheses", "def f():\n    x = (yield).decode()\n"),
+    ("yield in an async function", "async def f():\n    yield 1\n"),
+    ("await at a statement's top", "async def f():\n    x = await g()\n    return await h()\n"),
+    ("await inside an expression", "async def f():\n    return g(await aw)\n"),
+    ("await outside an async function", "def f():\n    await x\n"),
+    ("walrus in an if condition", "if (t := type(a)) is not None and t.x:\n    pass\n"),
+    ("walrus in a call argument", "f(n := 1)\n"),
+    ("walrus in a comprehension iterable", "[x for x in (y := z)]\n"),
+    ("async comprehension", "async def f():\n    return [p async for p in s]\n"),
+    ("nonlocal with a binding", "def f():\n    x = 1\n    def g():\n        nonlocal x\n"),
+    ("nonlocal without a binding", "def f():\n    nonlocal x\n"),
+    ("except*", "try:\n    pass\nexcept* E as e:\n    pass\n"),
+    ("except* with return", "def f():\n    try:\n        pass\n    except* E:\n        return 1\n"),
+    ("except and except* mixed", "try:\n    pass\nexcept* E:\n    pass\nexcept F:\n    pass\n"),
+    ("parenthesised with items", "with (open(a) as f, open(b) as g):\n    pass\n"),
+    ("starred subscript", "x = tuple[*Ts]\n"),
+    ("starred target in brackets", "[a, *b] = x\n"),
+    ("\\N{...} escape", "x = '\\N{EMPTY SET}'\n"),
+    ("\\N{...} escape, unknown name", "x = '\\N{NO SUCH NAME}'\n"),
+    ("match statement", "match x:\n    case 1:\n        pass\n"),
+    ("match as a name", "match = 1\nmatch(x)\n"),
+    ("generator expression as the only class base", "class A(x for x in y):\n    pass\n"),
+    ("line continuation at the end of the file", "x = 1\n\\\n"),
+]
+
+
+def test_construct_probe(store_llama, parser, tmp_path):
+    files = []
+    for k, (_, text) in enumerate(PROBE):
+        p = tmp_path / f"probe_{k:02d}.py"
+        p.write_text(text, encoding="utf-8", newline="")
+        files.append(p)
+    r = run(BIN, "check", store_llama, *files)
+    engine = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"\S*probe_(\d+)\.py(?::\S*)?: (.*)", line)
+        if m:
+            engine[int(m.group(1))] = m.group(2).startswith("ok")
+    assert sorted(engine) == list(range(len(PROBE))), r.stdout[-2000:]
+    rows, wrong = [], []
+    for k, (name, text) in enumerate(PROBE):
+        lark, cpy = lark_ok(parser, text), cpython_error(text) is None
+        rows.append(f"{name:52s} engine {'accepts' if engine[k] else 'refuses':8s} "
+                    f"Lark {'accepts' if lark else 'refuses':8s} "
+                    f"CPython {'compiles' if cpy else 'rejects'}")
+        if engine[k] != lark or (lark and not cpy):
+            wrong.append(rows[-1])
+    print("\n" + "\n".join(rows))
+    assert not wrong, wrong
+
+
 # ------------------------------------------------------------------ completeness
 
 
