@@ -767,7 +767,7 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "", py::arg("progress") = py::none(),
                   py::arg("max_seconds") = defaults::kMaxSeconds)
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
-                  "Maps a store file (zero-copy); verify=True also checks the whole payload's "
+                  "Reads a store file (a private snapshot; CFGMASK_STORE_OPEN=map maps it); verify=True also checks the whole payload's "
                   "checksum")
       .def(
           "save",
