@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -631,16 +632,25 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
   // session reads (a mapped file that shrinks raises SIGBUS; rewritten in
   // place, it changes under checks already made).  A file changing while it
   // is read fails its checksums (index part on open, rows per root).
-  void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // CFGMASK_STORE_OPEN=map maps the file instead (MAP_PRIVATE, zero-copy:
+  // opening in milliseconds, pages shared between processes) for operators
+  // who only ever replace store files atomically (rename, a later compile),
+  // never in place: a mapped file truncated or rewritten kills the process.
+  const char* open_mode = std::getenv("CFGMASK_STORE_OPEN");
+  const bool map_file = open_mode != nullptr && std::strcmp(open_mode, "map") == 0;
+  void* map = map_file
+                  ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0)
+                  : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) {
     close(fd);
     return Status(ErrorCode::kResourceLimit,
-                  path + ": cannot allocate " + std::to_string(size) + " bytes for the store");
+                  path + ": cannot " + (map_file ? "map " : "allocate ") + std::to_string(size) +
+                      " bytes for the store");
   }
   std::shared_ptr<const void> mapping(map, [size](const void* m) {
     munmap(const_cast<void*>(m), size);
   });
-  for (size_t done = 0; done < size;) {
+  for (size_t done = 0; !map_file && done < size;) {
     const ssize_t n = pread(fd, static_cast<char*>(map) + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -654,7 +664,7 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
     done += static_cast<size_t>(n);
   }
   close(fd);
-  mprotect(map, size, PROT_READ);
+  if (!map_file) mprotect(map, size, PROT_READ);
   const char* p = static_cast<const char*>(map);
   if (std::memcmp(p, kMagic, 8) != 0) {
     return Status(ErrorCode::kStoreFile, path + ":0: not a cfgmask store (bad magic)");
@@ -726,7 +736,14 @@ bool CompiledStore::CheckRootRows(int32_t root) const {
   }
   // In range, and the bytes written: a flipped bit that leaves every id in
   // range (a different token) is caught here, before the root's first mask.
-  ok = ok && RootRowsChecksum(*this, root) == root_row_checksum[root];
+  // The checksums are the file's: rows changed in memory since (a loaded
+  // store streamlined or edited: its arrays are then owned copies, no
+  // longer views of the file) are trusted as a store built in memory is.
+  const bool rows_as_read = row_seq.is_view() && row_kind.is_view() && row_offset.is_view() &&
+                            row_length.is_view() && row_tokens.is_view() && row_bits.is_view() &&
+                            root_row_offsets.is_view() && root_sim_offsets.is_view() &&
+                            sim_row.is_view() && root_row_checksum.is_view();
+  ok = ok && (!rows_as_read || RootRowsChecksum(*this, root) == root_row_checksum[root]);
   row_check->state[root].store(ok ? 1 : 2, std::memory_order_release);
   return ok;
 }

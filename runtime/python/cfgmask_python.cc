@@ -759,7 +759,7 @@ PYBIND11_MODULE(_core, m) {
   def_compile(&CompileStoreWith<std::string>, "tokenizer_path");
   store_class
       .def_static("load", &LoadStoreFile, py::arg("path"), py::arg("verify") = false,
-                  "Maps a store file (zero-copy); verify=True also checks the whole payload's "
+                  "Reads a store file (a private snapshot; CFGMASK_STORE_OPEN=map maps it); verify=True also checks the whole payload's "
                   "checksum")
       .def(
           "save",

@@ -74,8 +74,9 @@ class LlamaCppLogitsProcessor:
 
     Tokens past the store's vocabulary (a model padded beyond its tokenizer)
     are always refused; logits of any other width raise Error
-    (:func:`cfgmask.check_logits_width` states the rule).  With ``steer_to_end`` set (e.g. when a token budget
-    is reached) the text is driven to its end: the stop tokens whenever the
+    (:func:`cfgmask.check_logits_width` states the rule).  With
+    ``steer_to_end`` set (e.g. when a token budget is reached) the text is
+    driven to its end: the stop tokens whenever the
     grammar allows one, otherwise the tokens of a shortest completion
     (GrammarMatcher.find_completion, searched once and then followed one
     token per step).
@@ -262,6 +263,7 @@ class HFLogitsProcessor(_HFBase):
 
     def _sync_matchers(self, steering=None) -> None:
         self._sessions = [m._session for m in self.matchers]
+        self._width = -1  # new matchers: the logits width is checked again
         self._steering = steering or [_Steering() for _ in self.matchers]
         for m in self.matchers:
             self.batch._stores.setdefault(id(m.store), m.store)
