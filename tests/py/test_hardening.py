@@ -758,7 +758,7 @@ seen = []
 def progress(phase, frac, sec):
     if phase == "walk" and not seen:
         seen.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # as a Ctrl-C, but delivered to this thread at once
 try:
     cfgmask.compile_grammar({os.path.join(os.path.dirname(__file__), '..', '..', 'grammar', 'lark', 'json.lark')!r},
                             {TOK!r}, num_threads=1, progress=progress)
