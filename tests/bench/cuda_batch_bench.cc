@@ -102,6 +102,19 @@ struct Options {
   std::exit(2);
 }
 
+// "1,16,64" as integers, each at least `min` (else `why` and exit 2).
+std::vector<int32_t> IntList(const std::string& v, int32_t min, const char* why) {
+  std::vector<int32_t> out;
+  for (size_t from = 0; from < v.size();) {
+    size_t to = v.find(',', from);
+    if (to == std::string::npos) to = v.size();
+    out.push_back(std::atoi(v.substr(from, to - from).c_str()));
+    if (out.back() < min) Usage(why);
+    from = to + 1;
+  }
+  return out;
+}
+
 Options ParseArgs(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -113,27 +126,13 @@ Options ParseArgs(int argc, char** argv) {
       if (eq == std::string::npos) Usage("--store takes NAME=FILE");
       o.stores.emplace_back(v.substr(0, eq), v.substr(eq + 1));
     } else if (a == "--batches") {
-      o.batches.clear();
-      for (size_t from = 0; from < v.size();) {
-        size_t to = v.find(',', from);
-        if (to == std::string::npos) to = v.size();
-        o.batches.push_back(std::atoi(v.substr(from, to - from).c_str()));
-        if (o.batches.back() <= 0) Usage("batch sizes must be positive");
-        from = to + 1;
-      }
+      o.batches = IntList(v, 1, "batch sizes must be positive");
     } else if (a == "--steps") {
       o.steps = std::atoi(v.c_str());
     } else if (a == "--warmup") {
       o.warmup = std::atoi(v.c_str());
     } else if (a == "--threads") {
-      o.threads.clear();
-      for (size_t from = 0; from < v.size();) {
-        size_t to = v.find(',', from);
-        if (to == std::string::npos) to = v.size();
-        o.threads.push_back(std::atoi(v.substr(from, to - from).c_str()));
-        if (o.threads.back() < 0) Usage("thread counts must be 0 (every core) or more");
-        from = to + 1;
-      }
+      o.threads = IntList(v, 0, "thread counts must be 0 (every core) or more");
     } else if (a == "--json") {
       o.json = v;
     } else {

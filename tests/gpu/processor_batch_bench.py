@@ -113,30 +113,28 @@ def run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, batch, steps, warmu
             t["fill"].append(fill / 1e3)
             t["engine_mask"].append(mask / 1e3)
         if device.startswith("cuda"):
-            # The device masking alone, then xgrammar's kernel, on the same bitmask.
-            again = base.clone()
-            sync()
-            d0 = time.perf_counter()
-            proc._mask_on_device(again)
-            sync()
-            d1 = time.perf_counter()
-            proc._wait_for_copy()
-            if not torch.equal(torch.isneginf(again), torch.isneginf(scores)):
-                mismatched += 1
-            if proc.use_cuda_kernel:
-                proc.use_cuda_kernel = False
+            # The device masking alone (the kernel, then torch operations where
+            # the kernel is the default), then xgrammar's kernel, on the same bitmask.
+            def device_mask():
                 again = base.clone()
                 sync()
-                e0 = time.perf_counter()
+                d0 = time.perf_counter()
                 proc._mask_on_device(again)
                 sync()
-                e1 = time.perf_counter()
+                d1 = time.perf_counter()
                 proc._wait_for_copy()
+                return (d1 - d0) * 1e6, torch.equal(torch.isneginf(again), torch.isneginf(scores))
+            us, same = device_mask()
+            mismatched += not same
+            if timed:
+                t["device_mask"].append(us)
+            if proc.use_cuda_kernel:
+                proc.use_cuda_kernel = False
+                torch_us, same = device_mask()
                 proc.use_cuda_kernel = True
+                mismatched += not same
                 if timed:
-                    t["device_mask_torch"].append((e1 - e0) * 1e6)
-                if not torch.equal(torch.isneginf(again), torch.isneginf(scores)):
-                    mismatched += 1
+                    t["device_mask_torch"].append(torch_us)
             words = torch.from_numpy(proc.bitmask.copy()).pin_memory()
             sync()
             h0 = time.perf_counter()
@@ -144,7 +142,6 @@ def run(torch, cfgmask, HFLogitsProcessor, xgr, name, store, batch, steps, warmu
             sync()
             h1 = time.perf_counter()
             if timed:
-                t["device_mask"].append((d1 - d0) * 1e6)
                 t["h2d"].append((h1 - h0) * 1e6)
             if xgr is not None:
                 xscores.copy_(base)
