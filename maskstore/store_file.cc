@@ -187,27 +187,40 @@ bool Fields(IO& io, CompiledStore* s) {
 
 // The checksum of one root's rows (CompiledStore::root_row_checksum): the
 // rows' four fields over the root's range, then each row's payload, then its
-// simulated tokens' rows.  The caller has checked the ranges (RowOk) where
-// the store comes from a file.
-uint64_t RowChecksum(const CompiledStore& s, size_t r, uint64_t h) {
+// simulated tokens' rows.  The reader checks the ranges (RowOk) before it
+// compares a checksum; the writer may be handed tables whose ranges are
+// wrong (a forged or damaged store written back), so whatever lies outside
+// the arrays is left out of the sum here rather than read: the reader then
+// refuses those rows by their ranges.
+uint64_t RowChecksum(const CompiledStore& s, int64_t r, uint64_t h) {
   constexpr uint64_t kPrime = 1099511628211ull;
+  const size_t rows = std::min({s.row_seq.size(), s.row_kind.size(), s.row_offset.size(),
+                                s.row_length.size()});
+  if (r < 0 || static_cast<size_t>(r) >= rows) return (h ^ static_cast<uint64_t>(r)) * kPrime;
   const int32_t fields[4] = {s.row_seq[r], s.row_kind[r], s.row_offset[r], s.row_length[r]};
   h = (h ^ Checksum(reinterpret_cast<const char*>(fields), sizeof(fields))) * kPrime;
+  if (s.row_offset[r] < 0 || s.row_length[r] <= 0) return h;
   const size_t off = static_cast<size_t>(s.row_offset[r]), len = static_cast<size_t>(s.row_length[r]);
-  if (len == 0) return h;
-  if (s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset)) {
-    return (h ^ Checksum(reinterpret_cast<const char*>(s.row_bits.data() + off), len * 4)) * kPrime;
-  }
-  return (h ^ Checksum(reinterpret_cast<const char*>(s.row_tokens.data() + off), len * 4)) * kPrime;
+  const bool bitset = s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset);
+  const size_t size = bitset ? s.row_bits.size() : s.row_tokens.size();
+  if (off > size || len > size - off) return h;
+  const char* payload = bitset ? reinterpret_cast<const char*>(s.row_bits.data() + off)
+                               : reinterpret_cast<const char*>(s.row_tokens.data() + off);
+  return (h ^ Checksum(payload, len * 4)) * kPrime;
 }
 
 uint64_t RootRowsChecksum(const CompiledStore& s, int32_t root) {
   uint64_t h = 0x6a09e667f3bcc908ull ^ static_cast<uint64_t>(root);
-  for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
-    h = RowChecksum(s, static_cast<size_t>(r), h);
+  if (static_cast<size_t>(root) + 1 < s.root_row_offsets.size()) {
+    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+      h = RowChecksum(s, r, h);
+    }
   }
-  for (int32_t i = s.root_sim_offsets[root]; i < s.root_sim_offsets[root + 1]; ++i) {
-    h = RowChecksum(s, static_cast<size_t>(s.sim_row[i]), h);
+  if (static_cast<size_t>(root) + 1 < s.root_sim_offsets.size()) {
+    for (int32_t i = s.root_sim_offsets[root]; i < s.root_sim_offsets[root + 1]; ++i) {
+      h = RowChecksum(s, i >= 0 && static_cast<size_t>(i) < s.sim_row.size() ? s.sim_row[i] : -1,
+                      h);
+    }
   }
   return h;
 }
