@@ -269,7 +269,7 @@ class HFLogitsProcessor(_HFBase):
             self.batch._stores.setdefault(id(m.store), m.store)
         if self.matchers:
             vocab = max(m.vocab_size for m in self.matchers)
-            if getattr(self, "_copied", None) is not None:
+            if self._copied is not None:
                 self._wait_for_copy()
             self.bitmask = allocate_token_bitmask(len(self.matchers), vocab)
             self._host_words = None
