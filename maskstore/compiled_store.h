@@ -30,7 +30,7 @@
 namespace cfgmask {
 
 // 6: per-root row checksums (CompiledStore::root_row_checksum).
-constexpr uint32_t kStoreFormatVersion = 6;
+constexpr uint32_t kStoreFormatVersion = 7;
 
 // The kind of a store item (CompiledStore::item_kind), numbered as
 // lexer/terminal_automaton.h's LexItem::Kind; what each means to the parser
@@ -69,6 +69,11 @@ struct CompiledStore {
   StoreArray<uint8_t> terminal_open_paren, terminal_close_paren;
   StoreArray<uint8_t> terminal_is_string;
   StoreArray<int32_t> unless_offsets, unless_data;  // per regexp terminal: strings it retypes
+  // What may follow a %ignore'd terminal's match (lexer/terminal_successors.h):
+  // next_any[t] = 1, anything; else next_data[next_offsets[t]..] lists the
+  // terminals, none ignored, that can be the next one fed to the parser.
+  StoreArray<uint8_t> terminal_next_any;
+  StoreArray<int32_t> terminal_next_offsets, terminal_next_data;
   int32_t indenter_nl = -1, indenter_indent = -1, indenter_dedent = -1;
   int32_t indenter_tab_len = 8;
 

@@ -70,11 +70,18 @@ class ItemScanner {
     return type;
   }
   // Can a Tail still end in `state`: some terminal of it that the scanner
-  // takes, not blocked by an earlier-ranked full match, is %ignore'd or
-  // taken (`takes(t)`; the indenter's newline through `takes_newline(t)`),
-  // or retyped to a keyword it is still a prefix of and that is taken.
-  template <class Takes, class TakesNewline>
-  bool TailOk(int32_t state, int32_t item, Takes takes, TakesNewline takes_newline) const {
+  // takes, not blocked by an earlier-ranked full match, is taken
+  // (`takes(t)`; the indenter's newline through `takes_newline(t)`), or
+  // retyped to a keyword it is still a prefix of and that is taken, or is
+  // %ignore'd and some terminal that may follow its greedy match is taken
+  // (or the input may end there: `takes_end()`).
+  // A terminal t that some terminals the grammar lets follow it cannot
+  // follow in text (its greedy match would swallow them:
+  // !terminal_next_any[t]) is taken only if `takes_then(type, t)`: after
+  // feeding it as `type`, one that can is taken (FollowerTaken).
+  template <class Takes, class TakesNewline, class TakesEnd, class TakesThen>
+  bool TailOk(int32_t state, int32_t item, Takes takes, TakesNewline takes_newline,
+              TakesEnd takes_end, TakesThen takes_then) const {
     const int32_t alive = s_.item_blockers[item], matched = s_.item_full[item];
     for (int32_t i = s_.set_offsets[alive]; i < s_.set_offsets[alive + 1]; ++i) {
       const int32_t t = s_.set_data[i];
@@ -85,20 +92,57 @@ class ItemScanner {
         blocked = s_.terminal_rank[u] < s_.terminal_rank[t] && InAlt(state, u);
       }
       if (blocked) continue;
-      if (s_.terminal_ignored[t]) return true;
+      if (s_.terminal_ignored[t]) {
+        if (IgnoredMayEnd(state, t, takes, takes_newline, takes_end)) return true;
+        continue;
+      }
       if (t == s_.indenter_nl && s_.indenter_nl >= 0) {
         if (takes_newline(t)) return true;
         continue;
       }
-      if (takes(t)) return true;
+      const bool free = s_.terminal_next_any[t];
+      if (takes(t) && (free || takes_then(t, t))) return true;
       // t's match may still be retyped to a keyword k it matches in full,
       // but only if the text so far is a prefix of k (k still alive).
       for (int32_t j = s_.unless_offsets[t]; j < s_.unless_offsets[t + 1]; ++j) {
         const int32_t k = s_.unless_data[j];
-        if (InTerms(state, k) && s_.SetContains(alive, k) && takes(k)) return true;
+        if (InTerms(state, k) && s_.SetContains(alive, k) && takes(k) &&
+            (free || takes_then(k, t)))
+          return true;
       }
     }
     return false;
+  }
+
+  // After %ignore'd terminal t ends, the parser state is unchanged: some
+  // terminal that can come next (CompiledStore::terminal_next_*), scanned in
+  // `state`, must be taken, or the input end there.  A comment after `x =`
+  // leaves only the newline, which the parser cannot take.
+  template <class Takes, class TakesNewline, class TakesEnd>
+  bool IgnoredMayEnd(int32_t state, int32_t t, Takes takes, TakesNewline takes_newline,
+                     TakesEnd takes_end) const {
+    return s_.terminal_next_any[t] || FollowerTaken(state, t, takes, takes_newline, takes_end);
+  }
+  // Some terminal that can start where terminal t's match stops
+  // (CompiledStore::terminal_next_*), scanned in parser state `state`, is
+  // taken, or the input may end.
+  template <class Takes, class TakesNewline, class TakesEnd>
+  bool FollowerTaken(int32_t state, int32_t t, Takes takes, TakesNewline takes_newline,
+                     TakesEnd takes_end) const {
+    for (int32_t i = s_.terminal_next_offsets[t]; i < s_.terminal_next_offsets[t + 1]; ++i) {
+      const int32_t u = s_.terminal_next_data[i];
+      if (!InTerms(state, u)) continue;
+      if (u == s_.indenter_nl && s_.indenter_nl >= 0) {
+        if (takes_newline(u)) return true;
+        continue;
+      }
+      if (takes(u)) return true;
+      for (int32_t j = s_.unless_offsets[u]; j < s_.unless_offsets[u + 1]; ++j) {
+        const int32_t k = s_.unless_data[j];
+        if (InTerms(state, k) && takes(k)) return true;
+      }
+    }
+    return takes_end();
   }
 
  private:
@@ -144,7 +188,26 @@ struct HypothesisParser {
   bool TailOk(int32_t item) const {
     return ItemScanner(*s).TailOk(
         Top(), item, [&](int32_t t) { return Accepts(t); },
-        [&](int32_t t) { return paren > 0 || Accepts(t); });
+        [&](int32_t t) { return paren > 0 || Accepts(t); }, [&] { return CanFinish(); },
+        [&](int32_t type, int32_t lexed) { return TakesThen(type, lexed); });
+  }
+  // Fed `type` (lexed as terminal `lexed`), would the parser then take a
+  // terminal that can follow lexed's match, or end?  On a copy.
+  bool TakesThen(int32_t type, int32_t lexed) const {
+    HypothesisParser c = *this;
+    c.trace = nullptr;
+    if (!c.Feed(type)) return false;
+    if (s->terminal_open_paren[type]) ++c.paren;
+    if (s->terminal_close_paren[type]) --c.paren;
+    return ItemScanner(*s).FollowerTaken(
+        c.Top(), lexed, [&](int32_t u) { return c.Accepts(u); },
+        [&](int32_t u) { return c.paren > 0 || c.Accepts(u); }, [&] { return c.CanFinish(); });
+  }
+  // Would Finish() succeed now?  On a copy: the cursor is left as it is.
+  bool CanFinish() const {
+    HypothesisParser copy = *this;
+    copy.trace = nullptr;
+    return copy.Finish();
   }
   // Checks item `item` and applies it; false if the hypothesis dies.
   // `carried_col` is the column carried into the token (-1: none yet);

@@ -83,7 +83,8 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
 }  // namespace
 
 void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAutomaton& a,
-                       const IndenterTerminals& indenter, CompiledStore* out) {
+                       const IndenterTerminals& indenter, const TerminalSuccessors& successors,
+                       CompiledStore* out) {
   CompiledStore& s = *out;
   // Terminals.
   const int32_t T = g.num_terminals();
@@ -97,6 +98,15 @@ void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAu
     s.terminal_rank[t] = a.rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
+  s.terminal_next_any.assign(T, 1);
+  s.terminal_next_offsets.assign(1, 0);
+  for (int32_t t = 0; t < T; ++t) {
+    if (static_cast<size_t>(t) < successors.any.size() && !successors.any[t]) {
+      s.terminal_next_any[t] = 0;
+      for (int32_t u : successors.next[t]) s.terminal_next_data.push_back(u);
+    }
+    s.terminal_next_offsets.push_back(static_cast<int32_t>(s.terminal_next_data.size()));
+  }
   s.terminal_is_string.assign(T, 0);
   s.unless_offsets.assign(1, 0);
   for (int32_t t = 0; t < T; ++t) {

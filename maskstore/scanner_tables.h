@@ -15,6 +15,7 @@
 
 #include "grammar/grammar.h"
 #include "lexer/terminal_automaton.h"
+#include "lexer/terminal_successors.h"
 #include "maskstore/compiled_store.h"
 #include "parser/lalr.h"
 
@@ -27,8 +28,10 @@ struct IndenterTerminals {
   bool used() const { return nl >= 0; }
 };
 
+// `successors`: what may follow each terminal (ComputeTerminalSuccessors).
 void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAutomaton& a,
-                       const IndenterTerminals& indenter, CompiledStore* out);
+                       const IndenterTerminals& indenter, const TerminalSuccessors& successors,
+                       CompiledStore* out);
 
 }  // namespace cfgmask
 

@@ -154,6 +154,8 @@ bool Fields(IO& io, CompiledStore* s) {
   ok = ok && io.Vec(&s->terminal_rank) && io.Vec(&s->terminal_ignored) &&
        io.Vec(&s->terminal_open_paren) && io.Vec(&s->terminal_close_paren) &&
        io.Vec(&s->terminal_is_string) && io.Vec(&s->unless_offsets) && io.Vec(&s->unless_data);
+  ok = ok && io.Vec(&s->terminal_next_any) && io.Vec(&s->terminal_next_offsets) &&
+       io.Vec(&s->terminal_next_data);
   ok = ok && io.Pod(&s->indenter_nl) && io.Pod(&s->indenter_indent) &&
        io.Pod(&s->indenter_dedent) && io.Pod(&s->indenter_tab_len);
   ok = ok && io.Pod(&s->num_states) && io.Pod(&s->num_parse_terminals) &&
@@ -310,7 +312,10 @@ bool Validate(const CompiledStore& s, std::string* why) {
       s.terminal_open_paren.size() != s.terminal_names.size() ||
       s.terminal_close_paren.size() != s.terminal_names.size() ||
       s.terminal_is_string.size() != s.terminal_names.size() ||
-      !offsets_ok(s.unless_offsets, T, s.unless_data.size()) || !all_in(s.unless_data, 0, T)) {
+      !offsets_ok(s.unless_offsets, T, s.unless_data.size()) || !all_in(s.unless_data, 0, T) ||
+      s.terminal_next_any.size() != s.terminal_names.size() ||
+      !offsets_ok(s.terminal_next_offsets, T, s.terminal_next_data.size()) ||
+      !all_in(s.terminal_next_data, 0, T)) {
     return fail("terminal tables");
   }
   const bool indenter = s.indenter_nl >= 0;

@@ -201,7 +201,9 @@ bool ItemExploration::PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t 
 bool ItemExploration::TailProved(const std::vector<int32_t>& K, int32_t item) {
   return ItemScanner(s_).TailOk(
       K.back(), item, [&](int32_t t) { return AcceptsAll(K, t); },
-      [&](int32_t t) { return possible() || AcceptsAll(K, t); });
+      [&](int32_t t) { return possible() || AcceptsAll(K, t); },
+      [&] { return possible(); },  // the end of the input: the stack below is unknown
+      [&](int32_t, int32_t) { return possible(); });  // two terminals ahead: not explored
 }
 
 bool ItemExploration::Check(const int32_t* r, int32_t n, int32_t pos,

@@ -178,7 +178,10 @@ Status CompileStoreWith(const std::string& grammar_path,
   if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
   const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
 
-  FillGrammarTables(gp.g, pt, *a, gp.indenter, &s);
+  TerminalSuccessors successors;
+  CFGMASK_RETURN_IF_ERROR(ComputeTerminalSuccessors(gp.g, gp.indenter.nl,
+                                                   kSuccessorMaxStates, &successors));
+  FillGrammarTables(gp.g, pt, *a, gp.indenter, successors, &s);
 
   progress("walk");
   VocabularyWalkInput input;

@@ -104,6 +104,9 @@ StoreReport MakeStoreReport(const CompiledStore& s, const std::string& file, int
   r.lalr_states = s.num_states;
   r.lexer_states = s.num_lex_states;
   r.roots = s.num_roots;
+  for (int32_t t = 0; t < s.num_terminals; ++t) {
+    if (!s.terminal_next_any[t]) r.followers_checked.push_back(s.terminal_names[t]);
+  }
   r.items = static_cast<int64_t>(s.item_kind.size());
   r.sequences = s.seq_offsets.empty() ? 0 : static_cast<int64_t>(s.seq_offsets.size()) - 1;
   r.nfa_transition_entries = s.stats.nfa_transition_entries;
@@ -151,6 +154,10 @@ std::string StoreReportText(const StoreReport& r) {
   out += Format("  rules            %" PRId64 " (%d nonterminals)\n", r.rules, r.nonterminals);
   out += Format("  LALR states      %d\n", r.lalr_states);
   out += Format("  lexer states     %d (%d at token boundaries)\n", r.lexer_states, r.roots);
+  std::string checked;
+  for (const std::string& n : r.followers_checked) checked += (checked.empty() ? "" : " ") + n;
+  out += Format("  followers        %zu terminals checked at a token's end%s%s\n",
+                r.followers_checked.size(), checked.empty() ? "" : ": ", checked.c_str());
   out += Format("  nfa_transition   %" PRId64 " entries\n", r.nfa_transition_entries);
   out += Format("  store rows       %" PRId64 " (list %" PRId64 ", complement %" PRId64
                 ", bitset %" PRId64 "); %" PRId64 " keyed by terminals alone\n",
@@ -184,6 +191,7 @@ std::string StoreReportJson(const StoreReport& r) {
   j["lalr_states"] = r.lalr_states;
   j["lexer_states"] = r.lexer_states;
   j["roots"] = r.roots;
+  j["followers_checked"] = r.followers_checked;
   j["items"] = r.items;
   j["sequences"] = r.sequences;
   j["nfa_transition_entries"] = r.nfa_transition_entries;

@@ -38,6 +38,10 @@ struct StoreReport {
   uint64_t tokenizer_identity = 0;
 
   int32_t terminals = 0, nonterminals = 0, lalr_states = 0, lexer_states = 0, roots = 0;
+  // Terminals whose match can swallow what the grammar lets follow them (a
+  // comment before a required operand): a token ending inside one is checked
+  // against what can come next (CompiledStore::terminal_next_*).
+  std::vector<std::string> followers_checked;
   int64_t rules = 0, items = 0, sequences = 0;
   int64_t nfa_transition_entries = 0;
   int64_t rows = 0;

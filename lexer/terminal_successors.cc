@@ -1,0 +1,154 @@
+// Successors of %ignore'd terminals: see terminal_successors.h.
+//
+// For an ignored terminal t: a breadth-first search from the automaton's
+// initial state over the bytes that keep t alive reaches every lexer state
+// where t's match can end (t among its boundary candidates).  Ending t there
+// (Boundary) and reading one more byte b gives the start of the next
+// terminal; the continuation is impossible when that byte already matches a
+// blocking shadow of an ignored terminal (every scanner has the ignored
+// terminals, so such a Hit is always fatal: t itself would have matched
+// longer, e.g. a comment swallowing the rest of the line).  Every terminal
+// still alive after b can be the next one.  Successors that are ignored are
+// followed through (their own successors), to a fixed point.
+#include "lexer/terminal_successors.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_set>
+
+#include "grammar/analysis.h"
+#include "lexer/terminal_automaton.h"
+
+namespace cfgmask {
+
+namespace {
+
+// The direct successors of ignored terminal t; false when the bound was hit.
+bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored, int32_t t,
+                      int32_t max_states, std::vector<uint8_t>* next) {
+  std::vector<int32_t> queue = {a->initial_state()};
+  std::unordered_set<int32_t> seen(queue.begin(), queue.end());
+  std::vector<LexItem> items;
+  auto alive = [&](int32_t q, int32_t u) {
+    const std::vector<int32_t>& set = a->Set(a->Tail(q).blockers);
+    return std::binary_search(set.begin(), set.end(), u);
+  };
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const int32_t q = queue[head];
+    if (!a->AtTerminalStart(q)) {
+      const std::vector<int32_t>& cands = a->BoundaryCandidates(q);
+      if (std::find(cands.begin(), cands.end(), t) != cands.end()) {
+        LexItem emit;
+        const int32_t q0 = a->Boundary(q, t, &emit);
+        if (q0 == -3) return false;
+        if (q0 >= 0) {
+          for (int b = 0; b < 256; ++b) {
+            items.clear();
+            const int32_t q1 = a->Step(q0, static_cast<uint8_t>(b), &items);
+            if (q1 == -3) return false;
+            if (q1 < 0) continue;
+            bool fatal = false;
+            for (const LexItem& h : items) {
+              fatal = fatal || (h.kind == LexItem::kHit && ignored[h.terminal]);
+            }
+            if (fatal) continue;
+            for (int32_t u : a->Set(a->Tail(q1).blockers)) (*next)[u] = 1;
+          }
+        }
+      }
+    }
+    for (int b = 0; b < 256; ++b) {
+      items.clear();
+      const int32_t to = a->Step(q, static_cast<uint8_t>(b), &items);
+      if (to == -3) return false;
+      if (to < 0 || !alive(to, t) || !seen.insert(to).second) continue;
+      if (static_cast<int32_t>(seen.size()) > max_states) return false;
+      queue.push_back(to);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ComputeTerminalSuccessors(const Grammar& grammar, int32_t indenter_nl, int32_t max_states,
+                                 TerminalSuccessors* out) {
+  const int32_t T = grammar.num_terminals();
+  out->any.assign(T, 1);
+  out->next.assign(T, {});
+  std::vector<uint8_t> ignored(T, 0);
+  for (int32_t t : grammar.ignore) ignored[t] = 1;
+  std::unique_ptr<TerminalAutomaton> a;
+  TerminalAutomatonOptions options;
+  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(grammar, indenter_nl, options, &a));
+  const std::vector<uint8_t> nullable = NullableSymbols(grammar);
+  const std::vector<std::vector<uint8_t>> follow =
+      FollowSets(grammar, nullable, FirstSets(grammar, nullable));
+  // Direct successors (all terminals, ignored ones included) per terminal;
+  // the indenter's newline is left to the indenter (any).
+  std::vector<std::vector<uint8_t>> direct(T);
+  std::vector<uint8_t> bounded(T, 0);
+  auto explore = [&](int32_t t) {
+    if (!direct[t].empty() || !a->IsLexed(t) || t == indenter_nl) return;
+    direct[t].assign(T, 0);
+    const int32_t bound = ignored[t] ? max_states : std::max(1, max_states / 8);
+    bounded[t] = DirectSuccessors(a.get(), ignored, t, bound, &direct[t]) ? 1 : 0;
+  };
+  for (int32_t t = 0; t < T; ++t) {
+    if (ignored[t]) explore(t);
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    if (!a->IsLexed(t) || t == indenter_nl) continue;
+    if (!ignored[t]) {
+      // Worth a check only if some terminal the grammar lets follow t may
+      // be unable to start where t's match stops.
+      explore(t);
+      if (!bounded[t]) continue;
+    }
+    if (!bounded[t]) continue;
+    // Through chains of ignored terminals, to a fixed point.
+    std::vector<uint8_t> reach = direct[t];
+    bool ok = true;
+    std::vector<uint8_t> done(T, 0);
+    done[t] = 1;
+    std::vector<int32_t> work;
+    for (int32_t u = 0; u < T; ++u) {
+      if (reach[u] && ignored[u]) work.push_back(u);
+    }
+    while (!work.empty() && ok) {
+      const int32_t u = work.back();
+      work.pop_back();
+      if (done[u]) continue;
+      done[u] = 1;
+      if (!bounded[u]) {
+        ok = false;
+        break;
+      }
+      for (int32_t v = 0; v < T; ++v) {
+        if (!direct[u][v] || reach[v]) continue;
+        reach[v] = 1;
+        if (ignored[v]) work.push_back(v);
+      }
+    }
+    if (!ok) continue;  // any: nothing is checked
+    // An ignored terminal can sit anywhere: every terminal counts.  Another
+    // terminal is followed only by what the grammar lets follow it
+    // (declared terminals, made by a post-lexer, are not lexed).
+    bool all = true;
+    std::vector<int32_t> list;
+    for (int32_t u = 0; u < T; ++u) {
+      if (ignored[u] || !a->IsLexed(u)) continue;
+      if (reach[u]) {
+        list.push_back(u);
+      } else if (ignored[t] || follow[t][u]) {
+        all = false;
+      }
+    }
+    if (all) continue;
+    out->any[t] = 0;
+    out->next[t] = std::move(list);
+  }
+  return Status::Ok();
+}
+
+}  // namespace cfgmask
