@@ -69,6 +69,47 @@ bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored,
   return true;
 }
 
+// Shortest texts per terminal: breadth-first over bytes from the initial
+// state, a terminal's depth the first at which it can end (a boundary
+// candidate whose Boundary is legal), within `max_states` states.
+std::vector<int32_t> ShortestSpellings(TerminalAutomaton* a, int32_t T, int32_t max_states) {
+  std::vector<int32_t> best(T, -1);
+  std::vector<int32_t> level = {a->initial_state()};
+  std::unordered_set<int32_t> seen(level.begin(), level.end());
+  std::vector<LexItem> items;
+  int32_t missing = 0;
+  for (int32_t t = 0; t < T; ++t) missing += a->IsLexed(t) ? 1 : 0;
+  for (int32_t depth = 1; missing > 0 && !level.empty(); ++depth) {
+    std::vector<int32_t> next;
+    for (int32_t q : level) {
+      for (int b = 0; b < 256; ++b) {
+        items.clear();
+        const int32_t to = a->Step(q, static_cast<uint8_t>(b), &items);
+        if (to < 0 || !seen.insert(to).second) continue;
+        for (int32_t t : a->BoundaryCandidates(to)) {
+          if (best[t] >= 0) continue;
+          LexItem emit;
+          if (a->Boundary(to, t, &emit) >= 0) {
+            best[t] = depth;
+            --missing;
+          }
+        }
+        next.push_back(to);
+        if (static_cast<int32_t>(seen.size()) >= max_states) {
+          next.clear();
+          break;
+        }
+      }
+      if (next.empty() && static_cast<int32_t>(seen.size()) >= max_states) break;
+    }
+    level = std::move(next);
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    if (best[t] < 0) best[t] = a->IsLexed(t) ? 1 : 0;
+  }
+  return best;
+}
+
 }  // namespace
 
 Status ComputeTerminalSuccessors(const Grammar& grammar, int32_t indenter_nl, int32_t max_states,
@@ -81,6 +122,7 @@ Status ComputeTerminalSuccessors(const Grammar& grammar, int32_t indenter_nl, in
   std::unique_ptr<TerminalAutomaton> a;
   TerminalAutomatonOptions options;
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(grammar, indenter_nl, options, &a));
+  out->min_bytes = ShortestSpellings(a.get(), T, std::max(1, max_states / 8));
   const std::vector<uint8_t> nullable = NullableSymbols(grammar);
   const std::vector<std::vector<uint8_t>> follow =
       FollowSets(grammar, nullable, FirstSets(grammar, nullable));

@@ -36,6 +36,11 @@ struct TerminalSuccessors {
   // a chain of %ignore'd terminals.  The end of the input may always follow.
   std::vector<uint8_t> any;
   std::vector<std::vector<int32_t>> next;
+  // Per terminal: the fewest bytes of a text the lexer ends as that terminal
+  // from the start of a terminal (any scanner); a lower bound of 1 where the
+  // search stopped first, 0 for terminals never lexed (declared ones).  The
+  // completion search's estimate (runtime/completion.h) adds these up.
+  std::vector<int32_t> min_bytes;
 };
 
 // Computes the successors of every lexed terminal of `grammar`.  A terminal

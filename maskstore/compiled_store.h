@@ -74,6 +74,7 @@ struct CompiledStore {
   // terminals, none ignored, that can be the next one fed to the parser.
   StoreArray<uint8_t> terminal_next_any;
   StoreArray<int32_t> terminal_next_offsets, terminal_next_data;
+  StoreArray<int32_t> terminal_min_bytes;  // fewest bytes the lexer ends as each terminal
   int32_t indenter_nl = -1, indenter_indent = -1, indenter_dedent = -1;
   int32_t indenter_tab_len = 8;
 

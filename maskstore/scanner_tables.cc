@@ -98,6 +98,10 @@ void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAu
     s.terminal_rank[t] = a.rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
+  s.terminal_min_bytes.assign(T, 0);
+  for (int32_t t = 0; t < T && static_cast<size_t>(t) < successors.min_bytes.size(); ++t) {
+    s.terminal_min_bytes[t] = successors.min_bytes[t];
+  }
   s.terminal_next_any.assign(T, 1);
   s.terminal_next_offsets.assign(1, 0);
   for (int32_t t = 0; t < T; ++t) {

@@ -155,7 +155,7 @@ bool Fields(IO& io, CompiledStore* s) {
        io.Vec(&s->terminal_open_paren) && io.Vec(&s->terminal_close_paren) &&
        io.Vec(&s->terminal_is_string) && io.Vec(&s->unless_offsets) && io.Vec(&s->unless_data);
   ok = ok && io.Vec(&s->terminal_next_any) && io.Vec(&s->terminal_next_offsets) &&
-       io.Vec(&s->terminal_next_data);
+       io.Vec(&s->terminal_next_data) && io.Vec(&s->terminal_min_bytes);
   ok = ok && io.Pod(&s->indenter_nl) && io.Pod(&s->indenter_indent) &&
        io.Pod(&s->indenter_dedent) && io.Pod(&s->indenter_tab_len);
   ok = ok && io.Pod(&s->num_states) && io.Pod(&s->num_parse_terminals) &&
@@ -315,7 +315,9 @@ bool Validate(const CompiledStore& s, std::string* why) {
       !offsets_ok(s.unless_offsets, T, s.unless_data.size()) || !all_in(s.unless_data, 0, T) ||
       s.terminal_next_any.size() != s.terminal_names.size() ||
       !offsets_ok(s.terminal_next_offsets, T, s.terminal_next_data.size()) ||
-      !all_in(s.terminal_next_data, 0, T)) {
+      !all_in(s.terminal_next_data, 0, T) ||
+      s.terminal_min_bytes.size() != s.terminal_names.size() ||
+      !all_in(s.terminal_min_bytes, 0, INT32_MAX)) {
     return fail("terminal tables");
   }
   const bool indenter = s.indenter_nl >= 0;

@@ -26,9 +26,20 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
   const int32_t S = s_.num_states, P = s_.num_parse_terminals, N = s_.num_nonterminals;
   const LrTables lr = s_.lr();
   for (int32_t len : s_.rule_length) max_rule_length_ = std::max(max_rule_length_, len);
+  // A terminal costs the fewest bytes the lexer ends as it (at least one;
+  // the indenter's _INDENT/_DEDENT and $END none).
   terminal_cost_.assign(P, 1);
+  for (int32_t t = 0; t < s_.num_terminals && t < P; ++t) {
+    terminal_cost_[t] = std::max(1, s_.terminal_min_bytes[t]);
+  }
+  terminal_cost_[P - 1] = 0;
   if (s_.indenter_indent >= 0) terminal_cost_[s_.indenter_indent] = 0;
   if (s_.indenter_dedent >= 0) terminal_cost_[s_.indenter_dedent] = 0;
+  // What the terminal in progress may already have written: its
+  // fewest bytes, at most, are credited back (Estimate).
+  for (int32_t t = 0; t < s_.num_terminals; ++t) {
+    max_terminal_cost_ = std::max(max_terminal_cost_, s_.terminal_min_bytes[t]);
+  }
 
   // The accessing symbol of every state (terminal t, or P + nonterminal) and
   // one predecessor: walking predecessors back from a state that reduces by
@@ -187,7 +198,24 @@ int32_t Completer::Estimate(const Session& session) {
       if (stack_cost_memo_.size() > (1u << 20)) stack_cost_memo_.clear();
       it = stack_cost_memo_.emplace(h, StackCost(l.stack.States())).first;
     }
-    best = std::min(best, it->second);
+    int32_t cost = it->second;
+    // Inside a terminal, part of its text may be written already: credit
+    // the most a terminal still alive there can have counted (a lower bound
+    // stays a lower bound).
+    if (cost != INT32_MAX && l.q >= 0 && !s_.at_start[l.q]) {
+      int32_t credit = 0;
+      const int32_t tail = s_.tail_item[l.q];
+      if (tail >= 0) {
+        const int32_t set = s_.item_blockers[tail];
+        for (int32_t i = s_.set_offsets[set]; i < s_.set_offsets[set + 1]; ++i) {
+          credit = std::max(credit, s_.terminal_min_bytes[s_.set_data[i]]);
+        }
+      } else {
+        credit = max_terminal_cost_;
+      }
+      cost = std::max(0, cost - credit);
+    }
+    best = std::min(best, cost);
   }
   return best;
 }

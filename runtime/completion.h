@@ -2,8 +2,10 @@
 // Python matcher's steering: when a walk reaches its token budget, Completer
 // searches for a shortest byte string that makes the text complete (A* over
 // single bytes, each step taken on the session itself and rolled back; the
-// estimate of the remaining length is a lower bound on the terminals the
-// parser still has to shift, from its LALR tables), and CompleteWithTokens
+// estimate of the remaining length is a lower bound on the bytes of the
+// terminals the parser still has to shift, from its LALR tables and each
+// terminal's shortest spelling, less what the terminal in progress may have
+// written already), and CompleteWithTokens
 // cuts the string into tokens, each checked against its mask, rolling the
 // walk back further when no completion is found within the budget.
 // Tested by tests/py/test_cli.py (sample), viable_prefix_test.cc and
@@ -48,10 +50,11 @@ class Completer {
   bool Find(Session* session, int64_t max_nodes, std::string* completion,
             int64_t* nodes_used = nullptr);
 
-  // A lower bound on the number of terminals the parser must still shift
-  // from `stack` to accept (lookaheads relaxed: any action of a state may be
-  // taken; the indenter's _INDENT/_DEDENT cost nothing).  INT32_MAX if the
-  // parser can never accept from there.
+  // A lower bound on the bytes of the terminals the parser must still shift
+  // from `stack` to accept, each at its shortest spelling (lookaheads
+  // relaxed: any action of a state may be taken; the indenter's
+  // _INDENT/_DEDENT cost nothing).  INT32_MAX if the parser can never accept
+  // from there.
   int32_t StackCost(const std::vector<int32_t>& stack) const;
 
  private:
@@ -59,6 +62,7 @@ class Completer {
 
   const CompiledStore& s_;
   int32_t max_rule_length_ = 0;
+  int32_t max_terminal_cost_ = 1;
   std::vector<int32_t> terminal_cost_;        // per parse terminal
   std::vector<int32_t> nonterminal_cost_;     // [state * N + A]: shifts to derive A from state
   // Per state: shift moves (target, cost), reductions (rule ids), accept.

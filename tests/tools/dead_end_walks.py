@@ -59,7 +59,7 @@ def run(store_path: str, walks: int, tokens: int, seed: int, nodes: int, retry_n
     words = (store.vocab_size + 31) // 32
     bitmask = np.zeros((1, words), dtype=np.int32)
     result = {"walks": walks, "tokens": tokens, "dead": [], "unknown": 0, "ended": 0,
-              "found": 0, "retried": 0, "search_nodes": [], "search_seconds": []}
+              "found": 0, "retried": 0, "found_late": [], "search_nodes": [], "search_seconds": []}
     eos = set(store.eos_ids)
     for _ in range(walks):
         m = cfgmask.GrammarMatcher(store)
@@ -82,9 +82,12 @@ def run(store_path: str, walks: int, tokens: int, seed: int, nodes: int, retry_n
         t0 = time.perf_counter()
         what, text, used = m.completion_search(nodes)
         if what == "budget" and retry_nodes > nodes:
-            # Again with a larger budget: an unknown may hide a dead end.
+            # Again with a larger budget: an unknown may hide a dead end, and
+            # a completion found only then is reported with its length.
             what, text, used = m.completion_search(retry_nodes)
             result["retried"] += 1
+            if what == "found":
+                result["found_late"].append(len(text.encode("utf-8", "surrogateescape")))
         result["search_seconds"].append(time.perf_counter() - t0)
         result["search_nodes"].append(used)
         if what == "none":
@@ -117,6 +120,9 @@ def main() -> int:
           % (r["walks"], r["tokens"], len(r["dead"]), r["unknown"], a.nodes, r["retried"], a.retry_nodes, r["found"],
              r["ended"], np.percentile(n, 50), np.percentile(n, 99), n.max(),
              np.percentile(s, 50), np.percentile(s, 99), s.max()))
+    if r["found_late"]:
+        print("completions found only with the larger budget: %d, their lengths %s"
+              % (len(r["found_late"]), sorted(r["found_late"])))
     if a.json:
         Path(a.json).write_text(json.dumps(r, indent=1))
     return 1 if r["dead"] else 0

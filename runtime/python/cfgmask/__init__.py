@@ -215,6 +215,22 @@ def _as_bytes(text: Union[str, bytes]) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
 
 
+def _refusal_position(what: str, store: Store, data: bytes) -> str:
+    """Where the grammar first refuses `data` from the start: the longest
+    accepted prefix, by bisection (each probe a fresh session)."""
+    lo, hi = 0, len(data)  # data[:lo] accepted, data[:hi] refused
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _core.Session(store, _DEFAULTS["max_live_states"]).advance_bytes(data[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    line = data[:lo].count(b"\n") + 1
+    col = lo - (data[:lo].rfind(b"\n") + 1) + 1
+    return (f"{what}:{line}:{col}: the grammar refuses the text from byte {lo} on "
+            f"({data[lo:lo + 20]!r}): it is not the start of a text in the grammar's language")
+
+
 class GrammarMatcher:
     """Follows one generated sequence under a compiled grammar.
 
@@ -223,12 +239,24 @@ class GrammarMatcher:
     """
 
     def __init__(self, store: Store, max_live_states: int = _DEFAULTS["max_live_states"], *,
+                 prefix: Union[str, bytes, None] = None,
                  suffix: Union[str, bytes, None] = None, _session=None):
+        """`prefix`: text before the cursor, already written (accepted as by
+        accept_string; Error, with its position, if the grammar refuses it).
+        `suffix`: text after the cursor (see set_suffix).  Together they make
+        completion in the middle of a file:
+
+            m = GrammarMatcher(store, prefix="def f(x):\n    return ", suffix="\n")
+        """
         if _session is None:
             _session = _core.Session(store, _int_arg("max_live_states", max_live_states, 1,
                                                      _INT32_MAX))
         self._session = _session
         self.store = self._session.store
+        if prefix:
+            data = _as_bytes(prefix)
+            if not self._session.advance_bytes(data):
+                raise Error(_refusal_position("prefix", store, data))
         if suffix:
             self.set_suffix(suffix)
 
