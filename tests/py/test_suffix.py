@@ -136,3 +136,16 @@ def test_random_middles_fit_the_suffix(store, parser, cases):
           f"{steered} more steered to a shortest completion, {no_end} found no end; "
           f"CPython's checks beyond the grammar: {semantic}")
     assert in_budget + steered > 0
+
+
+def test_prefix_and_suffix_in_the_constructor(store, cases):
+    # GrammarMatcher(store, prefix=, suffix=) is accept_string + set_suffix.
+    for name, prefix, middle, suffix in cases[:3]:
+        m = cfgmask.GrammarMatcher(store, prefix=prefix, suffix=suffix)
+        assert m.text == prefix and m.suffix == suffix.encode()
+        assert m.accept_string(middle) and m.can_end(), name
+    # A prefix the grammar refuses: Error naming the line and column.
+    with pytest.raises(cfgmask.Error, match=r"prefix:2:5: .*byte 10 "):
+        cfgmask.GrammarMatcher(store, prefix="x = 1\nif x)")
+    m = cfgmask.GrammarMatcher(store, prefix=b"")
+    assert m.text == ""
