@@ -228,7 +228,10 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
   // A* over appended bytes: f = bytes so far + estimate; ties go to the
   // deeper node.  A node is its parent and one byte (16 bytes), replayed
   // from the session's state when expanded, so memory is linear in the
-  // nodes made; every node made counts against the budget.
+  // nodes made; every node made counts against the budget.  Expansion is
+  // partial (Yoshizumi et al.'s PEA*): only the children whose f is at most
+  // the parent's are made; the parent is queued again at the least f of the
+  // others, which are made only if the search gets that far.
   struct Node {
     int64_t parent;
     uint8_t byte;
@@ -253,11 +256,48 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
     std::reverse(path.begin(), path.end());
   };
   bool budget_hit = false;
+  // Per node expanded once: the children not made yet (byte, f, key), so
+  // that coming back does not replay the node.
+  struct Deferred {
+    uint64_t key;
+    int32_t f;
+    uint8_t byte;
+  };
+  std::unordered_map<int64_t, std::vector<Deferred>> deferred;
   while (!open.empty()) {
     const Open node = open.top();
     open.pop();
+    if (auto d = deferred.find(node.id); d != deferred.end()) {
+      int32_t later = INT32_MAX;
+      std::vector<Deferred> keep;
+      for (const Deferred& c : d->second) {
+        auto it = seen.find(c.key);
+        if (it != seen.end() && it->second <= node.g + 1) continue;
+        if (c.f > node.f) {
+          later = std::min(later, c.f);
+          keep.push_back(c);
+        } else if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {
+          budget_hit = true;
+          break;
+        } else {
+          seen[c.key] = node.g + 1;
+          nodes.push_back(Node{node.id, c.byte});
+          open.push(Open{c.f, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
+        }
+      }
+      if (budget_hit) break;
+      if (later == INT32_MAX) {
+        deferred.erase(d);
+      } else {
+        d->second = std::move(keep);
+        open.push(Open{later, node.g, node.id});
+      }
+      continue;
+    }
     path_of(node.id);
     if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
+    int32_t later = INT32_MAX;  // the least f of the children not made
+    std::vector<Deferred> defer;
     for (int pass = 0; pass < 2; ++pass) {
       // Printable ASCII, tab and newline first; other bytes only where none
       // of those fits (inside a multi-byte character).
@@ -275,17 +315,23 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
           return CompletionResult::kFound;
         }
         const uint64_t k = SessionKey(*session);
-        auto [it, fresh] = seen.emplace(k, node.g + 1);
-        if (fresh || it->second > node.g + 1) {
-          it->second = node.g + 1;
+        auto it = seen.find(k);
+        if (it == seen.end() || it->second > node.g + 1) {
           const int32_t h = Estimate(*session);
-          if (h != INT32_MAX) {
-            if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
-              budget_hit = true;
-            } else {
-              nodes.push_back(Node{node.id, static_cast<uint8_t>(b)});
-              open.push(Open{node.g + 1 + h, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
-            }
+          const int32_t f = h == INT32_MAX ? INT32_MAX : node.g + 1 + h;
+          if (f == INT32_MAX) {
+            // Can never end: not a node.
+          } else if (f > node.f) {
+            // Partial expansion: a child above the parent's f is not made
+            // now; the parent comes back at the least such f.
+            later = std::min(later, f);
+            defer.push_back(Deferred{k, f, static_cast<uint8_t>(b)});
+          } else if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {  // nodes[0]: the start
+            budget_hit = true;
+          } else {
+            seen[k] = node.g + 1;
+            nodes.push_back(Node{node.id, static_cast<uint8_t>(b)});
+            open.push(Open{f, node.g + 1, static_cast<int64_t>(nodes.size() - 1)});
           }
         }
         session->Rollback(1);
@@ -294,6 +340,10 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
     }
     if (!path.empty()) session->Rollback(1);
     if (budget_hit) break;
+    if (later != INT32_MAX) {
+      deferred.emplace(node.id, std::move(defer));
+      open.push(Open{later, node.g, node.id});
+    }
   }
   if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
   // With the budget never hit, every configuration reachable from here was
