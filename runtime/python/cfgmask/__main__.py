@@ -1,4 +1,6 @@
 """python -m cfgmask generate: a GGUF model, a prompt, a grammar, constrained text out.
+python -m cfgmask serve: an OpenAI-compatible HTTP endpoint, a grammar per request
+(cfgmask/serve.py).
 python -m cfgmask plot-reduction REPORT.json -o OUT.svg: the figure of `cfgmask reduction`
 (cfgmask/reduction.py).
 
@@ -124,7 +126,17 @@ def main(argv=None) -> int:
                    help="report whether CPython / SQLite accepts the output")
     g.add_argument("-o", "--output", help="also write the text to this file")
     g.add_argument("--quiet", action="store_true", help="no progress line")
+    s = sub.add_parser("serve", help="an OpenAI-compatible server, a grammar per request")
+    from .serve import add_arguments
+    add_arguments(s)
     args = p.parse_args(argv)
+    if args.command == "serve":
+        from .serve import serve
+        try:
+            return serve(args)
+        except (Error, OSError) as e:
+            print(f"cfgmask: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
     if args.command == "generate" and not args.no_constrain and not (args.grammar or args.store):
         p.error("give --grammar FILE or --store FILE (or --no-constrain)")
     try:
