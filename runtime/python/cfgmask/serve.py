@@ -550,7 +550,10 @@ def _llama_app(args):
 def add_routes(app, server: Server) -> None:
     """cfgmask's /v1/completions and /v1/chat/completions, on the pool."""
     import anyio
-    from fastapi import APIRouter, Depends, Request
+    from fastapi import APIRouter, Depends, HTTPException, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
     from sse_starlette.sse import EventSourceResponse
     from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
     import llama_cpp
@@ -559,7 +562,30 @@ def add_routes(app, server: Server) -> None:
     from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
 
     app.dependency_overrides[lapp.get_llama_proxy] = server.pool.dependency
-    router = APIRouter(route_class=RouteErrorHandler)
+    class Route(RouteErrorHandler):
+        """llama_cpp.server's error formatting (OpenAI's shape; a context
+        overflow is a 400), but a body FastAPI cannot read stays FastAPI's
+        422 (RouteErrorHandler reads the body again and fails with a 500)."""
+
+        def get_route_handler(self):
+            inner = APIRoute.get_route_handler(self)
+
+            async def handler(request: Request):
+                try:
+                    return await inner(request)
+                except (HTTPException, RequestValidationError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - formatted as llama_cpp.server does
+                    body = None
+                    with contextlib.suppress(Exception):
+                        raw = json.loads(await request.body())
+                        body = (CreateChatCompletionRequest if "messages" in raw
+                                else CreateCompletionRequest)(**raw)
+                    status, error = self.error_message_wrapper(error=exc, body=body)
+                    return JSONResponse({"error": error}, status_code=status)
+            return handler
+
+    router = APIRouter(route_class=Route)
 
     async def publish(inner_send_chan, request, body, call, kwargs, proc, plan):
         async with server.pool.slot() as proxy:
