@@ -40,8 +40,10 @@ request whose ``max_tokens`` is spent is steered to its end for at most
 ``--steer-tokens`` more tokens (the processor's ``steer_to_end``), so its text
 is in the language unless even that does not reach an end (finish_reason
 ``length``).  ``usage`` gains the timings: ``mask_us_per_token`` (accepting
-tokens and masking, inside the processor) beside ``model_us_per_token``
-(llama.cpp's own decoding time per token), ``prompt_ms``, ``total_ms``.
+tokens and masking, inside the processor; ``mask_ms`` in all, ``steer_ms`` of
+it on steered steps, the search for a shortest completion included) beside
+``model_us_per_token`` (llama.cpp's own decoding time per token),
+``prompt_ms`` (its prompt evaluation), ``total_ms``.
 
 A bad request gets HTTP 400 with one line ``cfgmask: ...`` (OpenAI's error
 shape); nothing a request sends stops the server.  docs/serving.md has
@@ -314,6 +316,7 @@ class RequestProcessor(LlamaCppLogitsProcessor):
         self.steer_tokens = steer_tokens
         self.budget = None
         self.steered = False
+        self.steer_seconds = 0.0  # the part of mask_seconds spent steering
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         if self.prompt_len is None:
@@ -325,7 +328,12 @@ class RequestProcessor(LlamaCppLogitsProcessor):
             return scores
         if not self.steer_to_end and len(input_ids) - self.prompt_len >= self.budget:
             self.steer_to_end = self.steered = True
-        return super().__call__(input_ids, scores)
+        if not self.steer_to_end:
+            return super().__call__(input_ids, scores)
+        before = self.mask_seconds
+        out = super().__call__(input_ids, scores)
+        self.steer_seconds += self.mask_seconds - before
+        return out
 
 
 @dataclasses.dataclass
@@ -395,6 +403,7 @@ def _timings(llm, proc: RequestProcessor, seconds: float, completion_tokens: int
         out["mask_ms"] = round(1e3 * proc.mask_seconds, 3)
         out["mask_us_per_token"] = round(1e6 * proc.mask_seconds / max(1, proc.calls), 1)
         out["steered"] = proc.steered
+        out["steer_ms"] = round(1e3 * proc.steer_seconds, 3)
     return out
 
 
