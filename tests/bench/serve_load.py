@@ -4,7 +4,9 @@ N concurrent clients (threads, each with its own openai.OpenAI) send a fixed
 number of chat requests to a server on the loopback interface, all at once
 or in turn as each finishes, with and without a grammar.  The run has a time
 limit: a request that has not been answered by then is a failure, as is any
-error.  Reported per run: concurrency, requests, failures, latency p50/p99,
+error.  Reported per run: concurrency, requests, failures, constrained answers
+that sampled into one of the engine's remaining dead ends (they cannot end:
+docs/exactness.md), latency p50/p99,
 generated tokens per second (all clients together), the server's mean mask
 µs per token and steering ms per request (from `usage`), and the server's resident memory before and
 after (a warm-up round comes first, so that the stores and the contexts are
@@ -141,7 +143,7 @@ def run_load(url: str, clients: int, requests: int, max_tokens: int, grammar: Op
                 "finish_reason": r.choices[0].finish_reason,
                 "tokens": r.usage.completion_tokens,
                 "mask_us_per_token": extra.get("mask_us_per_token"),
-                "steer_ms": extra.get("steer_ms"),
+                "steer_ms": extra.get("steer_ms"), "dead_end": extra.get("dead_end"),
                 "model_us_per_token": extra.get("model_us_per_token")}
 
     t0 = time.perf_counter()
@@ -160,22 +162,23 @@ def run_load(url: str, clients: int, requests: int, max_tokens: int, grammar: Op
         return sum(vals) / len(vals) if vals else None
 
     return {"grammar": grammar, "clients": clients, "requests": requests,
-            "failures": len(answers) - len(ok), "p50_s": pct(0.50), "p99_s": pct(0.99),
+            "failures": len(answers) - len(ok), "dead_ends": sum(bool(a.get("dead_end")) for a in ok),
+            "p50_s": pct(0.50), "p99_s": pct(0.99),
             "tokens": tokens, "seconds": wall, "tokens_per_s": tokens / wall if wall else 0.0,
             "mask_us_per_token": mean("mask_us_per_token"), "steer_ms": mean("steer_ms"),
             "model_us_per_token": mean("model_us_per_token"), "answers": answers}
 
 
 def table(rows: List[Dict]) -> str:
-    out = ["| grammar | clients | requests | failures | p50 s | p99 s | tokens/s | "
+    out = ["| grammar | clients | requests | failures | dead ends | p50 s | p99 s | tokens/s | "
            "mask µs/token | of it steering, ms/request | model µs/token | RSS before MiB | "
            "RSS after MiB |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mask = "" if r["mask_us_per_token"] is None else f"{r['mask_us_per_token']:.0f}"
         steer = "" if r["steer_ms"] is None else f"{r['steer_ms']:.1f}"
         out.append(f"| {r['grammar'] or 'none'} | {r['clients']} | {r['requests']} | "
-                   f"{r['failures']} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | "
+                   f"{r['failures']} | {r['dead_ends'] if r['grammar'] else ''} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | "
                    f"{r['tokens_per_s']:.1f} | {mask} | {steer} | {r['model_us_per_token']:.0f} | "
                    f"{r['rss_before_kib'] / 1024:.0f} | {r['rss_after_kib'] / 1024:.0f} |")
     return "\n".join(out)

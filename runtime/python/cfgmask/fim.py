@@ -10,7 +10,8 @@ tokens it has.  :func:`select_template` takes a vocabulary's special tokens
 for its special tokens) and returns the first family of
 :data:`FAMILIES` whose tokens are all there, or None for a model that has
 none (SmolLM2, LLaMA 2, Qwen2's base vocabulary).  :func:`prompt_ids` builds
-the token ids of a FIM prompt; with no template the model is given the prefix
+the token ids of a FIM prompt (:func:`llama_prompt_ids` with a llama_cpp.Llama's
+tokenizer); with no template the model is given the prefix
 alone (it still cannot end where the suffix does not follow: the grammar
 sees the suffix, GrammarMatcher.set_suffix).
 
@@ -19,7 +20,8 @@ prefix and suffix, never by tokenizing a template string: text that spells a
 special token inside the user's code stays text.
 
 Used by ``python -m cfgmask serve`` (cfgmask/serve.py: ``/v1/completions``
-with ``suffix``).  Tested by tests/py/test_fim.py on real vocabularies
+with ``suffix``); any other caller with a model and the text around a cursor
+(``template_of_llama`` once, then ``llama_prompt_ids``) builds the same prompt.  Tested by tests/py/test_fim.py on real vocabularies
 (StarCoder, DeepSeek-Coder and Falcon GGUFs from llama-cpp-python's source
 distribution, SmolLM2's) and on the other families' token lists.
 """
@@ -28,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["FimTemplate", "FAMILIES", "select_template", "prompt_ids",
+__all__ = ["FimTemplate", "FAMILIES", "select_template", "prompt_ids", "template_of_llama",
+           "llama_prompt_ids",
            "special_tokens_of_llama", "special_tokens_of_gguf"]
 
 PSM = "psm"  # prefix marker, prefix, suffix marker, suffix, middle marker
@@ -118,6 +121,20 @@ def prompt_ids(template: Optional[FimTemplate], tokenize: Callable[[str], List[i
         return head + list(tokenize(prefix))
     return head + template.ids(tokenize(prefix) if prefix else [],
                                tokenize(suffix) if suffix else [])
+
+
+def template_of_llama(llm) -> Optional[FimTemplate]:
+    """The FIM template of a llama_cpp.Llama's vocabulary, or None."""
+    return select_template(special_tokens_of_llama(llm))
+
+
+def llama_prompt_ids(llm, template: Optional[FimTemplate], prefix: str, suffix: str) -> List[int]:
+    """:func:`prompt_ids` with a llama_cpp.Llama's tokenizer (special tokens
+    not parsed in the text) and its BOS where the model adds one."""
+    def tokenize(text: str) -> List[int]:
+        return llm.tokenize(text.encode("utf-8", "surrogateescape"), add_bos=False, special=False)
+    bos = llm.token_bos() if llm._model.add_bos_token() else None
+    return prompt_ids(template, tokenize, prefix, suffix, bos)
 
 
 def _specials(pairs) -> Dict[str, int]:

@@ -41,7 +41,8 @@ request whose ``max_tokens`` is spent is steered to its end for at most
 is in the language unless even that does not reach an end (finish_reason
 ``length``).  ``usage`` gains the timings: ``mask_us_per_token`` (accepting
 tokens and masking, inside the processor; ``mask_ms`` in all, ``steer_ms`` of
-it on steered steps, the search for a shortest completion included) beside
+it on steered steps, the search for a shortest completion included;
+``dead_end`` when that search found none) beside
 ``model_us_per_token`` (llama.cpp's own decoding time per token),
 ``prompt_ms`` (its prompt evaluation), ``total_ms``.
 
@@ -404,6 +405,10 @@ def _timings(llm, proc: RequestProcessor, seconds: float, completion_tokens: int
         out["mask_us_per_token"] = round(1e6 * proc.mask_seconds / max(1, proc.calls), 1)
         out["steered"] = proc.steered
         out["steer_ms"] = round(1e3 * proc.steer_seconds, 3)
+        # The search for a completion found none: the text sampled into one of
+        # the dead ends the engine still allows (docs/exactness.md, "No dead
+        # ends"); it cannot end, and finish_reason is "length".
+        out["dead_end"] = proc.steer_failed
     return out
 
 
@@ -417,12 +422,7 @@ class Server:
         self.vocab = vocab
         self.grammars = grammars
         self.n_ctx = self.llm.n_ctx()
-        self.fim = fim.select_template(fim.special_tokens_of_llama(self.llm))
-        self.bos = self.llm.token_bos() if self.llm._model.add_bos_token() else None
-
-    def tokenize(self, text: str) -> List[int]:
-        return self.llm.tokenize(text.encode("utf-8", "surrogateescape"), add_bos=False,
-                                       special=False)
+        self.fim = fim.template_of_llama(self.llm)
 
     def plan(self, kind: str, body, raw: Dict[str, Any]) -> Plan:
         """Checks a request's cfgmask side and builds its matcher (BadRequest if bad)."""
@@ -474,7 +474,7 @@ class Server:
             prompt = body.prompt[0] if isinstance(body.prompt, list) else body.prompt
             prompt = prompt or ""
             feed_prompt(matcher, prompt, plan.label)
-            plan.prompt_ids = fim.prompt_ids(self.fim, self.tokenize, prompt, suffix, self.bos)
+            plan.prompt_ids = fim.llama_prompt_ids(self.llm, self.fim, prompt, suffix)
             plan.fim_template = self.fim.describe() if self.fim else "none (prefix only)"
             if len(plan.prompt_ids) >= self.n_ctx:
                 raise BadRequest(f"the FIM prompt is {len(plan.prompt_ids)} tokens, more than "
