@@ -166,6 +166,9 @@ class Grammars:
         return store
 
     def by_name(self, name: str) -> Store:
+        store = self._named.get(name)  # loaded: no wait behind a compile of another grammar
+        if store is not None:
+            return store
         with self._lock:
             store = self._named.get(name)
             if store is not None:
@@ -708,7 +711,6 @@ def serve(args) -> int:
             raise Error(f"--store {name}={path}: no such file")
     os.environ["CFGMASK_STORE_OPEN"] = "map" if args.store_open == "map" else "copy"
     try:
-        import llama_cpp
         import uvicorn
         from llama_cpp.server.model import LlamaProxy
         from llama_cpp.server.settings import ModelSettings, ServerSettings
