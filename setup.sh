@@ -74,8 +74,11 @@ fetch_tokenizers() {
     "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$CACHE/pip" "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
     local tgz="$CACHE/pip/llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz"
     local m="llama_cpp_python-$LLAMA_CPP_PY_VERSION/vendor/llama.cpp/models"
+    local members=""
+    for v in $missing; do members="$members $m/ggml-vocab-${v%%:*}.gguf"; done
+    # shellcheck disable=SC2086
+    tar xzf "$tgz" -C "$CACHE/pip" $members
     for v in $missing; do
-      tar xzf "$tgz" -C "$CACHE/pip" "$m/ggml-vocab-${v%%:*}.gguf"
       cp "$CACHE/pip/$m/ggml-vocab-${v%%:*}.gguf" "$dir/${v#*:}.gguf.tmp"
       mv "$dir/${v#*:}.gguf.tmp" "$dir/${v#*:}.gguf"
     done
