@@ -84,6 +84,33 @@ def test_cli_generate(store):
     assert "ended" in r.stderr
 
 
+def test_cli_generate_fill_in_the_middle(store, lark_python, tmp_path):
+    # --prefix-file / --suffix-file: the middle goes to stdout, and when it
+    # ended, prefix + middle + suffix is in the language.
+    _, path = store
+    prefix, suffix = "def mean(xs):\n    total = 0\n    for x in xs:\n", "\n    return total\n"
+    (tmp_path / "pre.py").write_text(prefix)
+    (tmp_path / "suf.py").write_text(suffix)
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store", str(path),
+                        "--model", MODEL, "--prefix-file", str(tmp_path / "pre.py"),
+                        "--suffix-file", str(tmp_path / "suf.py"), "--max-tokens", "16",
+                        "--threads", "2", "--quiet", "-o", str(tmp_path / "mid.py")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "fill-in-the-middle with" in r.stderr
+    middle = (tmp_path / "mid.py").read_text()
+    if "incomplete" not in r.stderr:
+        lark_python.parse(prefix + middle + suffix)
+    # A prefix the grammar refuses: one line with its position, status 2.
+    (tmp_path / "bad.py").write_text("x = (]\n")
+    r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store", str(path),
+                        "--model", MODEL, "--prefix-file", str(tmp_path / "bad.py")],
+                       capture_output=True, text=True, timeout=300)
+    last = r.stderr.rstrip("\n").split("\n")[-1]
+    assert r.returncode == 2 and last.startswith(f"cfgmask: {tmp_path / 'bad.py'}:1:6: "), r.stderr
+    assert "fill-in-the-middle" not in r.stderr  # refused before the model is loaded
+
+
 def test_cli_errors_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cfgmask", "generate", "--store",
                         str(tmp_path / "none.cfgm"), "--model", MODEL, "--prompt", "x"],

@@ -7,6 +7,11 @@ python -m cfgmask plot-reduction REPORT.json -o OUT.svg: the figure of `cfgmask 
     python -m cfgmask generate --grammar grammar/lark/python.lark --start file_input \
         --model SmolLM2.gguf --prompt "Write a function that reverses a list."
 
+Fill-in-the-middle: --prefix-file and --suffix-file instead of a prompt; the
+model reads its FIM template (from its vocabulary's special tokens,
+cfgmask/fim.py), the grammar reads the prefix and lets the middle end only
+where the suffix follows; the middle is written.
+
 The store is compiled from the grammar with the model file as tokenizer (or
 read with --store, or written with --save-store for the next run).  The text
 goes to stdout; a progress line (tokens/s, mask µs per token) to stderr.
@@ -25,7 +30,7 @@ import time
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
     sys.modules.setdefault("transformers", None)
 
-from . import Error, Store, compile_grammar  # noqa: E402
+from . import Error, GrammarMatcher, Store, compile_grammar  # noqa: E402
 from . import generate as gen  # noqa: E402
 
 CHECKS = {"python": ("compile()", gen.python_compiles), "sql": ("sqlite3", gen.sqlite_parses)}
@@ -36,6 +41,11 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         sys.stderr.write(f"cfgmask: {message}\n")
         sys.exit(2)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        return f.read()
 
 
 def _generate(args) -> int:
@@ -54,17 +64,32 @@ def _generate(args) -> int:
                 store.save(args.save_store)
         print(f"cfgmask: {what} in {time.perf_counter() - t0:.1f} s "
               f"({store.stats()['rows']} store rows)", file=sys.stderr)
+    prompt = args.prompt
+    if args.prompt_file:
+        with open(args.prompt_file, encoding="utf-8") as f:
+            prompt = f.read()
+    fim_prefix = fim_suffix = None
+    if args.prefix_file or args.suffix_file:
+        # Completion in the middle of a file: the model reads its FIM prompt,
+        # the grammar reads the prefix and ends only where the suffix follows.
+        if prompt is not None:
+            raise Error("give either --prompt/--prompt-file or --prefix-file/--suffix-file")
+        fim_prefix = _read_text(args.prefix_file) if args.prefix_file else ""
+        fim_suffix = _read_text(args.suffix_file) if args.suffix_file else ""
+        if store is not None and args.prefix_file:
+            # A refused prefix is reported, at its place in the file, before
+            # the model loads.
+            try:
+                GrammarMatcher(store, prefix=fim_prefix.encode("utf-8", "surrogateescape"))
+            except Error as e:
+                raise Error(args.prefix_file + str(e)[len("prefix"):]) from None
+    elif prompt is None:
+        raise Error("give --prompt TEXT or --prompt-file FILE (or --prefix-file FILE)")
     llm = gen.load_model(args.model, n_ctx=args.ctx, n_threads=args.threads, seed=args.seed)
     if store is not None:
         bad = gen.vocabulary_mismatches(llm, store)
         if bad:
             raise Error("the store was not compiled for this model's vocabulary: " + bad[0])
-    prompt = args.prompt
-    if args.prompt_file:
-        with open(args.prompt_file, encoding="utf-8") as f:
-            prompt = f.read()
-    if prompt is None:
-        raise Error("give --prompt TEXT or --prompt-file FILE")
     tty = sys.stderr.isatty() and not args.quiet
 
     def progress(tok, piece, partial):
@@ -74,10 +99,25 @@ def _generate(args) -> int:
                              f"mask {partial.mask_us_per_token:.0f} µs/token")
             sys.stderr.flush()
 
-    prefix = args.answer_prefix.encode("utf-8").decode("unicode_escape")
-    res = gen.generate(llm, gen.format_prompt(prompt, args.template, answer_prefix=prefix), store,
-                       max_tokens=args.max_tokens, steer_tokens=args.steer_tokens,
-                       temperature=args.temperature, seed=args.seed, on_token=progress)
+    if fim_prefix is not None:
+        from . import fim
+        template = fim.template_of_llama(llm)
+        print("cfgmask: fill-in-the-middle with " +
+              (template.describe() if template else
+               "no FIM tokens in this model's vocabulary: the model reads the prefix alone"),
+              file=sys.stderr)
+        res = gen.generate(llm, "", store, max_tokens=args.max_tokens,
+                           steer_tokens=args.steer_tokens, temperature=args.temperature,
+                           seed=args.seed, on_token=progress,
+                           prefix=fim_prefix.encode("utf-8", "surrogateescape"),
+                           suffix=fim_suffix.encode("utf-8", "surrogateescape"),
+                           prompt_tokens=fim.llama_prompt_ids(llm, template, fim_prefix,
+                                                              fim_suffix))
+    else:
+        prefix = args.answer_prefix.encode("utf-8").decode("unicode_escape")
+        res = gen.generate(llm, gen.format_prompt(prompt, args.template, answer_prefix=prefix),
+                           store, max_tokens=args.max_tokens, steer_tokens=args.steer_tokens,
+                           temperature=args.temperature, seed=args.seed, on_token=progress)
     if tty:
         sys.stderr.write("\r\033[K")
     sys.stdout.write(res.text)
@@ -95,7 +135,8 @@ def _generate(args) -> int:
     line += end
     if args.check != "none":
         name, ok = CHECKS[args.check]
-        line += f"; {name}: {'ok' if ok(res.text) else 'rejected'}"
+        whole = res.text if fim_prefix is None else fim_prefix + res.text + fim_suffix
+        line += f"; {name}: {'ok' if ok(whole) else 'rejected'}"
     print(line, file=sys.stderr)
     return 0
 
@@ -116,6 +157,12 @@ def main(argv=None) -> int:
     g.add_argument("--model", required=True, help="GGUF model file")
     g.add_argument("--prompt", help="the user's request")
     g.add_argument("--prompt-file", help="read the request from a file")
+    g.add_argument("--prefix-file",
+                   help="fill-in-the-middle: the text before the cursor (read by the grammar "
+                        "and, in the model's FIM template, by the model); the middle is written")
+    g.add_argument("--suffix-file",
+                   help="fill-in-the-middle: the text after the cursor; the middle ends only "
+                        "where it is followed by it")
     g.add_argument("--template", default="chatml", choices=["chatml", "raw"])
     g.add_argument("--answer-prefix", default="",
                    help="text that opens the model's answer, outside the grammar "

@@ -105,16 +105,21 @@ def format_prompt(prompt: str, template: str = "chatml",
 def generate(llm, prompt_text: str, store: Optional[Store] = None, max_tokens: int = 128,
              steer_tokens: int = 32, temperature: float = 0.0, seed: int = 0,
              on_token: Optional[Callable[[int, bytes, "Completion"], None]] = None,
-             suffix: Optional[bytes] = None) -> Completion:
-    """Generates from `prompt_text` (already formatted); constrained if `store` is given.
+             suffix: Optional[bytes] = None, prefix: Optional[bytes] = None,
+             prompt_tokens: Optional[List[int]] = None) -> Completion:
+    """Generates from `prompt_text` (already formatted; or from `prompt_tokens`
+    when given); constrained if `store` is given.
 
     `on_token(token, token_bytes, partial)` is called after every token.  With
-    `suffix` (the text after the cursor), the text may end only where it
-    followed by the suffix is in the grammar's language.
+    `prefix` (the text before the cursor) the grammar reads it first (the
+    model reads it in its prompt); with `suffix` (the text after the cursor),
+    the text may end only where it followed by the suffix is in the grammar's
+    language.  The result's text is what was generated (the middle).
     """
     import llama_cpp
-    prompt = llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
-    processor = LlamaCppLogitsProcessor(GrammarMatcher(store), suffix=suffix) \
+    prompt = list(prompt_tokens) if prompt_tokens is not None else \
+        llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
+    processor = LlamaCppLogitsProcessor(GrammarMatcher(store, prefix=prefix), suffix=suffix) \
         if store is not None else None
     stops = set(processor.matcher.stop_token_ids if processor else stop_token_ids(llm))
     llm.set_seed(seed)
