@@ -1,5 +1,7 @@
 // Parser of terminal regexes in Python `re` syntax (CPython 3.11 sre_parse),
-// producing the sre-shaped tree of regex_ast.h.
+// producing the sre-shaped tree of regex_ast.h: the one `re` reader, used by
+// the .lark reader (widths of joined alternatives, lark::RegexpWidth) and by
+// the lexer (the NFA, terminal order).
 //
 // Python's regex syntax is context dependent (verbose mode changes what
 // whitespace means, flags are scoped, `{` is a literal unless a well-formed
@@ -15,7 +17,10 @@
 // Errors: invalid syntax is kRegexSyntax at the position sre_parse reports; a
 // valid but unsupported construct (back-references, anchors, positive
 // look-ahead, look-behind other than one ASCII character, ...) is
-// kRegexUnsupported, reported only when the whole pattern is otherwise valid.
+// kRegexUnsupported, reported only when the whole pattern is otherwise valid;
+// the tree is then complete for getwidth() (a back-reference is its group's
+// body again, a conditional group a branch of its two arms), since Lark
+// reads the width of patterns the lexer refuses.
 // Offsets are in code points, as in re.error.pos.
 // Tested by regex_test.cc.
 #include <boost/spirit/home/x3.hpp>
