@@ -20,10 +20,14 @@ and reads what the hook wrote.
         folders entered    -- every folder with a stretch;
         calls up a floor   -- calls into a folder the caller's folder does not
                               depend on (callbacks: a lower floor calling up);
-        returns to a folder left -- a stretch whose children go into folder X,
-                              then elsewhere, then X again: control came back
-                              to a folder it had left (each such re-entry is
-                              one count, listed with its caller).
+        returns to a folder left -- a stretch whose calls down (into folders
+                              it depends on) go into folder X, then elsewhere,
+                              then X again: control came back to a folder it
+                              had left (one count per re-entry, by caller);
+        path               -- for the stretches near the top (depth <= 2: the
+                              command, the driver), their calls down in order,
+                              consecutive ones into one folder shown once, and
+                              the folders re-entered.
 """
 import os
 import re
@@ -115,27 +119,36 @@ def report(path, depth):
         show(0, 0)
         entered = sorted({n["folder"] for n in nodes[1:]})
         up = {}
-        back = []
+        back = {}
+        paths = []
         for i, n in enumerate(nodes):
             here = n["folder"]
-            seq = [nodes[c]["folder"] for c in n["children"]]
+            down = []
             for c in n["children"]:
                 to = nodes[c]["folder"]
                 if here is not None and to not in allowed(here):
                     up[(here, to)] = up.get((here, to), 0) + nodes[c]["count"]
+                elif not down or down[-1] != to:
+                    down.append(to)
+            here = here or "(start)"
             seen = set()
-            prev = None
-            for f in seq:
-                if f != prev and f in seen:
-                    back.append((here, f, " -> ".join(seq)))
+            again = []
+            for f in down:
+                if f in seen:
+                    again.append(f)
+                    back[(here, f)] = back.get((here, f), 0) + 1
                 seen.add(f)
-                prev = f
+            if n["depth"] <= 2 and down:
+                paths.append((n["depth"], here, down, again))
         print(f"folders entered ({len(entered)}): {', '.join(entered)}")
         print(f"calls up a floor: {sum(up.values())}"
               + "".join(f"\n  {a} -> {b}: {k}" for (a, b), k in sorted(up.items())))
-        print(f"returns to a folder left: {len(back)}")
-        for here, f, seq in back:
-            print(f"  in a stretch of {here}: back into {f}  [{seq}]")
+        print(f"returns to a folder left: {sum(back.values())}"
+              + "".join(f"\n  {a} back into {b}: {k}" for (a, b), k in sorted(back.items())))
+        print("path:")
+        for d, here, down, again in paths:
+            note = f"   (re-entered: {', '.join(sorted(set(again)))})" if again else ""
+            print(f"  {'  ' * d}{here}: {' -> '.join(down)}{note}")
 
 
 def main():
