@@ -13,7 +13,7 @@ and reads what the hook wrote.
       (grammar/base, and grammar/{status,check,utf8}.h of trees older than
       it) and code outside the engine are left out: they never open a
       stretch.  Files generated into BUILD_DIR/FOLDER count as FOLDER.
-  folder_trace.py report TRACE [--depth N]
+  folder_trace.py report TRACE [--depth N] [--binary BINARY]
       per thread with engine code: the tree of stretches (a stretch is a run
       of frames in one folder; its children are the folders it calls into,
       consecutive calls into one folder shown once with their count), then
@@ -27,7 +27,8 @@ and reads what the hook wrote.
         path               -- for the stretches near the top (depth <= 2: the
                               command, the driver), their calls down in order,
                               consecutive ones into one folder shown once, and
-                              the folders re-entered.
+                              the folders re-entered; with --binary, each
+                              step named by the function that opened it.
 """
 import os
 import re
@@ -89,10 +90,11 @@ def read_trace(path):
             elif w[0] == "T":
                 threads.append((int(w[1]), []))
             elif w[0] == "N":
-                _, _i, parent, depth, folder, count, merged = w
+                _, _i, parent, depth, folder, count, merged = w[:7]
                 threads[-1][1].append({"parent": int(parent), "depth": int(depth),
                                        "folder": folders.get(int(folder)), "count": int(count),
-                                       "merged": merged == "1", "children": []})
+                                       "merged": merged == "1", "children": [],
+                                       "fn": int(w[7], 16) if len(w) > 7 else 0})
     for _, nodes in threads:
         for i, n in enumerate(nodes):
             if n["parent"] >= 0:
@@ -100,7 +102,31 @@ def read_trace(path):
     return threads
 
 
-def report(path, depth):
+def symbols(binary):
+    """Sorted (address, demangled name) of BINARY's functions."""
+    out = subprocess.run(["nm", "-C", "--defined-only", binary], check=True,
+                         capture_output=True, text=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in "tTwW":
+            syms.append((int(parts[0], 16), parts[2]))
+    syms.sort()
+    return syms
+
+
+def name_of(syms, addr):
+    import bisect
+    i = bisect.bisect_right(syms, (addr, "\U0010ffff")) - 1
+    if i < 0:
+        return "?"
+    name = syms[i][1]
+    name = re.sub(r"\(.*", "", name)
+    return name.replace("cfgmask::", "")
+
+
+def report(path, depth, binary=None):
+    syms = symbols(binary) if binary else None
     for tid, nodes in read_trace(path):
         if len(nodes) <= 1:
             continue
@@ -124,12 +150,15 @@ def report(path, depth):
         for i, n in enumerate(nodes):
             here = n["folder"]
             down = []
+            named = []
             for c in n["children"]:
                 to = nodes[c]["folder"]
                 if here is not None and to not in allowed(here):
                     up[(here, to)] = up.get((here, to), 0) + nodes[c]["count"]
-                elif not down or down[-1] != to:
+                    continue
+                if not down or down[-1] != to:
                     down.append(to)
+                    named.append(f"{to}({name_of(syms, nodes[c]['fn'])})" if syms else to)
             here = here or "(start)"
             seen = set()
             again = []
@@ -139,7 +168,7 @@ def report(path, depth):
                     back[(here, f)] = back.get((here, f), 0) + 1
                 seen.add(f)
             if n["depth"] <= 2 and down:
-                paths.append((n["depth"], here, down, again))
+                paths.append((n["depth"], here, named, again))
         print(f"folders entered ({len(entered)}): {', '.join(entered)}")
         print(f"calls up a floor: {sum(up.values())}"
               + "".join(f"\n  {a} -> {b}: {k}" for (a, b), k in sorted(up.items())))
@@ -158,7 +187,10 @@ def main():
         depth = 99
         if "--depth" in sys.argv:
             depth = int(sys.argv[sys.argv.index("--depth") + 1])
-        report(sys.argv[2], depth)
+        binary = None
+        if "--binary" in sys.argv:
+            binary = sys.argv[sys.argv.index("--binary") + 1]
+        report(sys.argv[2], depth, binary)
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -34,6 +34,8 @@ run "$work/compile.trace" "$work/build/cfgmask" compile "$grammar" --tokenizer "
   "${start_args[@]}" --threads 1 --quiet -o "$work/store.cfgm"
 run "$work/step.trace" "$work/build/cfgmask" sample "$work/store.cfgm" -n 1 --max-tokens 1 \
   --seed 1 -o "$work/step.samples" > /dev/null
-python3 "$here/folder_trace.py" report "$work/compile.trace" > "$work/compile.txt"
-python3 "$here/folder_trace.py" report "$work/step.trace" > "$work/step.txt"
+for k in compile step; do
+  python3 "$here/folder_trace.py" report "$work/$k.trace" --binary "$work/build/cfgmask" \
+    > "$work/$k.txt"
+done
 echo "$work/compile.txt $work/step.txt"

@@ -38,6 +38,7 @@ struct Node {
   int32_t folder;
   int32_t parent;
   int32_t depth;
+  uintptr_t fn = 0;  // the function that opened the stretch (offset in the binary)
   uint64_t count = 1;
   std::vector<int32_t> children;
   std::map<int32_t, int32_t> by_folder;  // used past kMaxChildren
@@ -120,7 +121,7 @@ __attribute__((no_instrument_function)) ThreadTree* Tree() {
 }
 
 __attribute__((no_instrument_function)) int32_t Child(ThreadTree* t, int32_t parent,
-                                                      int32_t folder) {
+                                                      int32_t folder, void* fn) {
   Node& p = t->nodes[parent];
   if (!p.children.empty() && t->nodes[p.children.back()].folder == folder) {
     ++t->nodes[p.children.back()].count;
@@ -136,7 +137,7 @@ __attribute__((no_instrument_function)) int32_t Child(ThreadTree* t, int32_t par
   }
   const int32_t id = static_cast<int32_t>(t->nodes.size());
   const int32_t depth = p.depth + 1;
-  t->nodes.push_back(Node{folder, parent, depth});
+  t->nodes.push_back(Node{folder, parent, depth, reinterpret_cast<uintptr_t>(fn) - g_base});
   t->nodes[parent].children.push_back(id);
   t->nodes[parent].by_folder[folder] = id;
   return id;
@@ -153,8 +154,9 @@ __attribute__((no_instrument_function)) void WriteAll() {
     std::fprintf(out, "T %d %zu\n", t->id, t->nodes.size());
     for (size_t i = 0; i < t->nodes.size(); ++i) {
       const Node& n = t->nodes[i];
-      std::fprintf(out, "N %zu %d %d %d %llu %d\n", i, n.parent, n.depth, n.folder,
-                   static_cast<unsigned long long>(n.count), n.merged ? 1 : 0);
+      std::fprintf(out, "N %zu %d %d %d %llu %d %llx\n", i, n.parent, n.depth, n.folder,
+                   static_cast<unsigned long long>(n.count), n.merged ? 1 : 0,
+                   static_cast<unsigned long long>(n.fn));
     }
   }
   std::fclose(out);
@@ -179,7 +181,7 @@ __attribute__((no_instrument_function)) void __cyg_profile_func_enter(void* fn, 
     const int32_t cur_folder = t->nodes[cur].folder;
     int32_t node = cur;
     if (folder >= 0 && folder != cur_folder && t->nodes[cur].depth < kMaxDepth) {
-      node = Child(t, cur, folder);
+      node = Child(t, cur, folder, fn);
     }
     t->stack.push_back({node});
   }
