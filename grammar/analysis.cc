@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "grammar/lark_tree.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask::lark {
 

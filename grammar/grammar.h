@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask {
 

@@ -36,7 +36,7 @@
 #include "grammar/ebnf_to_bnf.h"
 #include "grammar/lark_tree.h"
 #include "grammar/terminal_join.h"
-#include "grammar/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace cfgmask {
 namespace {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask::lark {
 

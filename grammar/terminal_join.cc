@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "grammar/base/regex_ast.h"
+#include "grammar/base/utf8.h"
 #include "grammar/ebnf_to_bnf.h"
-#include "grammar/regex_width.h"
-#include "grammar/utf8.h"
 
 namespace cfgmask::lark {
 namespace {
@@ -316,14 +316,46 @@ Status RangeToPattern(const Node& range, Pattern* out) {
 
 Status TerminalTreeToPattern(const NodePtr& tree, Pattern* out) { return Transform(tree, out); }
 
+bool RegexpWidth(const std::string& regexp, RegexWidth* width) {
+  // re.sub(r'\\p{[A-Za-z_]+}', 'A', regexp), scanning left to right.
+  std::string text;
+  for (size_t i = 0; i < regexp.size();) {
+    if (regexp.compare(i, 3, "\\p{") == 0) {
+      size_t j = i + 3;
+      while (j < regexp.size() &&
+             (((regexp[j] | 0x20) >= 'a' && (regexp[j] | 0x20) <= 'z') || regexp[j] == '_')) {
+        ++j;
+      }
+      if (j > i + 3 && j < regexp.size() && regexp[j] == '}') {
+        text += 'A';
+        i = j + 1;
+        continue;
+      }
+    }
+    text += regexp[i++];
+  }
+  RegexAst ast;
+  ParseRegex(text, 0, "", &ast);  // refused but valid syntax still has a root
+  if (ast.root < 0) {
+    *width = {0, kRegexMaxWidth};
+    return false;
+  }
+  *width = RegexNodeWidth(ast, ast.root);
+  return true;
+}
+
 void PatternWidth(const Pattern& pattern, uint64_t* min_width, uint64_t* max_width) {
   if (!pattern.is_regex) {
     *min_width = *max_width = CodePointLength(pattern.value);
     return;
   }
-  RegexWidth w = ComputeRegexWidth(pattern.ToRegexp());
-  *min_width = w.min;
-  *max_width = w.max;
+  RegexWidth w;
+  RegexpWidth(pattern.ToRegexp(), &w);
+  auto narrow = [](unsigned __int128 v) {
+    return v >= kRegexMaxWidth ? kMaxPatternWidth : static_cast<uint64_t>(v);
+  };
+  *min_width = narrow(w.lo);
+  *max_width = narrow(w.hi);
 }
 
 }  // namespace cfgmask::lark

@@ -10,10 +10,12 @@
 #define CFGMASK_GRAMMAR_TERMINAL_JOIN_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
+#include "grammar/base/regex_ast.h"
+#include "grammar/base/status.h"
 #include "grammar/lark_tree.h"
-#include "grammar/status.h"
 
 namespace cfgmask::lark {
 
@@ -31,6 +33,17 @@ Status RangeToPattern(const Node& range, Pattern* out);
 
 // PrepareLiterals followed by TerminalTreeToPattern on a terminal's tree.
 Status TerminalTreeToPattern(const NodePtr& tree, Pattern* out);
+
+// Lark's get_regexp_width(regexp) (lark/utils.py): every `\p{Name}` becomes
+// one letter, then re._parser's getwidth() -- the ground floor's reader and
+// width rule (grammar/base/regex_ast.h), the same as the lexer's.  Returns
+// false where sre_parse rejects the text: Lark then asks the `regex` module
+// only whether the empty string matches, which we do not; *width is then
+// (0, MAXWIDTH).
+bool RegexpWidth(const std::string& regexp, RegexWidth* width);
+
+// UINT64_MAX stands for Python's MAXWIDTH (2**64); no finite width reaches it.
+inline constexpr uint64_t kMaxPatternWidth = UINT64_MAX;
 
 // Lark's Pattern.min_width / max_width.
 void PatternWidth(const Pattern& pattern, uint64_t* min_width, uint64_t* max_width);

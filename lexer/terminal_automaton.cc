@@ -16,7 +16,8 @@
 #include <set>
 #include <sstream>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
+#include "grammar/terminal_join.h"
 
 namespace cfgmask {
 
@@ -308,8 +309,18 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
                         " look-ahead assertions after the terminals it uses are inlined; at most "
                         "256 are supported");
     }
+    // Lark's Pattern.min_width / max_width: len(value) for a string,
+    // get_regexp_width() for a regexp -- the pattern's sre width except that
+    // Lark first rewrites every `\p{Name}` (even after a backslash) to a letter.
     if (a->is_string_[t]) {
       a->widths_[t].lo = a->widths_[t].hi = static_cast<unsigned __int128>(chars(def.value));
+    } else {
+      const RegexWidth sre = a->widths_[t];
+      if (!lark::RegexpWidth(def.ToRegexp(), &a->widths_[t])) {
+        // The rewrite broke the pattern; Lark then asks the `regex` module
+        // only whether the empty string matches.
+        a->widths_[t] = {std::min<unsigned __int128>(sre.lo, 1), kRegexMaxWidth};
+      }
     }
     if (a->widths_[t].lo == 0) {
       return Status(ErrorCode::kGrammarSemantics,

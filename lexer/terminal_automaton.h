@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "lexer/regex/regex.h"
 
 namespace cfgmask {

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 

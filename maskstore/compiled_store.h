@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/store_array.h"
 #include "parser/lr_core.h"
 

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "lexer/tokenizer/tokenizer.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"

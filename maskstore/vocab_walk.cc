@@ -34,7 +34,7 @@
 #include <tbb/task_arena.h>
 
 #include "grammar/analysis.h"
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "lexer/terminal_automaton.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/id_index.h"

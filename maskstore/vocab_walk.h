@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "lexer/terminal_automaton.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"

@@ -35,7 +35,7 @@
 // Tested by lalr_test.cc and bison_export_test.cc.
 #include <algorithm>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "parser/lalr_internal.h"
 
 namespace cfgmask {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "parser/lalr.h"
 
 namespace cfgmask {

@@ -32,7 +32,7 @@
 #include <unordered_map>
 
 #include "grammar/analysis.h"
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "parser/lalr_internal.h"
 
 namespace cfgmask {

@@ -83,6 +83,12 @@ struct LrTables {
     return Action(state, terminal) == kAcceptAction;
   }
   bool HasAction(int32_t state, int32_t terminal) const { return Action(state, terminal) != 0; }
+  // A reduction by `rule` pops RuleLength(rule) states, then enters
+  // GotoAfterReduce(the state it uncovered, rule) (-1: the tables have none).
+  int32_t RuleLength(int32_t rule) const { return rule_length[rule]; }
+  int32_t GotoAfterReduce(int32_t uncovered, int32_t rule) const {
+    return Goto(uncovered, rule_lhs[rule]);
+  }
   // The state entered from `state` on grammar symbol `symbol`: a terminal
   // (< num_terminals, by a shift) or num_terminals + a nonterminal (goto);
   // -1 when there is none.
@@ -124,8 +130,8 @@ inline LrResult LrFeed(const LrTables& t, int32_t terminal, Stack* stack) {
     if (a == 0) return {LrOutcome::kReject};
     if (a == kAcceptAction) return {LrOutcome::kAccept};
     const int32_t rule = -(a + 1);
-    if (!stack->Pop(t.rule_length[rule])) return {LrOutcome::kBelow, rule};
-    const int32_t g = t.Goto(stack->Top(), t.rule_lhs[rule]);
+    if (!stack->Pop(t.RuleLength(rule))) return {LrOutcome::kBelow, rule};
+    const int32_t g = t.GotoAfterReduce(stack->Top(), rule);
     if (g < 0) return {LrOutcome::kReject};
     if (!stack->Push(g)) return {LrOutcome::kStopped};
   }

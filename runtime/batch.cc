@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "runtime/or_reduce.h"
 
 namespace cfgmask {

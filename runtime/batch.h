@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/mask_kernels.h"
 #include "runtime/session.h"

@@ -178,11 +178,11 @@ int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
       for (auto [to, cost] : moves_[t]) push(c + cost, j, to, m + 1);
     }
     for (int32_t r : reduces_[t]) {
-      const int32_t len = s_.rule_length[r];
+      const int32_t len = lr.RuleLength(r);
       if (len < m) continue;
       const int32_t jj = j - (len - m);
       if (jj < 0) continue;
-      const int32_t g = lr.Goto(stack[jj], s_.rule_lhs[r]);
+      const int32_t g = lr.GotoAfterReduce(stack[jj], r);
       if (g >= 0) push(c, jj, g, 1);
     }
   }

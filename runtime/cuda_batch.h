@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/batch.h"
 #include "runtime/mask_kernels.h"

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 namespace {

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/compiled_store.h"
 

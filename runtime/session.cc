@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "lexer/terminal_automaton.h"
 #include "maskstore/hypothesis_parser.h"
 #include "parser/lr_core.h"

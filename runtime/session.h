@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/defaults.h"
 #include "parser/lr_core.h"

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 LrAlwaysLegalAnalysis::LrAlwaysLegalAnalysis(const Grammar& grammar, const ParseTables& tables,

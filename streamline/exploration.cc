@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "maskstore/hypothesis_parser.h"
 
 namespace cfgmask {

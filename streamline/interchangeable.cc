@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <map>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 namespace {

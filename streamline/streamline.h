@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "grammar/grammar.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/defaults.h"

@@ -1,6 +1,6 @@
 // Tests of the Grammar IR helpers (grammar/grammar.h) and of the pieces of
 // Lark's terminal compilation they rest on: Pattern.to_regexp() text,
-// Python `re` widths (grammar/regex_width.h) and literal unescaping
+// Python `re` widths (lark::RegexpWidth, grammar/terminal_join.h) and literal unescaping
 // (grammar/terminal_join.h).  Expected values were computed with CPython
 // 3.11 and Lark 1.3.1 (lark.utils.get_regexp_width, load_grammar.eval_escaping).
 #include "grammar/grammar.h"
@@ -9,7 +9,6 @@
 
 #include <string>
 
-#include "grammar/regex_width.h"
 #include "grammar/terminal_join.h"
 
 namespace cfgmask {
@@ -82,7 +81,7 @@ struct WidthCase {
   uint64_t max;
 };
 
-constexpr uint64_t kInf = lark::kMaxWidth;
+constexpr uint64_t kInf = lark::kMaxPatternWidth;
 
 TEST(RegexWidthTest, MatchesCPythonGetwidth) {
   const WidthCase cases[] = {
@@ -119,10 +118,15 @@ TEST(RegexWidthTest, MatchesCPythonGetwidth) {
       {"[^\\]]", 1, 1},
   };
   for (const auto& c : cases) {
-    lark::RegexWidth w = lark::ComputeRegexWidth(c.regex);
-    EXPECT_TRUE(w.parsed) << c.regex;
-    EXPECT_EQ(w.min, c.min) << c.regex;
-    EXPECT_EQ(w.max, c.max) << c.regex;
+    RegexWidth w;
+    EXPECT_TRUE(lark::RegexpWidth(c.regex, &w)) << c.regex;
+    lark::Pattern p;
+    p.is_regex = true;
+    p.value = c.regex;
+    uint64_t min = 0, max = 0;
+    lark::PatternWidth(p, &min, &max);
+    EXPECT_EQ(min, c.min) << c.regex;
+    EXPECT_EQ(max, c.max) << c.regex;
   }
 }
 

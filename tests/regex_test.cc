@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "lexer/regex/regex.h"
-#include "lexer/regex/regex_ast.h"
+#include "grammar/base/regex_ast.h"
 #include "tests/oracle_text.h"
 
 namespace cfgmask {

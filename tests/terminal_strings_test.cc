@@ -17,7 +17,7 @@
 #include "lexer/regex/regex.h"
 #include "tests/exactness_harness.h"
 #include "tests/oracle_text.h"
-#include "grammar/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace cfgmask {
 namespace {

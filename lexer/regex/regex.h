@@ -1,8 +1,8 @@
 // Terminal patterns in Python `re` syntax -> byte-level Thompson NFA with
 // Python's (leftmost-first, backtracking-priority) match semantics.
 //
-// The parser (regex_parser.cc) is written with Boost.Spirit X3; the compiler
-// (regex_compile.cc) turns code-point classes into UTF-8 byte sequences, so a
+// The reader is the ground floor's (grammar/base/regex_parser.cc, shared with
+// the .lark reader); the compiler (regex_compile.cc) turns code-point classes into UTF-8 byte sequences, so a
 // token that ends inside a multi-byte character is handled exactly.  Split
 // instructions are ordered: `out` is the alternative Python's backtracking
 // tries first (greedy loop body, first alternation branch, lazy loop exit), so
@@ -17,7 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/regex_ast.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask {
 
@@ -50,18 +51,11 @@ struct Nfa {
   std::string DebugString() const;
 };
 
-// sre_parse's getwidth() of the pattern (CPython 3.11.7 semantics: lo capped
-// at MAXREPEAT-1 = 2^32-2, hi capped at MAXWIDTH = 2^64).  Lark sorts its
-// lexer's terminals by -max_width, so this must agree with CPython exactly.
-struct RegexWidth {
-  unsigned __int128 lo = 0;
-  unsigned __int128 hi = 0;
-};
-
 // Compiles `pattern` (Python re syntax; the text Lark's to_regexp() yields,
 // inline flags included) with the given global flags ("i", "s", "x", "m",
-// "u"; usually empty because Lark inlines them).  Errors name `what` (the
-// terminal) and the 0-based offset in the pattern.  A pattern needing more
+// "u"; usually empty because Lark inlines them).  *width is the pattern's
+// sre getwidth() (RegexNodeWidth).  Errors name `what` (the terminal) and the
+// 0-based offset in the pattern.  A pattern needing more
 // than `max_insts` NFA instructions (large repeat counts) is a kResourceLimit
 // error.
 inline constexpr size_t kRegexMaxInsts = size_t{1} << 20;

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask {
 

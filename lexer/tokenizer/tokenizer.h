@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask {
 

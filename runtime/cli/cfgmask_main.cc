@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/tools/bench.h"
 #include "runtime/tools/sample.h"

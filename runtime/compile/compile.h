@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/defaults.h"
 #include "maskstore/prepared_tokenizer.h"

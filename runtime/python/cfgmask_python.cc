@@ -23,11 +23,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "grammar/check.h"
-#include "grammar/status.h"
+#include "grammar/base/check.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/batch.h"
-#include "grammar/utf8.h"
+#include "grammar/base/utf8.h"
 #include "runtime/completion.h"
 #include "runtime/compile/compile.h"
 #include "runtime/jump_forward.h"

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
 #include "streamline/streamline.h"

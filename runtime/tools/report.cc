@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "grammar/utf8.h"
+#include "grammar/base/utf8.h"
 #include "maskstore/row_codec.h"
 
 namespace cfgmask {

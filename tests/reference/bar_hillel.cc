@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 
 namespace cfgmask {
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "grammar/check.h"
+#include "grammar/base/check.h"
 #include "streamline/never_legal.h"
 
 namespace cfgmask {

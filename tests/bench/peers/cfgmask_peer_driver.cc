@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/session.h"
 

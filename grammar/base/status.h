@@ -3,8 +3,8 @@
 // one-line message that names the offending input and its position, in the
 // form "FILE:LINE:COL: what is wrong".  Internal invariants use CFGMASK_CHECK
 // (check.h) instead.  Tested by lark_reader_test.cc and resource_limits_test.cc.
-#ifndef CFGMASK_GRAMMAR_STATUS_H_
-#define CFGMASK_GRAMMAR_STATUS_H_
+#ifndef CFGMASK_GRAMMAR_BASE_STATUS_H_
+#define CFGMASK_GRAMMAR_BASE_STATUS_H_
 
 #include <string>
 #include <utility>
@@ -57,4 +57,4 @@ inline std::string OneLine(std::string s) {
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_GRAMMAR_STATUS_H_
+#endif  // CFGMASK_GRAMMAR_BASE_STATUS_H_

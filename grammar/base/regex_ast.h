@@ -7,20 +7,31 @@
 // them into the exact set of code points Python's matcher accepts, which is
 // where re.IGNORECASE's case folding lives.  Nodes live in one vector and
 // refer to each other by dense int32_t ids.
-// Produced by regex_parser.cc, consumed by regex_compile.cc.
-// Tested by regex_test.cc.
-#ifndef CFGMASK_LEXER_REGEX_AST_H_
-#define CFGMASK_LEXER_REGEX_AST_H_
+// Produced by regex_parser.cc (the one reader of Python `re` syntax), read
+// by regex_width.cc (the one width rule; the .lark reader sorts joined
+// terminals by it) and by the lexer's NFA compiler (lexer/regex/).
+// Tested by regex_test.cc and regex_width_test.cc.
+#ifndef CFGMASK_GRAMMAR_BASE_REGEX_AST_H_
+#define CFGMASK_GRAMMAR_BASE_REGEX_AST_H_
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
-#include "grammar/status.h"
-#include "lexer/regex/regex.h"
-#include "lexer/regex/unicode.h"
+#include "grammar/base/status.h"
+#include "grammar/base/unicode.h"
 
 namespace cfgmask {
+
+// sre getwidth() of a pattern or subtree, CPython 3.11.7: both ends capped at
+// MAXWIDTH = 2^64 (kRegexMaxWidth), which also stands for "unbounded".  Lark
+// sorts joined alternatives and its lexer's terminals by it, so it must agree
+// with CPython exactly.
+inline constexpr unsigned __int128 kRegexMaxWidth = static_cast<unsigned __int128>(1) << 64;
+struct RegexWidth {
+  unsigned __int128 lo = 0;
+  unsigned __int128 hi = 0;
+};
 
 // Python's MAXREPEAT: {m,n} bounds must be below it; it stands for "no bound".
 inline constexpr uint64_t kRegexMaxRepeat = 0xFFFFFFFFull;
@@ -98,6 +109,12 @@ struct RegexAst {
 };
 
 // Parses `pattern` with global `flags` (RegexFlag bits).  Errors name `what`.
+// ast->root is set (>= 0) whenever the text is valid sre_parse syntax, also
+// when the result is kRegexUnsupported or one of sre_compile's own errors
+// (look-behind of variable width): the tree then still has every node that
+// getwidth() reads -- a back-reference is its group's body again, a
+// conditional group (?(g)yes|no) a branch of yes and no (or empty) -- so the
+// width is re._parser's.
 Status ParseRegex(std::string_view pattern, uint32_t flags, std::string_view what,
                   RegexAst* ast);
 
@@ -109,4 +126,4 @@ CodePointSet ResolveCharClass(const RegexCharSpec& spec);
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_LEXER_REGEX_AST_H_
+#endif  // CFGMASK_GRAMMAR_BASE_REGEX_AST_H_

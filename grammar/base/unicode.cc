@@ -3,12 +3,12 @@
 // searches, and preimages under the case mappings are computed from the
 // (short) list of code points the mapping changes.
 // Tested by regex_test.cc.
-#include "lexer/regex/unicode.h"
+#include "grammar/base/unicode.h"
 
 #include <algorithm>
 #include <cstddef>
 
-#include "lexer/unicode_tables.inc"
+#include "grammar/base/unicode_tables.inc"
 
 namespace cfgmask {
 

@@ -1,8 +1,8 @@
 // Internal invariant checks.  CFGMASK_CHECK is always on (cheap, off the hot
 // path); CFGMASK_DCHECK compiles out in release builds.  A failed check is a
 // bug in cfgmask, never a user error: user errors are Status values.
-#ifndef CFGMASK_GRAMMAR_CHECK_H_
-#define CFGMASK_GRAMMAR_CHECK_H_
+#ifndef CFGMASK_GRAMMAR_BASE_CHECK_H_
+#define CFGMASK_GRAMMAR_BASE_CHECK_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,4 +24,4 @@
 #define CFGMASK_DCHECK(cond) CFGMASK_CHECK(cond)
 #endif
 
-#endif  // CFGMASK_GRAMMAR_CHECK_H_
+#endif  // CFGMASK_GRAMMAR_BASE_CHECK_H_

@@ -1,5 +1,7 @@
 // Parser of terminal regexes in Python `re` syntax (CPython 3.11 sre_parse),
-// producing the sre-shaped tree of regex_ast.h.
+// producing the sre-shaped tree of regex_ast.h: the one `re` reader, used by
+// the .lark reader (widths of joined alternatives, lark::RegexpWidth) and by
+// the lexer (the NFA, terminal order).
 //
 // Python's regex syntax is context dependent (verbose mode changes what
 // whitespace means, flags are scoped, `{` is a literal unless a well-formed
@@ -15,7 +17,10 @@
 // Errors: invalid syntax is kRegexSyntax at the position sre_parse reports; a
 // valid but unsupported construct (back-references, anchors, positive
 // look-ahead, look-behind other than one ASCII character, ...) is
-// kRegexUnsupported, reported only when the whole pattern is otherwise valid.
+// kRegexUnsupported, reported only when the whole pattern is otherwise valid;
+// the tree is then complete for getwidth() (a back-reference is its group's
+// body again, a conditional group a branch of its two arms), since Lark
+// reads the width of patterns the lexer refuses.
 // Offsets are in code points, as in re.error.pos.
 // Tested by regex_test.cc.
 #include <boost/spirit/home/x3.hpp>
@@ -28,7 +33,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lexer/regex/regex_ast.h"
+#include "grammar/base/regex_ast.h"
 
 namespace cfgmask {
 namespace {
@@ -93,9 +98,16 @@ class RegexParser {
     Status st = ParseSub((flags & kRegexVerbose) != 0, 0, flags, &root);
     if (!st.ok()) return st;
     if (pos_ < pattern_.size()) return Error(pos_, "unbalanced parenthesis");
+    for (const auto& [group, at] : condition_refs_) {
+      if (group >= groups_closed_.size()) {
+        return Error(at, "invalid group reference " + std::to_string(group));
+      }
+    }
+    // Valid sre_parse syntax: the tree is complete for getwidth() even when
+    // the pattern is refused below (ParseRegex, regex_ast.h).
+    ast_->root = root;
     if (!deferred_.ok()) return deferred_;
     if (!unsupported_.ok()) return unsupported_;
-    ast_->root = root;
     return Status::Ok();
   }
 
@@ -454,7 +466,7 @@ class RegexParser {
       if (group < groups_closed_.size()) {
         if (!groups_closed_[group]) return Error(t.start, "cannot refer to an open group");
         Unsupported(t.start, "back-references are not regular");
-        *item = NewSeq({}, t.start);
+        *item = BackReference(group, t.start);
         return Status::Ok();
       }
       return Error(t.start + 1, "invalid group reference " + std::to_string(group));
@@ -711,6 +723,50 @@ class RegexParser {
     return Status::Ok();
   }
 
+  // A back-reference to a closed group: for getwidth() only (the pattern is
+  // refused as unsupported), the group's body again.
+  int32_t BackReference(size_t group, size_t start) {
+    int32_t ref = NewNode(RegexOp::kGroup, start);
+    ast_->nodes[ref].children = {group_bodies_[group]};
+    return ref;
+  }
+
+  // (?(group)yes|no); "(?(" consumed, `start` at the '('.  Refused as
+  // unsupported; the tree keeps it as a branch of yes and no (or nothing),
+  // which is what getwidth() reads of GROUPREF_EXISTS.
+  Status Conditional(size_t start, bool verbose, int nested, uint32_t flags, int32_t* item) {
+    size_t name_at = pos_;
+    std::string name;
+    CFGMASK_RETURN_IF_ERROR(GetUntil(')', "group name", &name));
+    auto first = name.begin();
+    std::string ignored;
+    bool identifier = x3::parse(first, name.end(), kAsciiIdentifier, ignored) && first == name.end();
+    if (identifier) {
+      if (!group_names_.count(name)) return Error(name_at, "unknown group name '" + name + "'");
+    } else {
+      bool digits = !name.empty() && name.size() < 10;
+      for (char ch : name) digits &= IsDigit(static_cast<unsigned char>(ch));
+      if (!digits) return Error(name_at, "bad character in group name '" + name + "'");
+      size_t group = std::stoul(name);
+      if (group == 0) return Error(name_at, "bad group number");
+      condition_refs_.emplace_back(group, name_at);
+    }
+    int32_t yes = -1;
+    CFGMASK_RETURN_IF_ERROR(ParseSeq(verbose, nested + 1, false, flags, &yes));
+    int32_t no = -1;
+    if (Match('|')) {
+      CFGMASK_RETURN_IF_ERROR(ParseSeq(verbose, nested + 1, false, flags, &no));
+      if (NextIs('|')) return Error(pos_, "conditional backref with more than two branches");
+    } else {
+      no = NewSeq({}, pos_);
+    }
+    if (!Match(')')) return Error(start, "missing ), unterminated subpattern");
+    Unsupported(start, "conditional groups (?(...)...) are not regular");
+    *item = NewNode(RegexOp::kAlternate, start);
+    ast_->nodes[*item].children = {yes, no};
+    return Status::Ok();
+  }
+
   // '(' already consumed at `start`.  Sets *item (-1 for a comment or global
   // flags), may turn on global flags.
   Status Group(size_t start, bool first, bool seq_empty, bool* verbose, int nested,
@@ -736,7 +792,7 @@ class RegexParser {
           if (it == group_names_.end()) return Error(name_at, "unknown group name '" + name + "'");
           if (!groups_closed_[it->second]) return Error(name_at, "cannot refer to an open group");
           Unsupported(start, "back-references are not regular");
-          *item = NewSeq({}, start);
+          *item = BackReference(it->second, start);
           return Status::Ok();
         } else {
           std::optional<Token> c2;
@@ -762,8 +818,7 @@ class RegexParser {
         if (!c2->Is('=') && !c2->Is('!')) return Error(c2->start - 2, "unknown extension ?<");
         return Lookaround(start, true, c2->Is('!'), *verbose, nested, *flags, item);
       } else if (ch->Is('(')) {
-        Unsupported(start, "conditional groups (?(...)...) are not regular");
-        return unsupported_;
+        return Conditional(start, *verbose, nested, *flags, item);
       } else if (ch->Is('>')) {
         capture = false;
         Unsupported(start, "atomic groups (?>...) are not supported");
@@ -791,6 +846,7 @@ class RegexParser {
     if (capture) {
       group_id = static_cast<int32_t>(groups_closed_.size());
       groups_closed_.push_back(false);
+      group_bodies_.push_back(-1);
       if (!name.empty()) {
         if (group_names_.count(name)) {
           return Error(start + 4, "redefinition of group name '" + name + "'");
@@ -802,7 +858,10 @@ class RegexParser {
     int32_t body = -1;
     CFGMASK_RETURN_IF_ERROR(ParseSub(sub_verbose, nested + 1, CombineFlags(*flags, add, del), &body));
     if (!Match(')')) return Error(start, "missing ), unterminated subpattern");
-    if (capture) groups_closed_[group_id] = true;
+    if (capture) {
+      groups_closed_[group_id] = true;
+      group_bodies_[group_id] = body;
+    }
     *item = NewNode(RegexOp::kGroup, start);
     ast_->nodes[*item].children = {body};
     ast_->nodes[*item].transparent = !capture && add == 0 && del == 0;
@@ -997,6 +1056,8 @@ class RegexParser {
   size_t pos_ = 0;
   uint32_t global_flags_ = 0;
   std::vector<bool> groups_closed_ = {true};  // group 0 is the whole match
+  std::vector<int32_t> group_bodies_ = {-1};  // node of each closed group's body
+  std::vector<std::pair<size_t, size_t>> condition_refs_;  // (?(N)...): N, byte offset
   std::map<std::string, int32_t> group_names_;
   mutable std::vector<int32_t> cp_offset_;  // byte offset -> code-point offset
   Status deferred_;     // first compile-time error (sre_compile's checks)

@@ -1,8 +1,8 @@
 // UTF-8 encoding of one code point, shared by the .lark reader (string
 // literals), the tokenizer.json reader (\u escapes) and the tests.  The
 // caller guarantees cp <= 0x10FFFF.
-#ifndef CFGMASK_GRAMMAR_UTF8_H_
-#define CFGMASK_GRAMMAR_UTF8_H_
+#ifndef CFGMASK_GRAMMAR_BASE_UTF8_H_
+#define CFGMASK_GRAMMAR_BASE_UTF8_H_
 
 #include <cstdint>
 #include <string>
@@ -49,4 +49,4 @@ inline size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_GRAMMAR_UTF8_H_
+#endif  // CFGMASK_GRAMMAR_BASE_UTF8_H_

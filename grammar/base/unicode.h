@@ -2,11 +2,11 @@
 // the \w \d \s categories (str.isalnum() or '_', str.isdecimal(),
 // str.isspace()), _sre.unicode_iscased / unicode_tolower, simple upper case,
 // and re._casefix's extra case equivalences.  The tables are generated at
-// build time by lexer/regex/gen_unicode_tables.py from the Python that configures
+// build time by grammar/base/gen_unicode_tables.py from the Python that configures
 // the build, so they follow that Python's Unicode version exactly.
 // Tested by regex_test.cc.
-#ifndef CFGMASK_LEXER_UNICODE_H_
-#define CFGMASK_LEXER_UNICODE_H_
+#ifndef CFGMASK_GRAMMAR_BASE_UNICODE_H_
+#define CFGMASK_GRAMMAR_BASE_UNICODE_H_
 
 #include <cstdint>
 #include <utility>
@@ -76,4 +76,4 @@ CodePointSet UpperPreimage(const CodePointSet& s);
 
 }  // namespace cfgmask
 
-#endif  // CFGMASK_LEXER_UNICODE_H_
+#endif  // CFGMASK_GRAMMAR_BASE_UNICODE_H_
