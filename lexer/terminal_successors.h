@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/status.h"
+#include "grammar/base/status.h"
 
 namespace cfgmask {
 
