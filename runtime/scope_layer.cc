@@ -86,7 +86,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   // name (equal, or a later one ending with the leading one, which a partial
   // name before the token may complete) together with what makes a repeat
   // an error (a parameter list, a keyword, a declaration).
-  std::vector<std::pair<std::string, int32_t>> lead;
+  std::vector<std::pair<std::string, int32_t>> lead, inner;
   for (int32_t t = 0; t < store.vocab_size; ++t) {
     if (store.token_special[t]) continue;
     const std::string_view b = store.TokenBytes(t);
@@ -114,25 +114,45 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
                   runs[j].compare(runs[j].size() - runs[0].size(), runs[0].size(), runs[0]) == 0);
         }
       }
-      bool context = b.find_first_of("=(:,*") != std::string_view::npos;
+      // Repeats that fail without an open list: two keywords, or the
+      // parameters of a def or lambda that the token opens itself.
+      bool context = std::count(b.begin(), b.end(), '=') >= 2 ||
+                     b.find(',') != std::string_view::npos;
       for (const std::string& r : runs) context = context || r == "lambda" || r == "def";
       risky = same && context;
     }
     if (risky) risky_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
+    // Runs followed by something in the token (ended there).
+    size_t end = 0;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      end = b.find(runs[k], end) + runs[k].size();
+      if (end < b.size() && (k > 0 || !leading)) inner.emplace_back(runs[k], t);
+    }
   }
-  std::sort(lead.begin(), lead.end());
-  for (auto& [run, t] : lead) {
-    if (finishing_.empty() || finishing_.back().first != run) finishing_.push_back({run, {}});
-    finishing_.back().second.push_back(t);
-  }
+  auto build = [](std::vector<std::pair<std::string, int32_t>>& v, RunIndex* out) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    for (auto& [run, t] : v) {
+      if (out->empty() || out->back().first != run) out->push_back({run, {}});
+      out->back().second.push_back(t);
+    }
+  };
+  build(lead, &finishing_);
+  build(inner, &containing_);
 }
 
-const std::vector<int32_t>* ScopeTokenIndex::Finishing(std::string_view run) const {
-  auto it = std::lower_bound(finishing_.begin(), finishing_.end(), run,
+const std::vector<int32_t>* ScopeTokenIndex::Find(const RunIndex& index, std::string_view run) {
+  auto it = std::lower_bound(index.begin(), index.end(), run,
                              [](const auto& e, std::string_view r) { return e.first < r; });
-  if (it == finishing_.end() || it->first != run) return nullptr;
+  if (it == index.end() || it->first != run) return nullptr;
   return &it->second;
+}
+const std::vector<int32_t>* ScopeTokenIndex::Finishing(std::string_view run) const {
+  return Find(finishing_, run);
+}
+const std::vector<int32_t>* ScopeTokenIndex::Containing(std::string_view run) const {
+  return Find(containing_, run);
 }
 
 bool ScopeTokenIndex::Wanted(const CompiledStore& store) {
@@ -175,6 +195,12 @@ bool ScopeLayer::Feed(std::string_view bytes) {
 
 bool ScopeLayer::CanEnd() const {
   if (dead_) return false;
+  // Ending can fail only where a next token could (Armed: a pending
+  // nonlocal, a name that its end would complete in a checked place).
+  if (!Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
+                                      stmt_ != Stmt::kDel))) {
+    return true;
+  }
   ScopeLayer end = *this;
   if (end.mode_ == Mode::kStrOpen2) {  // an empty string ends the text
     end.mode_ = Mode::kCode;
@@ -189,26 +215,34 @@ bool ScopeLayer::CanEnd() const {
 
 bool ScopeLayer::Armed() const {
   if (dead_) return true;
-  for (const Frame& f : frames_) {
-    if (f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body)) return true;
-    if ((f.kind == Frame::kCall || f.kind == Frame::kClassArgs) && !f.names.empty()) return true;
+  // A name of an open parameter or keyword list being written, or just
+  // written (its `=` may follow): any token may finish or commit it.
+  if (!frames_.empty() && !frames_.back().names.empty()) {
+    const Frame& f = frames_.back();
+    const bool params = f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body);
+    if (!word_.empty() && f.names.count(word_) && (params ? f.param_stage == 0 : f.after_sep)) {
+      return true;
+    }
+    if (!params && prev_kind_ == Lex::kName && f.kw_candidate && f.names.count(prev_)) return true;
   }
-  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal || def_pending_ || must_trail_ ||
+  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal || must_trail_ ||
       import_pending_ == kDebug) {
     return true;
   }
-  for (const Entry& e : seg_) {
-    if (e.name == kDebug) return true;
-  }
+  if (seg_debug_) return true;
   for (const auto& s : scopes_) {
     for (const Pending& p : s->pending) {
       if (p.resolved_at < 0) return true;
     }
   }
+  // A statement that so far is one name declared global or nonlocal here:
+  // a `:` would annotate it.
   const Scope& cur = *scopes_.back();
-  if (cur.kind != Scope::kModule && (!cur.globals.empty() || !cur.nonlocals.empty()) &&
-      (stmt_ == Stmt::kNone || stmt_ == Stmt::kExpr) && seg_.size() <= 1) {
-    return true;
+  if (cur.kind != Scope::kModule && (!cur.globals.empty() || !cur.nonlocals.empty())) {
+    const std::string* n = nullptr;
+    if (stmt_lexemes_ == 0 && !word_.empty()) n = &word_;
+    if (stmt_lexemes_ == 1 && stmt_ == Stmt::kExpr && prev_kind_ == Lex::kName) n = &prev_;
+    if (n && (cur.globals.count(*n) || cur.nonlocals.count(*n))) return true;
   }
   // A partial word that one more token turns into `nonlocal` or `__debug__`
   // (or `global`, followed by a name in the same token) is looked at in Filter.
@@ -234,6 +268,27 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return;
   }
   for (int32_t t : index.risky()) check(t);
+  // The open lists' names and the names declared global or nonlocal in a
+  // function or class (an annotation of one is refused): tokens that end one
+  // of them inside, or finish the partial word as one.
+  auto names = [&](const NameSet& set) {
+    for (const std::string& n : set) {
+      if (const auto* ts = index.Containing(n)) {
+        for (int32_t t : *ts) check(t);
+      }
+      if (mode_ == Mode::kCode && n.size() > word_.size() && n.compare(0, word_.size(), word_) == 0) {
+        if (const auto* ts = index.Finishing(std::string_view(n).substr(word_.size()))) {
+          for (int32_t t : *ts) check(t);
+        }
+      }
+    }
+  };
+  for (const Frame& f : frames_) names(f.names);
+  for (const auto& sc : scopes_) {
+    if (sc->kind == Scope::kModule) continue;
+    names(sc->globals);
+    names(sc->nonlocals);
+  }
   if (!word_.empty() && mode_ == Mode::kCode) {
     for (const char* k : {"nonlocal", "global", kDebug}) {
       const std::string_view kw(k);
@@ -604,7 +659,10 @@ void ScopeLayer::AddEntry(Entry e) {
     }
     break;
   }
-  if (e.bare && pure && e.name == kDebug) must_trail_ = true;
+  if (e.name == kDebug) {
+    seg_debug_ = true;
+    if (e.bare && pure) must_trail_ = true;
+  }
   seg_.push_back(std::move(e));
 }
 
@@ -743,6 +801,7 @@ void ScopeLayer::EndStatement() {
   }
   CommitSeg(seg_.size());
   seg_.clear();
+  seg_debug_ = false;
   assign_start_ = 0;
   frames_.clear();
   stmt_ = Stmt::kNone;
@@ -1181,6 +1240,7 @@ void ScopeLayer::Op(const std::string& op) {
       in_annotation_ = false;
       CommitSeg(seg_.size());
       seg_.clear();
+      seg_debug_ = false;
       assign_start_ = 0;
       frames_.clear();
       stmt_ = Stmt::kNone;

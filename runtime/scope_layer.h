@@ -60,12 +60,17 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& risky() const { return risky_; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
+  // Tokens that hold `run` as a whole identifier run that ends inside them
+  // (something follows it in the token).
+  const std::vector<int32_t>* Containing(std::string_view run) const;
   // Is the store's grammar the strict Python grammar (or one derived from it)?
   static bool Wanted(const CompiledStore& store);
 
  private:
   std::vector<int32_t> risky_;
-  std::vector<std::pair<std::string, std::vector<int32_t>>> finishing_;  // sorted by run
+  using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
+  static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
+  RunIndex finishing_, containing_;
 };
 
 class ScopeLayer {
@@ -171,7 +176,8 @@ class ScopeLayer {
   bool after_as_ = false;
   bool import_first_ = false;   // import: the next name is a binding (first dotted component)
   bool from_future_ = false;    // from-import of __future__
-  bool must_trail_ = false;     // a whole __debug__ target element: only a trailer may follow
+  bool must_trail_ = false;
+  bool seg_debug_ = false;      // seg_ holds a __debug__ entry     // a whole __debug__ target element: only a trailer may follow
   bool last_entry_live_ = false;  // the previous lexeme is the last entry's name
   int64_t last_closed_start_ = -1;  // entries of the last closed bracket start here
   NameSet def_params_;          // parameters of the def being read
