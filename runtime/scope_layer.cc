@@ -102,9 +102,10 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       runs.emplace_back(b.substr(i, j - i));
       i = j;
     }
+    // `global` fails only with a name after it in the same token.
     bool risky = b.find(kDebug) != std::string_view::npos ||
-                 b.find("nonlocal") != std::string_view::npos ||
-                 b.find("global") != std::string_view::npos;
+                 b.find("nonlocal") != std::string_view::npos;
+    for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
     if (!risky && runs.size() >= 2) {
       bool same = false;
       for (size_t i = 0; i < runs.size() && !same; ++i) {
@@ -122,6 +123,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       risky = same && context;
     }
     if (risky) risky_.push_back(t);
+    if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).
     size_t end = 0;
@@ -197,7 +199,7 @@ bool ScopeLayer::CanEnd() const {
   if (dead_) return false;
   // Ending can fail only where a next token could (Armed: a pending
   // nonlocal, a name that its end would complete in a checked place).
-  if (!Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
+  if (!PendingNonlocal() && !Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
                                       stmt_ != Stmt::kDel))) {
     return true;
   }
@@ -213,28 +215,43 @@ bool ScopeLayer::CanEnd() const {
   return !end.dead_;
 }
 
-bool ScopeLayer::Armed() const {
+bool ScopeLayer::Armed(bool* at_word) const {
+  // at_word: the checks that only a byte ending the current name (or following
+  // the name just read) can fail; null: count them as armed.
+  auto word_check = [&]() {
+    if (at_word == nullptr) return true;
+    *at_word = true;
+    return false;
+  };
   if (dead_) return true;
   // A name of an open parameter or keyword list being written, or just
   // written (its `=` may follow): any token may finish or commit it.
   if (!frames_.empty() && !frames_.back().names.empty()) {
     const Frame& f = frames_.back();
     const bool params = f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body);
-    if (!word_.empty() && f.names.count(word_) && (params ? f.param_stage == 0 : f.after_sep)) {
+    if (!word_.empty() && f.names.count(word_) && (params ? f.param_stage == 0 : f.after_sep) &&
+        word_check()) {
       return true;
     }
-    if (!params && prev_kind_ == Lex::kName && f.kw_candidate && f.names.count(prev_)) return true;
-  }
-  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal || must_trail_ ||
-      import_pending_ == kDebug) {
-    return true;
-  }
-  if (seg_debug_) return true;
-  for (const auto& s : scopes_) {
-    for (const Pending& p : s->pending) {
-      if (p.resolved_at < 0) return true;
+    if (!params && prev_kind_ == Lex::kName && f.kw_candidate && f.names.count(prev_) &&
+        word_check()) {
+      return true;
     }
   }
+  if (must_trail_ || import_pending_ == kDebug) return true;
+  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
+    // The names a declaration here refuses are listed (DeclForbidden) and
+    // looked at in Filter, unless every name but `__class__` is refused, or
+    // the partial word is one of them (any byte may finish it).
+    NameSet forbidden;
+    if (!DeclForbidden(&forbidden)) return true;
+    if (!word_.empty() && forbidden.count(word_) && word_check()) return true;
+  }
+  if (seg_debug_) return true;
+  // A nonlocal still without binding fails at a line start that closes the
+  // last function able to bind it: while the text is at a line start, any
+  // token; elsewhere only tokens with a newline (Filter).
+  if (mode_ == Mode::kIndent && PendingNonlocal()) return true;
   // A statement that so far is one name declared global or nonlocal here:
   // a `:` would annotate it.
   const Scope& cur = *scopes_.back();
@@ -242,7 +259,7 @@ bool ScopeLayer::Armed() const {
     const std::string* n = nullptr;
     if (stmt_lexemes_ == 0 && !word_.empty()) n = &word_;
     if (stmt_lexemes_ == 1 && stmt_ == Stmt::kExpr && prev_kind_ == Lex::kName) n = &prev_;
-    if (n && (cur.globals.count(*n) || cur.nonlocals.count(*n))) return true;
+    if (n && (cur.globals.count(*n) || cur.nonlocals.count(*n)) && word_check()) return true;
   }
   // A partial word that one more token turns into `nonlocal` or `__debug__`
   // (or `global`, followed by a name in the same token) is looked at in Filter.
@@ -256,7 +273,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     ScopeLayer next = *this;
     if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
   };
-  if (Armed()) {
+  bool at_word = false;
+  if (Armed(&at_word)) {
     for (int32_t w = 0; w < store.mask_words(); ++w) {
       uint32_t bits = mask[w];
       while (bits) {
@@ -268,6 +286,21 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return;
   }
   for (int32_t t : index.risky()) check(t);
+  if (PendingNonlocal()) {
+    for (int32_t t : index.newline()) check(t);
+  }
+  if (at_word) {  // the tokens that end the name here (or go on after it)
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      uint32_t bits = mask[w];
+      while (bits) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        bits &= bits - 1;
+        if (t >= store.vocab_size || store.token_special[t]) continue;
+        const std::string_view b = store.TokenBytes(t);
+        if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) check(t);
+      }
+    }
+  }
   // The open lists' names and the names declared global or nonlocal in a
   // function or class (an annotation of one is refused): tokens that end one
   // of them inside, or finish the partial word as one.
@@ -284,6 +317,11 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     }
   };
   for (const Frame& f : frames_) names(f.names);
+  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
+    NameSet forbidden;
+    DeclForbidden(&forbidden);
+    names(forbidden);
+  }
   for (const auto& sc : scopes_) {
     if (sc->kind == Scope::kModule) continue;
     names(sc->globals);
@@ -701,6 +739,44 @@ bool ScopeLayer::NonlocalAllowedHere() const {
     if (scopes_[i]->kind == Scope::kClass) klass = true;
   }
   return klass && !cur.seen.count("__class__") && !cur.globals.count("__class__");
+}
+
+bool ScopeLayer::PendingNonlocal() const {
+  for (const auto& s : scopes_) {
+    for (const Pending& p : s->pending) {
+      if (p.resolved_at < 0) return true;
+    }
+  }
+  return false;
+}
+
+bool ScopeLayer::DeclForbidden(NameSet* out) const {
+  const Scope& cur = *scopes_.back();
+  out->insert(cur.seen.begin(), cur.seen.end());
+  if (stmt_ == Stmt::kGlobal) {
+    out->insert(cur.nonlocals.begin(), cur.nonlocals.end());
+    for (const Pending& p : cur.pending) out->insert(p.name);
+    return true;
+  }
+  out->insert(cur.globals.begin(), cur.globals.end());
+  out->insert(kDebug);
+  // A name the walk of Declare stops at before any candidate function: one
+  // declared global in an enclosing function nearer than every function
+  // that does not declare it so.  Without any enclosing function, every
+  // name but `__class__` is refused: not a list.
+  bool function = false;
+  for (size_t i = scopes_.size() - 1; i-- > 0;) {
+    const Scope& a = *scopes_[i];
+    if (a.kind == Scope::kModule) break;
+    if (a.kind != Scope::kFunction) continue;
+    function = true;
+    for (const std::string& g : a.globals) {
+      ScopeLayer probe = *this;
+      probe.Declare(g);
+      if (probe.dead_) out->insert(g);
+    }
+  }
+  return function;
 }
 
 void ScopeLayer::Declare(const std::string& name) {

@@ -58,6 +58,7 @@ class ScopeTokenIndex {
  public:
   explicit ScopeTokenIndex(const CompiledStore& store);
   const std::vector<int32_t>& risky() const { return risky_; }
+  const std::vector<int32_t>& newline() const { return newline_; }  // tokens with a '\n' 
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -67,7 +68,7 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_;
+  std::vector<int32_t> risky_, newline_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
@@ -80,8 +81,10 @@ class ScopeLayer {
   bool Feed(std::string_view bytes);
   // Could the text end here?
   bool CanEnd() const;
-  // Is a check pending that any next token could fail?
-  bool Armed() const;
+  // Is a check pending that any next token could fail?  With `at_word`, the
+  // checks only a token starting with a non-name byte can fail are left
+  // out of the answer and flagged there instead.
+  bool Armed(bool* at_word = nullptr) const;
   bool dead() const { return dead_; }
   // The identifier being written at the end of the text ("" if none).
   const std::string& partial_word() const { return word_; }
@@ -151,6 +154,10 @@ class ScopeLayer {
   void BindName(const std::string& name, bool import = false);
   void Occurs(const std::string& name);
   void Declare(const std::string& name);
+  // The names the global/nonlocal statement being read refuses (false: all
+  // but `__class__`, no list).
+  bool DeclForbidden(NameSet* out) const;
+  bool PendingNonlocal() const;  // a nonlocal without binding yet
   void CloseScopesTo(int32_t col);
   void PopScope();
   Scope& Top();

@@ -13,6 +13,10 @@
 // hypothesis can end the text: its last terminal can end, the indenter
 // closes its blocks, and the parser accepts $END.
 //
+// With the strict Python grammar (grammar/lark/python.lark), the session also
+// runs its scope layer over the text (runtime/scope_layer.h): CPython's
+// symbol-table checks, applied to Advance, the mask and EOS.
+//
 // A session is not thread-safe; the store it reads is, and may be shared by
 // any number of sessions on any threads.  Tested by session_test.cc and the
 // differential tests against Lark.
