@@ -13,6 +13,9 @@
 
 #include <string>
 
+#include "runtime/session.h"
+#include "tests/test_store_cache.h"
+
 namespace cfgmask {
 namespace {
 
@@ -173,6 +176,40 @@ TEST(ScopeLayer, ForkedCopiesAreIndependent) {
   EXPECT_FALSE(b.Feed("        global x\n"));
   EXPECT_TRUE(a.Feed("        y = x\n"));
   EXPECT_TRUE(a.CanEnd());
+}
+
+// Through a session of the strict grammar with a real tokenizer: EOS, fork,
+// rollback, the mask and jump-forward all see the layer.
+TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
+  const std::string tok = TestEnv("CFGMASK_TOK_LLAMA_SPM");
+  if (tok.empty()) GTEST_SKIP() << "CFGMASK_TOK_LLAMA_SPM not set";
+  Status st;
+  const CompiledStore* store = CachedTestStore(
+      std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark", tok, "file_input", &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(ScopeTokenIndex::Wanted(*store));
+  Session s(store);
+  ASSERT_TRUE(s.AdvanceBytes("def f():\n    def g():\n        nonlocal x\n").ok());
+  EXPECT_FALSE(s.CanEnd());  // x has no binding yet
+  Session fork = s.Fork();
+  ASSERT_TRUE(fork.AdvanceBytes("    x = 1\n").ok());
+  EXPECT_TRUE(fork.CanEnd());
+  EXPECT_FALSE(s.CanEnd());
+  EXPECT_FALSE(s.AdvanceBytes("y = 1\n").ok());  // the dedent that closes f
+  ASSERT_TRUE(fork.Rollback(1).ok());
+  EXPECT_FALSE(fork.CanEnd());
+  // The mask agrees with the slow reference on every token, here and after
+  // `def h(a, ` (a second `a` is refused).
+  ASSERT_TRUE(fork.AdvanceBytes("    def h(a, ").ok());
+  for (Session* x : {&s, &fork}) {
+    const std::vector<uint32_t> mask = x->Mask();
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      ASSERT_EQ(MaskAllows(mask, t), x->AllowsSlow(t)) << t << " " << store->TokenBytes(t);
+    }
+  }
+  EXPECT_FALSE(fork.AdvanceBytes("a)").ok());
+  EXPECT_TRUE(fork.AdvanceBytes("b)").ok());
+  EXPECT_EQ(s.JumpForwardString(), "");
 }
 
 }  // namespace
