@@ -1112,6 +1112,11 @@ void ScopeLayer::Keyword(const std::string& kw) {
     stmt_ = Stmt::kFromNames;
     return;
   }
+  if (kw == "as" && (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames)) {
+    import_pending_.clear();
+    after_as_ = true;
+    return;
+  }
   if (kw == "as" && frames_.empty()) {
     if (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames) {
       import_pending_.clear();
@@ -1192,6 +1197,10 @@ void ScopeLayer::Op(const std::string& op) {
     return;
   }
   if (op == ")" || op == "]" || op == "}") {
+    if (stmt_ == Stmt::kFromNames && import_pending_ == kDebug) {  // `from m import (__debug__)`
+      Fail("cannot assign to __debug__");
+      return;
+    }
     --depth_;
     if (!frames_.empty()) {
       const Frame f = std::move(frames_.back());
@@ -1204,6 +1213,17 @@ void ScopeLayer::Op(const std::string& op) {
   if (op == ",") {
     if (target_ctx_ && frames_.empty() && must_trail_) {
       Fail("cannot assign to __debug__");
+      return;
+    }
+    if (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames) {  // also inside `(...)`
+      if (import_pending_ == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      if (!import_pending_.empty()) BindName(import_pending_, true);
+      import_pending_.clear();
+      import_first_ = stmt_ == Stmt::kImport;
+      after_as_ = false;
       return;
     }
     if (!frames_.empty()) {
