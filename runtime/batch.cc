@@ -145,6 +145,7 @@ Status BatchMatcher::FillNextTokenBitmask(std::span<Session* const> sessions,
     if (eos) {
       for (int32_t e : s.eos_ids) row[kernels::TokenWord(e)] |= kernels::TokenBit(e);
     }
+    sessions[b]->FilterMask(row);
   });
   return Status::Ok();
 }

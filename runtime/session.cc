@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "grammar/base/check.h"
 #include "lexer/terminal_automaton.h"
@@ -34,6 +35,25 @@ int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
   return s->step_to[i];
 }
 
+// One token index per vocabulary (it reads only the token bytes), shared by
+// every session of every store over that vocabulary.
+std::shared_ptr<const ScopeTokenIndex> SharedScopeIndex(const CompiledStore& s) {
+  static std::mutex mu;
+  static std::vector<std::pair<std::pair<uint64_t, int32_t>, std::weak_ptr<const ScopeTokenIndex>>>
+      cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(s.tokenizer_identity, s.vocab_size);
+  for (auto& [k, w] : cache) {
+    if (k != key) continue;
+    if (auto p = w.lock()) return p;
+  }
+  auto p = std::make_shared<const ScopeTokenIndex>(s);
+  cache.erase(std::remove_if(cache.begin(), cache.end(), [](const auto& e) { return e.second.expired(); }),
+              cache.end());
+  cache.emplace_back(key, p);
+  return p;
+}
+
 }  // namespace
 
 Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_ptr<RowMemo> memo)
@@ -42,6 +62,7 @@ Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_p
   if (!memo_ && limits_.memo_bytes > 0) {
     memo_ = std::make_shared<RowMemo>(store_, limits_.memo_bytes);
   }
+  if (ScopeTokenIndex::Wanted(*store_)) scope_index_ = SharedScopeIndex(*store_);
   Reset();
 }
 
@@ -58,6 +79,7 @@ void Session::Reset() {
   live_.push_back(std::move(l));
   text_.clear();
   terminated_ = false;
+  if (scope_index_) scope_ = std::make_shared<const ScopeLayer>();
   history_.reset();
   history_len_ = 0;
   ++version_;
@@ -76,6 +98,7 @@ Session::Saved::~Saved() {
 void Session::PushHistory(std::vector<LiveState> live) {
   auto node = std::make_shared<Saved>();
   node->live = std::move(live);
+  node->scope = scope_;
   node->text_size = text_.size();
   node->terminated = terminated_;
   node->prev = std::move(history_);
@@ -101,6 +124,7 @@ Status Session::Rollback(int32_t k) {
   std::shared_ptr<Saved> node = history_;
   for (int32_t i = 1; i < k; ++i) node = node->prev;
   live_ = node->live;  // copied: the node may be shared with a fork
+  scope_ = node->scope;
   ++version_;
   text_.resize(node->text_size);
   terminated_ = node->terminated;
@@ -129,6 +153,8 @@ std::string Session::JumpForwardString(int32_t max_bytes) const {
       only = out;
     }
     if (found < 0) break;
+    const char c = static_cast<char>(found);
+    if (!cur.ScopeAfter(std::string_view(&c, 1), &cur.scope_)) break;
     forced.push_back(static_cast<char>(found));
     cur.live_ = only;
     ++cur.version_;
@@ -365,10 +391,31 @@ void Session::FillMask(uint32_t* mask) {
   if (eos) {
     for (int32_t e : s->eos_ids) mask[e >> 5] |= 1u << (e & 31);
   }
+  FilterMask(mask);
+}
+
+void Session::FilterMask(uint32_t* mask) const {
+  if (scope_) scope_->Filter(*store_, *scope_index_, mask);
+}
+
+bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLayer>* out) const {
+  if (!scope_) return true;
+  auto next = std::make_shared<ScopeLayer>(*scope_);
+  if (!next->Feed(bytes)) return false;
+  *out = std::move(next);
+  return true;
 }
 
 bool Session::CanEnd() {
   if (terminated_) return false;
+  if (scope_) {
+    if (suffix_) {
+      ScopeLayer end = *scope_;
+      if (!end.Feed(*suffix_) || !end.CanEnd()) return false;
+    } else if (!scope_->CanEnd()) {
+      return false;
+    }
+  }
   if (suffix_) {
     if (suffix_answer_version_ != version_) {
       suffix_answer_ = SuffixEnds();
@@ -652,12 +699,14 @@ Status Session::Advance(int32_t token) {
   }
   std::vector<LiveState> out;
   CFGMASK_RETURN_IF_ERROR(AdvanceOne(live_, store_->TokenBytes(token), &out));
-  if (out.empty()) {
+  std::shared_ptr<const ScopeLayer> scope = scope_;
+  if (out.empty() || !ScopeAfter(store_->TokenBytes(token), &scope)) {
     return Status(ErrorCode::kInvalidToken,
                   "token " + std::to_string(token) + " cannot continue the text at offset " +
                       std::to_string(text_.size()));
   }
   PushHistory(std::move(live_));
+  scope_ = std::move(scope);
   live_ = std::move(out);
   ++version_;
   text_.append(store_->TokenBytes(token));
@@ -675,13 +724,15 @@ Status Session::AdvanceBytes(std::string_view bytes) {
     cur.swap(out);
   }
   out.swap(cur);
-  if (out.empty()) {
+  std::shared_ptr<const ScopeLayer> scope = scope_;
+  if (out.empty() || !ScopeAfter(bytes, &scope)) {
     std::string shown(bytes.substr(0, 40));
     return Status(ErrorCode::kInvalidToken,
                   "text offset " + std::to_string(text_.size()) + ": \"" + shown +
                       "\" cannot continue a valid prefix");
   }
   PushHistory(std::move(live_));
+  scope_ = std::move(scope);
   live_ = std::move(out);
   ++version_;
   text_.append(bytes);
@@ -696,7 +747,8 @@ bool Session::AllowsSlow(int32_t token) {
   if (store_->token_special[token] || store_->TokenBytes(token).empty()) return false;
   std::vector<LiveState> out;
   Status st = AdvanceOne(live_, store_->TokenBytes(token), &out);
-  return st.ok() && !out.empty();
+  std::shared_ptr<const ScopeLayer> scope;
+  return st.ok() && !out.empty() && ScopeAfter(store_->TokenBytes(token), &scope);
 }
 
 }  // namespace cfgmask

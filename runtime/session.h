@@ -13,6 +13,10 @@
 // hypothesis can end the text: its last terminal can end, the indenter
 // closes its blocks, and the parser accepts $END.
 //
+// With the strict Python grammar (grammar/lark/python.lark), the session also
+// runs its scope layer over the text (runtime/scope_layer.h): CPython's
+// symbol-table checks, applied to Advance, the mask and EOS.
+//
 // A session is not thread-safe; the store it reads is, and may be shared by
 // any number of sessions on any threads.  Tested by session_test.cc and the
 // differential tests against Lark.
@@ -29,6 +33,7 @@
 #include "maskstore/compiled_store.h"
 #include "maskstore/defaults.h"
 #include "parser/lr_core.h"
+#include "runtime/scope_layer.h"
 
 namespace cfgmask {
 
@@ -98,6 +103,11 @@ class Session {
 
   // Fills `mask` (ceil(V/32) words; bit t set = token t allowed).
   void FillMask(uint32_t* mask);
+  // Clears, in a mask ORed from AcceptedRows, the tokens the store's semantic
+  // layer refuses (the strict Python grammar's scope checks,
+  // runtime/scope_layer.h); FillMask does it itself.  Free when the store
+  // has no layer or no check is pending.
+  void FilterMask(uint32_t* mask) const;
   std::vector<uint32_t> Mask() {
     std::vector<uint32_t> m(store_->mask_words());
     FillMask(m.data());
@@ -182,11 +192,19 @@ class Session {
   const CompiledStore* store_;
   SessionLimits limits_;
   std::vector<LiveState> live_;
+  // The scope layer over the text so far, when the store's grammar asks for
+  // it (ScopeTokenIndex::Wanted); null otherwise.  Immutable: a step makes a
+  // new one, the history and forks share the old ones.
+  std::shared_ptr<const ScopeLayer> scope_;
+  std::shared_ptr<const ScopeTokenIndex> scope_index_;
+  // The layer after `bytes`, or null if it refuses them (ok when no layer).
+  bool ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLayer>* out) const;
   // The history is a persistent list: a step pushes a node in O(1), Fork
   // shares the list, Rollback(k) walks k nodes.  Released iteratively, so a
   // long history cannot overflow the stack.
   struct Saved {
     std::vector<LiveState> live;
+    std::shared_ptr<const ScopeLayer> scope;
     size_t text_size = 0;
     bool terminated = false;
     std::shared_ptr<Saved> prev;

@@ -1,0 +1,1411 @@
+// The scope layer of the strict Python grammar: see scope_layer.h.
+//
+// Reading order.  Bytes go through a small tokenizer (Byte, CodeByte,
+// FieldByte): identifiers, operators by longest match, strings (prefixes,
+// triple quotes, escapes, f-string fields with their names), comments, line
+// continuations, logical newlines and the column of each logical line.  A
+// lexeme is complete when the byte after it arrives (a name, `=` that could
+// be `==`) or at once (`(`, `,`, `+=`): that byte is the one a refusal is
+// charged to.  Lexemes drive a flat statement reader (Lexeme): the kind of
+// the statement from its first word, a stack of open brackets and lambdas
+// (Frame), and the list of names met in the statement (seg_), each marked
+// "bare" while it can still be a whole assignment target.  Names reach the
+// enclosing scope's symbol sets at the end of each statement or compound
+// header, as CPython's symbol table visits statements in order; names of a
+// lambda body, of a comprehension (but its first iterable) and, under
+// `from __future__ import annotations`, of annotations are dropped there, as
+// CPython gives them a scope of their own.
+//
+// The symbol-table rules follow CPython 3.11's Python/symtable.c
+// (symtable_visit_stmt for Global/Nonlocal and AnnAssign, analyze_name for
+// the nonlocal binding) and the forbidden-name checks of Python/ast.c /
+// compile.c for __debug__.
+#include "runtime/scope_layer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cfgmask {
+
+namespace {
+
+bool IsIdent(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c >= 0x80;
+}
+
+bool IsKeyword(const std::string& w) {
+  static const char* const kWords[] = {
+      "False", "None",   "True",     "and",    "as",     "assert", "async",  "await",
+      "break", "class",  "continue", "def",    "del",    "elif",   "else",   "except",
+      "finally", "for",  "from",     "global", "if",     "import", "in",     "is",
+      "lambda", "nonlocal", "not",   "or",     "pass",   "raise",  "return", "try",
+      "while", "with",   "yield"};
+  for (const char* k : kWords) {
+    if (w == k) return true;
+  }
+  return false;
+}
+
+bool IsStringPrefix(const std::string& w) {
+  if (w.size() > 2) return false;
+  std::string l;
+  for (char c : w) l += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return l == "r" || l == "u" || l == "f" || l == "b" || l == "br" || l == "rb" || l == "fr" ||
+         l == "rf";
+}
+
+const char* const kOps[] = {"+",  "-",  "*",  "/",   "//",  "%",   "@",   "**",  "<<", ">>",
+                            "&",  "|",  "^",  "~",   "<",   ">",   "<=",  ">=",  "==", "!=",
+                            "=",  "+=", "-=", "*=",  "/=",  "//=", "%=",  "@=",  "&=", "|=",
+                            "^=", ">>=", "<<=", "**=", ":=", "->", ":",  "!",   "(",  ")",
+                            "[",  "]",  "{",  "}",   ",",   ";",   "."};
+
+bool OpPrefix(const std::string& s, bool proper) {
+  for (const char* o : kOps) {
+    const size_t n = std::strlen(o);
+    if (n >= s.size() + (proper ? 1 : 0) && std::strncmp(o, s.data(), s.size()) == 0) return true;
+  }
+  return false;
+}
+
+bool IsAugOp(const std::string& op) {
+  return op.size() >= 2 && op.back() == '=' && op != "==" && op != "!=" && op != "<=" &&
+         op != ">=" && op != ":=";
+}
+
+constexpr const char* kDebug = "__debug__";
+
+}  // namespace
+
+// ------------------------------------------------------------------ tokens
+
+ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
+  // A token can fail a check from a state with none pending only if it holds
+  // one of the three words whole, or two identifier runs that can be the same
+  // name (equal, or a later one ending with the leading one, which a partial
+  // name before the token may complete) together with what makes a repeat
+  // an error (a parameter list, a keyword, a declaration).
+  std::vector<std::pair<std::string, int32_t>> lead, inner;
+  for (int32_t t = 0; t < store.vocab_size; ++t) {
+    if (store.token_special[t]) continue;
+    const std::string_view b = store.TokenBytes(t);
+    std::vector<std::string> runs;
+    bool leading = !b.empty() && IsIdent(static_cast<unsigned char>(b[0]));
+    for (size_t i = 0; i < b.size();) {
+      if (!IsIdent(static_cast<unsigned char>(b[i]))) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < b.size() && IsIdent(static_cast<unsigned char>(b[j]))) ++j;
+      runs.emplace_back(b.substr(i, j - i));
+      i = j;
+    }
+    // `global` fails only with a name after it in the same token.
+    bool risky = b.find(kDebug) != std::string_view::npos ||
+                 b.find("nonlocal") != std::string_view::npos;
+    for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
+    if (!risky && runs.size() >= 2) {
+      bool same = false;
+      for (size_t i = 0; i < runs.size() && !same; ++i) {
+        for (size_t j = i + 1; j < runs.size() && !same; ++j) {
+          same = runs[i] == runs[j] ||
+                 (i == 0 && leading && runs[j].size() > runs[0].size() &&
+                  runs[j].compare(runs[j].size() - runs[0].size(), runs[0].size(), runs[0]) == 0);
+        }
+      }
+      // Repeats that fail without an open list: two keywords, or the
+      // parameters of a def or lambda that the token opens itself.
+      bool context = std::count(b.begin(), b.end(), '=') >= 2 ||
+                     b.find(',') != std::string_view::npos;
+      for (const std::string& r : runs) context = context || r == "lambda" || r == "def";
+      risky = same && context;
+    }
+    if (risky) risky_.push_back(t);
+    if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
+    if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
+    // Runs followed by something in the token (ended there).
+    size_t end = 0;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      end = b.find(runs[k], end) + runs[k].size();
+      if (end < b.size() && (k > 0 || !leading)) inner.emplace_back(runs[k], t);
+    }
+  }
+  auto build = [](std::vector<std::pair<std::string, int32_t>>& v, RunIndex* out) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    for (auto& [run, t] : v) {
+      if (out->empty() || out->back().first != run) out->push_back({run, {}});
+      out->back().second.push_back(t);
+    }
+  };
+  build(lead, &finishing_);
+  build(inner, &containing_);
+}
+
+const std::vector<int32_t>* ScopeTokenIndex::Find(const RunIndex& index, std::string_view run) {
+  auto it = std::lower_bound(index.begin(), index.end(), run,
+                             [](const auto& e, std::string_view r) { return e.first < r; });
+  if (it == index.end() || it->first != run) return nullptr;
+  return &it->second;
+}
+const std::vector<int32_t>* ScopeTokenIndex::Finishing(std::string_view run) const {
+  return Find(finishing_, run);
+}
+const std::vector<int32_t>* ScopeTokenIndex::Containing(std::string_view run) const {
+  return Find(containing_, run);
+}
+
+bool ScopeTokenIndex::Wanted(const CompiledStore& store) {
+  // The strict grammar is known by terminals that only it has together (a
+  // grammar derived from it keeps them, and its Python tokens): its
+  // nonlocal and global statements, the module docstring, the future
+  // feature names and the blanks of a first blank line.
+  int found = 0;
+  for (const std::string& n : store.terminal_names) {
+    found += n == "NONLOCAL" || n == "GLOBAL" || n == "DOCSTRING" || n == "FEATURE" ||
+             n == "LEADWS";
+  }
+  return found == 5 && store.indenter_nl >= 0;
+}
+
+// ------------------------------------------------------------------ layer
+
+ScopeLayer::ScopeLayer() {
+  scopes_.push_back(std::make_shared<Scope>());
+}
+
+ScopeLayer::Scope& ScopeLayer::At(size_t i) {
+  if (scopes_[i].use_count() > 1) scopes_[i] = std::make_shared<Scope>(*scopes_[i]);
+  return *scopes_[i];
+}
+ScopeLayer::Scope& ScopeLayer::Top() { return At(scopes_.size() - 1); }
+
+void ScopeLayer::Fail(std::string why) {
+  if (!dead_) why_ = std::move(why);
+  dead_ = true;
+}
+
+bool ScopeLayer::Feed(std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    if (dead_) return false;
+    Byte(c);
+  }
+  return !dead_;
+}
+
+bool ScopeLayer::CanEnd() const {
+  if (dead_) return false;
+  // Ending can fail only where a next token could (Armed: a pending
+  // nonlocal, a name that its end would complete in a checked place).
+  if (!PendingNonlocal() && !Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
+                                      stmt_ != Stmt::kDel))) {
+    return true;
+  }
+  ScopeLayer end = *this;
+  if (end.mode_ == Mode::kStrOpen2) {  // an empty string ends the text
+    end.mode_ = Mode::kCode;
+    end.Lexeme(Lex::kString, "");
+  }
+  end.FlushWord();
+  end.FlushOp();
+  if (end.mode_ == Mode::kCode || end.mode_ == Mode::kComment) end.Lexeme(Lex::kNewline, "");
+  end.CloseScopesTo(0);
+  return !end.dead_;
+}
+
+bool ScopeLayer::Armed(bool* at_word) const {
+  // at_word: the checks that only a byte ending the current name (or following
+  // the name just read) can fail; null: count them as armed.
+  auto word_check = [&]() {
+    if (at_word == nullptr) return true;
+    *at_word = true;
+    return false;
+  };
+  if (dead_) return true;
+  // A name of an open parameter or keyword list being written, or just
+  // written (its `=` may follow): any token may finish or commit it.
+  if (!frames_.empty() && !frames_.back().names.empty()) {
+    const Frame& f = frames_.back();
+    const bool params = f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body);
+    if (!word_.empty() && f.names.count(word_) && (params ? f.param_stage == 0 : f.after_sep) &&
+        word_check()) {
+      return true;
+    }
+    if (!params && prev_kind_ == Lex::kName && f.kw_candidate && f.names.count(prev_) &&
+        word_check()) {
+      return true;
+    }
+  }
+  if (must_trail_ || import_pending_ == kDebug) return true;
+  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
+    // The names a declaration here refuses are listed (DeclForbidden) and
+    // looked at in Filter, unless every name but `__class__` is refused, or
+    // the partial word is one of them (any byte may finish it).
+    NameSet forbidden;
+    if (!DeclForbidden(&forbidden)) return true;
+    if (!word_.empty() && forbidden.count(word_) && word_check()) return true;
+  }
+  if (seg_debug_) return true;
+  // A nonlocal still without binding fails at a line start that closes the
+  // last function able to bind it: while the text is at a line start, any
+  // token; elsewhere only tokens with a newline (Filter).
+  if (mode_ == Mode::kIndent && PendingNonlocal()) return true;
+  // A statement that so far is one name declared global or nonlocal here:
+  // a `:` would annotate it.
+  const Scope& cur = *scopes_.back();
+  if (cur.kind != Scope::kModule && (!cur.globals.empty() || !cur.nonlocals.empty())) {
+    const std::string* n = nullptr;
+    if (stmt_lexemes_ == 0 && !word_.empty()) n = &word_;
+    if (stmt_lexemes_ == 1 && stmt_ == Stmt::kExpr && prev_kind_ == Lex::kName) n = &prev_;
+    if (n && (cur.globals.count(*n) || cur.nonlocals.count(*n)) && word_check()) return true;
+  }
+  // A partial word that one more token turns into `nonlocal` or `__debug__`
+  // (or `global`, followed by a name in the same token) is looked at in Filter.
+  return false;
+}
+
+void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
+                        uint32_t* mask) const {
+  auto check = [&](int32_t t) {
+    if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
+    ScopeLayer next = *this;
+    if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
+  };
+  bool at_word = false;
+  if (Armed(&at_word)) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      uint32_t bits = mask[w];
+      while (bits) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        bits &= bits - 1;
+        if (t < store.vocab_size && !store.token_special[t]) check(t);
+      }
+    }
+    return;
+  }
+  for (int32_t t : index.risky()) check(t);
+  if (PendingNonlocal()) {
+    for (int32_t t : index.newline()) check(t);
+  }
+  if (at_word) {  // the tokens that end the name here (or go on after it)
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      uint32_t bits = mask[w];
+      while (bits) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        bits &= bits - 1;
+        if (t >= store.vocab_size || store.token_special[t]) continue;
+        const std::string_view b = store.TokenBytes(t);
+        if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) check(t);
+      }
+    }
+  }
+  // The open lists' names and the names declared global or nonlocal in a
+  // function or class (an annotation of one is refused): tokens that end one
+  // of them inside, or finish the partial word as one.
+  auto names = [&](const NameSet& set) {
+    for (const std::string& n : set) {
+      if (const auto* ts = index.Containing(n)) {
+        for (int32_t t : *ts) check(t);
+      }
+      if (mode_ == Mode::kCode && n.size() > word_.size() && n.compare(0, word_.size(), word_) == 0) {
+        if (const auto* ts = index.Finishing(std::string_view(n).substr(word_.size()))) {
+          for (int32_t t : *ts) check(t);
+        }
+      }
+    }
+  };
+  for (const Frame& f : frames_) names(f.names);
+  if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
+    NameSet forbidden;
+    DeclForbidden(&forbidden);
+    names(forbidden);
+  }
+  for (const auto& sc : scopes_) {
+    if (sc->kind == Scope::kModule) continue;
+    names(sc->globals);
+    names(sc->nonlocals);
+  }
+  if (!word_.empty() && mode_ == Mode::kCode) {
+    for (const char* k : {"nonlocal", "global", kDebug}) {
+      const std::string_view kw(k);
+      if (kw.size() > word_.size() && kw.substr(0, word_.size()) == word_) {
+        if (const auto* ts = index.Finishing(kw.substr(word_.size()))) {
+          for (int32_t t : *ts) check(t);
+        }
+      }
+      if (kw == word_) {  // the word is whole: any token that ends it
+        for (int32_t w = 0; w < store.mask_words(); ++w) {
+          uint32_t bits = mask[w];
+          while (bits) {
+            const int32_t t = w * 32 + __builtin_ctz(bits);
+            bits &= bits - 1;
+            if (t >= store.vocab_size || store.token_special[t]) continue;
+            const std::string_view b = store.TokenBytes(t);
+            if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) check(t);
+          }
+        }
+      }
+    }
+  }
+}
+
+std::string ScopeLayer::DebugString() const {
+  std::string out = dead_ ? "dead: " + why_ + "\n" : "";
+  for (size_t i = 0; i < scopes_.size(); ++i) {
+    const Scope& s = *scopes_[i];
+    out += "scope " + std::to_string(i) + " kind " + std::to_string(s.kind) + " col " +
+           std::to_string(s.header_col) + " seen";
+    for (const auto& n : s.seen) out += " " + n;
+    out += " | bound";
+    for (const auto& n : s.bound) out += " " + n;
+    out += " | pending";
+    for (const auto& p : s.pending) {
+      out += " " + p.name + "@" + std::to_string(p.lo) + "/" + std::to_string(p.resolved_at);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ tokenizer
+
+void ScopeLayer::Byte(unsigned char c) {
+  switch (mode_) {
+    case Mode::kIndent:
+      if (c == ' ') {
+        ++col_;
+      } else if (c == '\n') {
+        col_ = 0;
+      } else if (c == '\r' || c == '\t' || c == '\f') {
+      } else if (c == '#') {
+        mode_ = Mode::kComment;
+        comment_in_indent_ = true;
+      } else if (c == '\\') {  // a continuation before the first token: column as is
+        mode_ = Mode::kBackslash;
+        LineStart(col_);
+      } else {
+        mode_ = Mode::kCode;
+        LineStart(col_);
+        if (!dead_) CodeByte(c);
+      }
+      return;
+    case Mode::kComment:
+      if (c != '\n') return;
+      if (comment_in_indent_) {
+        comment_in_indent_ = false;
+        mode_ = Mode::kIndent;
+        col_ = 0;
+      } else {
+        mode_ = Mode::kCode;
+        CodeByte(c);
+      }
+      return;
+    case Mode::kBackslash:
+      if (c == '\n') mode_ = Mode::kCode;
+      return;
+    case Mode::kCode:
+      CodeByte(c);
+      return;
+    case Mode::kStrOpen1:
+      if (c == static_cast<unsigned char>(quote_)) {
+        mode_ = Mode::kStrOpen2;
+        return;
+      }
+      mode_ = Mode::kString;
+      triple_ = false;
+      break;  // c is content
+    case Mode::kStrOpen2:
+      if (c == static_cast<unsigned char>(quote_)) {
+        mode_ = Mode::kString;
+        triple_ = true;
+        quote_run_ = 0;
+        return;
+      }
+      mode_ = Mode::kCode;  // an empty string
+      Lexeme(Lex::kString, "");
+      if (!dead_) CodeByte(c);
+      return;
+    case Mode::kStrEsc:
+      mode_ = Mode::kString;
+      if (raw_ && fstr_ && (c == '{' || c == '}')) break;  // a raw f-string's field opens
+      return;
+    case Mode::kFBrace:
+      if (c == '{') {
+        mode_ = Mode::kString;
+        return;
+      }
+      mode_ = Mode::kField;
+      field_depth_ = 0;
+      field_word_.clear();
+      field_dot_ = false;
+      FieldByte(c);
+      return;
+    case Mode::kFClose:
+      mode_ = Mode::kString;  // the second brace of "}}"
+      return;
+    case Mode::kField:
+      FieldByte(c);
+      return;
+    case Mode::kFieldStr:
+      if (c == static_cast<unsigned char>(field_quote_)) mode_ = Mode::kField;
+      return;
+    case Mode::kFieldConv:
+      mode_ = Mode::kField;
+      if (c == '=') return;  // "!=" is an operator; else c is the conversion letter
+      return;
+    case Mode::kFieldSpec:
+      if (c == '}') mode_ = Mode::kString;
+      return;
+    case Mode::kString:
+      break;
+  }
+  // String content.
+  if (c == '\\') {
+    quote_run_ = 0;
+    mode_ = Mode::kStrEsc;
+    return;
+  }
+  if (c == static_cast<unsigned char>(quote_)) {
+    if (!triple_ || ++quote_run_ == 3) {
+      mode_ = Mode::kCode;
+      Lexeme(Lex::kString, "");
+    }
+    return;
+  }
+  quote_run_ = 0;
+  if (fstr_ && c == '{') mode_ = Mode::kFBrace;
+  if (fstr_ && c == '}') mode_ = Mode::kFClose;
+}
+
+void ScopeLayer::FieldByte(unsigned char c) {
+  if (IsIdent(c)) {
+    field_word_ += static_cast<char>(c);
+    return;
+  }
+  if (!field_word_.empty()) {
+    const std::string w = std::move(field_word_);
+    field_word_.clear();
+    if (!field_dot_ && !(w[0] >= '0' && w[0] <= '9') && !IsKeyword(w)) {
+      Entry e;
+      e.name = w;
+      e.bare = false;
+      AddEntry(std::move(e));
+    }
+  }
+  field_dot_ = c == '.';
+  switch (c) {
+    case '(':
+    case '[':
+      ++field_depth_;
+      break;
+    case ')':
+    case ']':
+      --field_depth_;
+      break;
+    case '"':
+    case '\'':
+      field_quote_ = static_cast<char>(c);
+      mode_ = Mode::kFieldStr;
+      break;
+    case '!':
+      if (field_depth_ == 0) mode_ = Mode::kFieldConv;
+      break;
+    case ':':
+      if (field_depth_ == 0) mode_ = Mode::kFieldSpec;
+      break;
+    case '}':
+      if (field_depth_ == 0) mode_ = Mode::kString;
+      break;
+    default:
+      break;
+  }
+}
+
+void ScopeLayer::CodeByte(unsigned char c) {
+  if (IsIdent(c)) {
+    if (!op_.empty()) FlushOp();
+    if (dead_) return;
+    if (must_trail_ && word_.empty() && prev_ != ".") {
+      Fail("cannot assign to __debug__");
+      return;
+    }
+    word_ += static_cast<char>(c);
+    return;
+  }
+  if ((c == '\'' || c == '"') && !word_.empty() && IsStringPrefix(word_)) {
+    std::string l;
+    for (char x : word_) l += static_cast<char>(x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x);
+    raw_ = l.find('r') != std::string::npos;
+    fstr_ = l.find('f') != std::string::npos;
+    word_.clear();
+  } else {
+    if (c == '\'' || c == '"') raw_ = fstr_ = false;
+    FlushWord();
+    if (dead_) return;
+  }
+  // After a whole __debug__ target element only a trailer (or a group's
+  // close, blanks, a continuation) may come.
+  if (must_trail_ && c != ' ' && c != '\t' && c != '\f' && c != '.' && c != '[' && c != '(' &&
+      c != ')' && c != ']' && c != '\\' && !(c == '#' && depth_ > 0) &&
+      !(c == '\n' && depth_ > 0) && c != '\r') {
+    Fail("cannot assign to __debug__");
+    return;
+  }
+  if (c == '\'' || c == '"') {
+    FlushOp();
+    if (dead_) return;
+    quote_ = static_cast<char>(c);
+    quote_run_ = 0;
+    mode_ = Mode::kStrOpen1;
+    return;
+  }
+  switch (c) {
+    case ' ':
+    case '\t':
+    case '\f':
+    case '\r':
+      FlushOp();
+      return;
+    case '#':
+      FlushOp();
+      if (!dead_ && depth_ == 0 && import_pending_ == kDebug) Fail("cannot assign to __debug__");
+      mode_ = Mode::kComment;
+      comment_in_indent_ = false;
+      return;
+    case '\\':
+      FlushOp();
+      mode_ = Mode::kBackslash;
+      return;
+    case '\n':
+      FlushOp();
+      if (!dead_ && depth_ == 0) {
+        Lexeme(Lex::kNewline, "");
+        mode_ = Mode::kIndent;
+        col_ = 0;
+      }
+      return;
+    default:
+      break;
+  }
+  const std::string more = op_ + static_cast<char>(c);
+  if (!op_.empty() && OpPrefix(more, false)) {
+    op_ = more;
+  } else {
+    FlushOp();
+    if (dead_) return;
+    op_ = std::string(1, static_cast<char>(c));
+  }
+  // Complete at once when nothing longer can follow, and in the places
+  // where the grammar leaves no longer reading (so that the refusal comes at
+  // this byte, not after it): `=` of a keyword after earlier keywords, `:`
+  // ending an annotated name at statement level.
+  bool now = !OpPrefix(op_, true);
+  if (!now && op_ == "=" && !frames_.empty() && prev_kind_ == Lex::kName) {
+    const Frame& f = frames_.back();
+    now = (f.kind == Frame::kCall || f.kind == Frame::kClassArgs) && f.kw_candidate &&
+          !f.names.empty();
+  }
+  if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
+  // `(__debug__ :` can only go on as a walrus.
+  if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
+      frames_.back().kind == Frame::kDisplay && frames_.back().close == ')') {
+    Fail("cannot assign to __debug__");
+    return;
+  }
+  if (now) FlushOp();
+}
+
+void ScopeLayer::FlushWord() {
+  if (word_.empty()) return;
+  const std::string w = std::move(word_);
+  word_.clear();
+  if (w[0] >= '0' && w[0] <= '9') {
+    Lexeme(Lex::kNumber, w);
+  } else if (IsKeyword(w)) {
+    Lexeme(Lex::kKeyword, w);
+  } else {
+    Lexeme(Lex::kName, w);
+  }
+}
+
+void ScopeLayer::FlushOp() {
+  if (op_.empty()) return;
+  const std::string o = std::move(op_);
+  op_.clear();
+  Lexeme(Lex::kOp, o);
+}
+
+// ------------------------------------------------------------------ statements
+
+void ScopeLayer::LineStart(int32_t col) {
+  stmt_col_ = col;
+  CloseScopesTo(col);
+}
+
+void ScopeLayer::CloseScopesTo(int32_t col) {
+  while (!dead_ && scopes_.size() > 1 && scopes_.back()->header_col >= col) PopScope();
+}
+
+void ScopeLayer::PopScope() {
+  const size_t d = scopes_.size() - 1;
+  std::vector<Pending> up;
+  for (const Pending& p : scopes_.back()->pending) {
+    if (p.resolved_at >= static_cast<int32_t>(d)) continue;
+    if (p.resolved_at < 0 && p.lo >= static_cast<int32_t>(d)) {
+      Fail("no binding for nonlocal '" + p.name + "' found");
+      return;
+    }
+    up.push_back(p);
+  }
+  scopes_.pop_back();
+  if (!up.empty()) {
+    Scope& parent = Top();
+    parent.pending.insert(parent.pending.end(), up.begin(), up.end());
+  }
+}
+
+bool ScopeLayer::InDiscard() const {
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body) return true;
+      if (f.param_stage == 3) continue;
+      return true;
+    }
+    if (f.comp == 1 || f.comp == 3) return true;
+    if (f.kind == Frame::kParams && f.param_stage == 2 && future_annotations_) return true;
+  }
+  return in_annotation_ && future_annotations_;
+}
+
+void ScopeLayer::AddEntry(Entry e) {
+  if (InDiscard()) e.kept = false;
+  // Bare: every bracket around it, up to the statement or a comprehension's
+  // target list, is a display; in a pure target context (for, del, with-as,
+  // a comprehension's targets) a bare __debug__ can only go on as a trailer.
+  bool pure = target_ctx_;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kDisplay && f.comp == 0) continue;
+    if (f.comp == 1) {
+      pure = true;
+    } else {
+      e.bare = false;
+      pure = false;
+    }
+    break;
+  }
+  if (e.name == kDebug) {
+    seg_debug_ = true;
+    if (e.bare && pure) must_trail_ = true;
+  }
+  seg_.push_back(std::move(e));
+}
+
+void ScopeLayer::Occurs(const std::string& name) {
+  if (!scopes_.back()->seen.count(name)) Top().seen.insert(name);
+}
+
+void ScopeLayer::BindName(const std::string& name, bool import) {
+  // An import binds (DEF_IMPORT) without the flags that make a later global
+  // or nonlocal declaration an error (symtable.c checks DEF_PARAM, DEF_LOCAL,
+  // USE and DEF_ANNOT only).
+  if (!import) Occurs(name);
+  const Scope& cur = *scopes_.back();
+  if (cur.globals.count(name) || cur.nonlocals.count(name)) return;
+  if (!cur.bound.count(name)) Top().bound.insert(name);
+  ResolveBinding(name);
+}
+
+void ScopeLayer::ResolveBinding(const std::string& name) {
+  if (scopes_.back()->kind != Scope::kFunction) return;
+  const auto& pend = scopes_.back()->pending;
+  bool any = false;
+  for (const Pending& p : pend) any = any || p.name == name;
+  if (!any) return;
+  auto& v = Top().pending;
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const Pending& p) { return p.name == name; }),
+          v.end());
+}
+
+bool ScopeLayer::NonlocalAllowedHere() const {
+  const Scope& cur = *scopes_.back();
+  if (cur.kind == Scope::kModule) return false;
+  bool klass = false;
+  for (size_t i = scopes_.size() - 1; i-- > 0;) {
+    if (scopes_[i]->kind == Scope::kFunction) return true;
+    if (scopes_[i]->kind == Scope::kClass) klass = true;
+  }
+  return klass && !cur.seen.count("__class__") && !cur.globals.count("__class__");
+}
+
+bool ScopeLayer::PendingNonlocal() const {
+  for (const auto& s : scopes_) {
+    for (const Pending& p : s->pending) {
+      if (p.resolved_at < 0) return true;
+    }
+  }
+  return false;
+}
+
+bool ScopeLayer::DeclForbidden(NameSet* out) const {
+  const Scope& cur = *scopes_.back();
+  out->insert(cur.seen.begin(), cur.seen.end());
+  if (stmt_ == Stmt::kGlobal) {
+    out->insert(cur.nonlocals.begin(), cur.nonlocals.end());
+    for (const Pending& p : cur.pending) out->insert(p.name);
+    return true;
+  }
+  out->insert(cur.globals.begin(), cur.globals.end());
+  out->insert(kDebug);
+  // A name the walk of Declare stops at before any candidate function: one
+  // declared global in an enclosing function nearer than every function
+  // that does not declare it so.  Without any enclosing function, every
+  // name but `__class__` is refused: not a list.
+  bool function = false;
+  for (size_t i = scopes_.size() - 1; i-- > 0;) {
+    const Scope& a = *scopes_[i];
+    if (a.kind == Scope::kModule) break;
+    if (a.kind != Scope::kFunction) continue;
+    function = true;
+    for (const std::string& g : a.globals) {
+      ScopeLayer probe = *this;
+      probe.Declare(g);
+      if (probe.dead_) out->insert(g);
+    }
+  }
+  return function;
+}
+
+void ScopeLayer::Declare(const std::string& name) {
+  const size_t d = scopes_.size() - 1;
+  const Scope& cur = *scopes_.back();
+  if (stmt_ == Stmt::kGlobal) {
+    if (cur.seen.count(name)) {
+      Fail("name '" + name + "' is used or bound prior to global declaration");
+      return;
+    }
+    if (cur.nonlocals.count(name)) {
+      Fail("name '" + name + "' is nonlocal and global");
+      return;
+    }
+    for (const Pending& p : cur.pending) {
+      if (p.name == name) {
+        Fail("nonlocal '" + name + "' of a nested function has no binding past global");
+        return;
+      }
+    }
+    if (!cur.globals.count(name)) Top().globals.insert(name);
+    return;
+  }
+  // nonlocal
+  if (cur.seen.count(name)) {
+    Fail("name '" + name + "' is used or bound prior to nonlocal declaration");
+    return;
+  }
+  if (cur.globals.count(name)) {
+    Fail("name '" + name + "' is nonlocal and global");
+    return;
+  }
+  if (cur.nonlocals.count(name)) return;
+  Pending p;
+  p.name = name;
+  p.lo = -1;
+  if (name != kDebug) {
+    for (size_t i = d; i-- > 0;) {
+      const Scope& a = *scopes_[i];
+      if (a.kind == Scope::kModule) break;
+      if (a.kind == Scope::kClass) {
+        if (name == "__class__") {
+          p.resolved_at = static_cast<int32_t>(i);
+          break;
+        }
+        continue;
+      }
+      if (a.globals.count(name)) break;
+      if (a.bound.count(name) || a.nonlocals.count(name)) {
+        p.resolved_at = static_cast<int32_t>(i);
+        break;
+      }
+      p.lo = static_cast<int32_t>(i);
+    }
+  }
+  if (p.resolved_at < 0 && p.lo < 0) {
+    Fail("no binding for nonlocal '" + name + "' found");
+    return;
+  }
+  Scope& top = Top();
+  top.nonlocals.insert(name);
+  if (top.kind == Scope::kFunction) {  // nested nonlocals of the name now go through this one
+    top.pending.erase(std::remove_if(top.pending.begin(), top.pending.end(),
+                                     [&](const Pending& q) { return q.name == name; }),
+                      top.pending.end());
+  }
+  top.pending.push_back(p);
+}
+
+void ScopeLayer::CheckDebugTargets(size_t from) {
+  for (size_t i = from; i < seg_.size(); ++i) {
+    if (seg_[i].bare && seg_[i].name == kDebug) {
+      Fail("cannot assign to __debug__");
+      return;
+    }
+  }
+}
+
+void ScopeLayer::CommitSeg(size_t upto) {
+  for (size_t i = 0; i < upto && i < seg_.size(); ++i) {
+    if (seg_[i].kept && !seg_[i].attr) Occurs(seg_[i].name);
+  }
+}
+
+void ScopeLayer::EndStatement() {
+  if (import_pending_.size()) {
+    if (import_pending_ == kDebug) {
+      Fail("cannot assign to __debug__");
+      return;
+    }
+    BindName(import_pending_, true);
+    import_pending_.clear();
+  }
+  if (stmt_ == Stmt::kDel) {
+    for (size_t i = assign_start_; i < seg_.size(); ++i) {
+      if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+    }
+  }
+  CommitSeg(seg_.size());
+  seg_.clear();
+  seg_debug_ = false;
+  assign_start_ = 0;
+  frames_.clear();
+  stmt_ = Stmt::kNone;
+  stmt_lexemes_ = 0;
+  in_header_ = false;
+  target_ctx_ = false;
+  after_as_ = false;
+  in_annotation_ = false;
+  must_trail_ = false;
+  import_first_ = false;
+}
+
+bool ScopeLayer::LambdaTerminator(const std::string& x) const {
+  return x == "," || x == ")" || x == "]" || x == "}" || x == ":" || x == ";" || x == "=" ||
+         x == "\n" || x == "for" || x == "from" || x == "as" || x == "async";
+}
+
+void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
+  if (dead_) return;
+  // A lambda body ends at the first terminator at its own level.
+  const std::string key = kind == Lex::kNewline ? std::string("\n") : text;
+  while (!frames_.empty() && frames_.back().kind == Frame::kLambda && frames_.back().lambda_body &&
+         (kind == Lex::kOp || kind == Lex::kKeyword || kind == Lex::kNewline) &&
+         LambdaTerminator(key)) {
+    frames_.pop_back();
+  }
+  // A trailer after a name or a closed group: not a whole target.
+  if (kind == Lex::kOp && (text == "." || text == "(" || text == "[")) {
+    if (prev_kind_ == Lex::kName && !seg_.empty() && last_entry_live_) {
+      seg_.back().bare = false;
+    } else if (prev_kind_ == Lex::kOp && (prev_ == ")" || prev_ == "]") &&
+               last_closed_start_ >= 0) {
+      for (size_t i = static_cast<size_t>(last_closed_start_); i < seg_.size(); ++i) {
+        seg_[i].bare = false;
+      }
+    }
+    must_trail_ = false;
+  }
+  const bool first = stmt_lexemes_ == 0;
+  ++stmt_lexemes_;
+  switch (kind) {
+    case Lex::kNewline:
+      EndStatement();
+      break;
+    case Lex::kName:
+      Name(text);
+      break;
+    case Lex::kKeyword:
+      if (first && text == "async") {
+        stmt_lexemes_ = 0;  // `async def/for/with`: the next word decides
+        break;
+      }
+      Keyword(text);
+      break;
+    case Lex::kOp:
+      if (first && text == "@") {
+        stmt_ = Stmt::kDecorator;
+        break;
+      }
+      if (first) stmt_ = Stmt::kExpr;
+      Op(text);
+      break;
+    case Lex::kNumber:
+    case Lex::kString:
+      if (first) stmt_ = Stmt::kExpr;
+      break;
+  }
+  if (!frames_.empty() && !(kind == Lex::kOp && (text == "(" || text == "[" || text == "{"))) {
+    Frame& f = frames_.back();
+    if (kind != Lex::kName) f.kw_candidate = false;
+    f.after_sep = kind == Lex::kOp && text == ",";
+  }
+  if (kind != Lex::kName) last_entry_live_ = false;
+  prev_ = text;
+  prev_kind_ = kind;
+}
+
+void ScopeLayer::Name(const std::string& name) {
+  if (stmt_lexemes_ == 1 && stmt_ == Stmt::kNone) stmt_ = Stmt::kExpr;
+  last_entry_live_ = false;
+  const bool attr = prev_kind_ == Lex::kOp && prev_ == ".";
+  switch (stmt_) {
+    case Stmt::kGlobal:
+    case Stmt::kNonlocal:
+      Declare(name);
+      return;
+    case Stmt::kImport:
+      if (attr) return;
+      if (after_as_) {
+        after_as_ = false;
+        if (name == kDebug) {
+          Fail("cannot assign to __debug__");
+          return;
+        }
+        BindName(name, true);
+        return;
+      }
+      if (import_first_) {
+        import_pending_ = name;
+        import_first_ = false;
+      }
+      return;
+    case Stmt::kFrom:
+      if (name == "__future__") from_future_ = true;
+      return;
+    case Stmt::kFromNames:
+      if (after_as_) {
+        after_as_ = false;
+        if (name == kDebug) {
+          Fail("cannot assign to __debug__");
+          return;
+        }
+        BindName(name, true);
+        return;
+      }
+      if (from_future_ && name == "annotations") future_annotations_ = true;
+      import_pending_ = name;
+      return;
+    case Stmt::kDef:
+    case Stmt::kClass:
+      if (!def_pending_ && frames_.empty() && !in_annotation_) {
+        if (name == kDebug) {
+          Fail("cannot assign to __debug__");
+          return;
+        }
+        BindName(name);
+        def_pending_ = true;
+        return;
+      }
+      break;
+    case Stmt::kExcept:
+      if (after_as_ && frames_.empty()) {
+        after_as_ = false;
+        if (name == kDebug) {
+          Fail("cannot assign to __debug__");
+          return;
+        }
+        BindName(name);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  if (!frames_.empty()) {
+    Frame& f = frames_.back();
+    if ((f.kind == Frame::kParams || f.kind == Frame::kLambda) && !f.lambda_body &&
+        f.param_stage == 0) {
+      if (name == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      if (f.names.count(name)) {
+        Fail("duplicate argument '" + name + "' in function definition");
+        return;
+      }
+      f.names.insert(name);
+      f.param_stage = 1;
+      return;
+    }
+    if (f.kind == Frame::kCall || f.kind == Frame::kClassArgs) f.kw_candidate = f.after_sep;
+  }
+  Entry e;
+  e.name = name;
+  e.attr = attr;
+  AddEntry(std::move(e));
+  last_entry_live_ = true;
+}
+
+void ScopeLayer::Keyword(const std::string& kw) {
+  const bool first = stmt_lexemes_ == 1;
+  if (first) {
+    if (kw == "global") {
+      stmt_ = Stmt::kGlobal;
+      return;
+    }
+    if (kw == "nonlocal") {
+      if (!NonlocalAllowedHere()) {
+        Fail(scopes_.size() == 1 ? "nonlocal declaration not allowed at module level"
+                                 : "nonlocal with no enclosing function");
+        return;
+      }
+      stmt_ = Stmt::kNonlocal;
+      return;
+    }
+    if (kw == "import") {
+      stmt_ = Stmt::kImport;
+      import_first_ = true;
+      return;
+    }
+    if (kw == "from") {
+      stmt_ = Stmt::kFrom;
+      from_future_ = false;
+      return;
+    }
+    if (kw == "del") {
+      stmt_ = Stmt::kDel;
+      target_ctx_ = true;
+      return;
+    }
+    if (kw == "def" || kw == "class") {
+      stmt_ = kw == "def" ? Stmt::kDef : Stmt::kClass;
+      def_pending_ = false;
+      in_header_ = true;
+      return;
+    }
+    if (kw == "for") {
+      stmt_ = Stmt::kFor;
+      target_ctx_ = true;
+      in_header_ = true;
+      return;
+    }
+    if (kw == "with") {
+      stmt_ = Stmt::kWith;
+      in_header_ = true;
+      return;
+    }
+    if (kw == "except") {
+      stmt_ = Stmt::kExcept;
+      in_header_ = true;
+      return;
+    }
+    if (kw == "if" || kw == "elif" || kw == "while" || kw == "else" || kw == "try" ||
+        kw == "finally") {
+      stmt_ = Stmt::kCompound;
+      in_header_ = true;
+      return;
+    }
+    stmt_ = Stmt::kExpr;
+  }
+  if (kw == "import" && stmt_ == Stmt::kFrom) {
+    stmt_ = Stmt::kFromNames;
+    return;
+  }
+  if (kw == "as" && (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames)) {
+    import_pending_.clear();
+    after_as_ = true;
+    return;
+  }
+  if (kw == "as" && frames_.empty()) {
+    if (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames) {
+      import_pending_.clear();
+      after_as_ = true;
+      return;
+    }
+    if (stmt_ == Stmt::kExcept) {
+      after_as_ = true;
+      return;
+    }
+    if (stmt_ == Stmt::kWith) {
+      target_ctx_ = true;
+      assign_start_ = seg_.size();
+      return;
+    }
+  }
+  if (kw == "in" && stmt_ == Stmt::kFor && frames_.empty() && target_ctx_) {
+    CheckDebugTargets(assign_start_);
+    if (dead_) return;
+    for (size_t i = assign_start_; i < seg_.size(); ++i) {
+      if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+    }
+    target_ctx_ = false;
+    must_trail_ = false;
+    return;
+  }
+  if (kw == "lambda") {
+    Frame f;
+    f.kind = Frame::kLambda;
+    f.seg_start = seg_.size();
+    frames_.push_back(std::move(f));
+    return;
+  }
+  if (!frames_.empty()) {
+    Frame& f = frames_.back();
+    if (kw == "for" && (f.kind == Frame::kDisplay || f.kind == Frame::kCall)) {
+      if (f.comp == 0) {
+        for (size_t i = f.seg_start; i < seg_.size(); ++i) seg_[i].kept = false;
+        f.first_for = true;
+      } else {
+        f.first_for = false;
+      }
+      f.comp = 1;
+      f.comp_target_start = seg_.size();
+      return;
+    }
+    if (kw == "in" && f.comp == 1) {
+      CheckDebugTargets(f.comp_target_start);
+      must_trail_ = false;
+      f.comp = f.first_for ? 2 : 3;
+      return;
+    }
+    if (kw == "if" && f.comp != 0) {
+      f.comp = 3;
+      return;
+    }
+  }
+}
+
+void ScopeLayer::Op(const std::string& op) {
+  // Brackets.
+  if (op == "(" || op == "[" || op == "{") {
+    Frame f;
+    f.close = op == "(" ? ')' : op == "[" ? ']' : '}';
+    f.seg_start = seg_.size();
+    const bool after_value = prev_kind_ == Lex::kName || prev_kind_ == Lex::kString ||
+                             prev_kind_ == Lex::kNumber ||
+                             (prev_kind_ == Lex::kOp && (prev_ == ")" || prev_ == "]" ||
+                                                         prev_ == "}"));
+    if (op == "(" && (stmt_ == Stmt::kDef || stmt_ == Stmt::kClass) && def_pending_ &&
+        frames_.empty() && prev_kind_ == Lex::kName) {
+      f.kind = stmt_ == Stmt::kDef ? Frame::kParams : Frame::kClassArgs;
+    } else if (op != "{" && after_value) {
+      f.kind = op == "(" ? Frame::kCall : Frame::kSubscript;
+    }
+    ++depth_;
+    frames_.push_back(std::move(f));
+    return;
+  }
+  if (op == ")" || op == "]" || op == "}") {
+    if (stmt_ == Stmt::kFromNames && import_pending_ == kDebug) {  // `from m import (__debug__)`
+      Fail("cannot assign to __debug__");
+      return;
+    }
+    --depth_;
+    if (!frames_.empty()) {
+      const Frame f = std::move(frames_.back());
+      frames_.pop_back();
+      last_closed_start_ = static_cast<int64_t>(f.seg_start);
+      if (f.kind == Frame::kParams) def_params_ = f.names;
+    }
+    return;
+  }
+  if (op == ",") {
+    if (target_ctx_ && frames_.empty() && must_trail_) {
+      Fail("cannot assign to __debug__");
+      return;
+    }
+    if (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames) {  // also inside `(...)`
+      if (import_pending_ == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      if (!import_pending_.empty()) BindName(import_pending_, true);
+      import_pending_.clear();
+      import_first_ = stmt_ == Stmt::kImport;
+      after_as_ = false;
+      return;
+    }
+    if (!frames_.empty()) {
+      Frame& f = frames_.back();
+      if (f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body)) {
+        f.param_stage = 0;
+      }
+      if (f.comp == 1) CheckDebugTargets(f.comp_target_start);
+    } else if (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames) {
+      if (import_pending_ == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      if (!import_pending_.empty()) BindName(import_pending_, true);
+      import_pending_.clear();
+      import_first_ = stmt_ == Stmt::kImport;
+      return;
+    } else if (stmt_ == Stmt::kWith && target_ctx_) {
+      CheckDebugTargets(assign_start_);
+      if (dead_) return;
+      for (size_t i = assign_start_; i < seg_.size(); ++i) {
+        if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+      }
+      target_ctx_ = false;
+      return;
+    } else if (stmt_ == Stmt::kDel || stmt_ == Stmt::kFor) {
+      CheckDebugTargets(seg_.empty() ? 0 : seg_.size() - 1);
+      return;
+    }
+    if (target_ctx_ && !seg_.empty() && seg_.back().bare && seg_.back().name == kDebug) {
+      Fail("cannot assign to __debug__");
+    }
+    return;
+  }
+  if (op == "*" || op == "**" || op == "/") return;
+  if (op == ";") {
+    EndStatement();
+    return;
+  }
+  // Inside a bracket or lambda: parameter stages, keywords.
+  if (!frames_.empty()) {
+    Frame& f = frames_.back();
+    const bool params = f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body);
+    if (params && op == "=") {
+      f.param_stage = 3;
+      return;
+    }
+    if (f.kind == Frame::kParams && op == ":") {
+      f.param_stage = 2;
+      return;
+    }
+    if (f.kind == Frame::kLambda && !f.lambda_body && op == ":") {
+      f.lambda_body = true;
+      return;
+    }
+    if ((f.kind == Frame::kCall || f.kind == Frame::kClassArgs) && op == "=" &&
+        prev_kind_ == Lex::kName && f.kw_candidate && !seg_.empty()) {
+      const std::string kw = seg_.back().name;
+      seg_.pop_back();
+      if (kw == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      if (f.names.count(kw)) {
+        Fail("keyword argument repeated: " + kw);
+        return;
+      }
+      f.names.insert(kw);
+      return;
+    }
+    if (op == ":=" && !seg_.empty() && prev_kind_ == Lex::kName) {
+      if (seg_.back().name == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      seg_.back().bare = false;
+      BindName(seg_.back().name);
+      return;
+    }
+    return;
+  }
+  // Statement level.
+  if (op == ":=") {
+    if (!seg_.empty() && prev_kind_ == Lex::kName) {
+      if (seg_.back().name == kDebug) {
+        Fail("cannot assign to __debug__");
+        return;
+      }
+      seg_.back().bare = false;
+      BindName(seg_.back().name);
+    }
+    return;
+  }
+  if (op == "->") {
+    in_annotation_ = true;
+    return;
+  }
+  if (op == ":") {
+    if (in_header_) {
+      if (stmt_ == Stmt::kWith && target_ctx_) {
+        CheckDebugTargets(assign_start_);
+        if (dead_) return;
+        for (size_t i = assign_start_; i < seg_.size(); ++i) {
+          if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+        }
+      }
+      const bool open = (stmt_ == Stmt::kDef || stmt_ == Stmt::kClass) && def_pending_;
+      const Scope::Kind kind = stmt_ == Stmt::kDef ? Scope::kFunction : Scope::kClass;
+      const int32_t col = stmt_col_;
+      in_annotation_ = false;
+      CommitSeg(seg_.size());
+      seg_.clear();
+      seg_debug_ = false;
+      assign_start_ = 0;
+      frames_.clear();
+      stmt_ = Stmt::kNone;
+      stmt_lexemes_ = 0;
+      in_header_ = false;
+      target_ctx_ = false;
+      after_as_ = false;
+      must_trail_ = false;
+      if (open) {
+        auto s = std::make_shared<Scope>();
+        s->kind = kind;
+        s->header_col = col;
+        if (kind == Scope::kFunction) {
+          s->params = def_params_;
+          s->seen = def_params_;
+          s->bound = def_params_;
+        }
+        scopes_.push_back(std::move(s));
+        def_params_.clear();
+        def_pending_ = false;
+      }
+      return;
+    }
+    if (stmt_ == Stmt::kExpr) {  // an annotated assignment
+      CheckDebugTargets(0);
+      if (dead_) return;
+      const bool simple = seg_.size() == 1 && seg_[0].bare && !seg_[0].attr && prev_ != ")";
+      if (simple) {
+        const std::string& n = seg_[0].name;
+        const Scope& cur = *scopes_.back();
+        if (cur.kind != Scope::kModule && (cur.globals.count(n) || cur.nonlocals.count(n))) {
+          Fail("annotated name '" + n + "' can't be global or nonlocal");
+          return;
+        }
+        BindName(n);
+      }
+      CommitSeg(seg_.size());
+      seg_.clear();
+      assign_start_ = 0;
+      in_annotation_ = true;
+    }
+    return;
+  }
+  if (op == "=") {
+    if (stmt_ == Stmt::kExpr) {
+      CheckDebugTargets(assign_start_);
+      if (dead_) return;
+      if (in_annotation_) {
+        in_annotation_ = false;
+        CommitSeg(seg_.size());
+        seg_.clear();
+        assign_start_ = 0;
+        return;
+      }
+      for (size_t i = assign_start_; i < seg_.size(); ++i) {
+        if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+      }
+      assign_start_ = seg_.size();
+    }
+    return;
+  }
+  if (IsAugOp(op) && stmt_ == Stmt::kExpr) {
+    CheckDebugTargets(assign_start_);
+    if (dead_) return;
+    for (size_t i = assign_start_; i < seg_.size(); ++i) {
+      if (seg_[i].bare && !seg_[i].attr) BindName(seg_[i].name);
+    }
+    assign_start_ = seg_.size();
+  }
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,225 @@
+// The scope layer of the strict Python grammar: what CPython 3.11's symbol
+// table refuses beyond the grammar, checked on the session's committed text.
+//
+// The grammar (grammar/lark/python.lark) decides the syntax; this layer reads
+// the same text a second time with a small Python tokenizer of its own (names,
+// operators, strings with their f-string fields, comments, line
+// continuations, logical lines and their columns) and keeps, per open scope
+// (module, class, function; lambdas and comprehensions only as far as they
+// hide names from the enclosing scope), the names that occur, the names bound,
+// the parameters and the global / nonlocal declarations.  It refuses, at the
+// lexeme that commits to the mistake, what CPython refuses (symtable.c and
+// the compiler's forbidden-name checks):
+//   - `nonlocal` at module level or where no enclosing function exists (the
+//     keyword itself; `__class__` in a method counts), nonlocal of a name
+//     that is a parameter, occurs earlier in the scope, or is declared global;
+//   - a nonlocal name that no enclosing function binds: the binding may come
+//     later in the text, so the end of the text, and the line start that
+//     closes the outermost function able to bind it, are refused until then;
+//   - `global x` after x occurs in the scope (used, bound, a parameter), of a
+//     name declared nonlocal, or of a name that a nested function's nonlocal
+//     reaches only through this scope; an annotated name declared global or
+//     nonlocal (outside the module);
+//   - duplicate parameter names (def and lambda), a repeated keyword argument;
+//   - `__debug__` as a parameter, keyword, import, def/class name, or target
+//     of an assignment, augmented or annotated assignment, walrus, for, with,
+//     except, del or comprehension (also as an attribute target).
+// The layer assumes its text is a prefix of the grammar's language (the
+// session feeds it only tokens the grammar allows).  Its state is copied per
+// step (Fork, the history for Rollback); the per-scope name sets are shared
+// between copies and copied only when a new name is added.
+//
+// Masks: the session filters its grammar mask through Filter, which feeds a
+// copy of the layer each allowed token that could fail: every allowed token
+// when a check is pending (Armed: inside a parameter list, a call with
+// keywords, a global/nonlocal statement, an unresolved nonlocal, ...), else
+// only the few tokens that can open and fail a check on their own
+// (ScopeTokenIndex).  Tested by tests/scope_layer_test.cc (minimal cases both
+// ways) and tests/py/test_python_strict.py (generated programs against
+// CPython's compile()).
+#ifndef CFGMASK_RUNTIME_SCOPE_LAYER_H_
+#define CFGMASK_RUNTIME_SCOPE_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+
+namespace cfgmask {
+
+// Per store: which tokens can fail a check from a state with no check
+// pending, and the tokens by their leading identifier run (for a partial
+// name that may become `nonlocal`, `global` or `__debug__`).
+class ScopeTokenIndex {
+ public:
+  explicit ScopeTokenIndex(const CompiledStore& store);
+  const std::vector<int32_t>& risky() const { return risky_; }
+  const std::vector<int32_t>& newline() const { return newline_; }  // tokens with a '\n' 
+  // Tokens whose leading identifier run is `run` and that go on after it.
+  const std::vector<int32_t>* Finishing(std::string_view run) const;
+  // Tokens that hold `run` as a whole identifier run that ends inside them
+  // (something follows it in the token).
+  const std::vector<int32_t>* Containing(std::string_view run) const;
+  // Is the store's grammar the strict Python grammar (or one derived from it)?
+  static bool Wanted(const CompiledStore& store);
+
+ private:
+  std::vector<int32_t> risky_, newline_;
+  using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
+  static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
+  RunIndex finishing_, containing_;
+};
+
+class ScopeLayer {
+ public:
+  ScopeLayer();
+  // Reads more text; false (and the layer is dead) if CPython refuses it.
+  bool Feed(std::string_view bytes);
+  // Could the text end here?
+  bool CanEnd() const;
+  // Is a check pending that any next token could fail?  With `at_word`, the
+  // checks only a token starting with a non-name byte can fail are left
+  // out of the answer and flagged there instead.
+  bool Armed(bool* at_word = nullptr) const;
+  bool dead() const { return dead_; }
+  // The identifier being written at the end of the text ("" if none).
+  const std::string& partial_word() const { return word_; }
+  // Clears, in `mask`, the tokens the layer refuses (only tokens set there
+  // are looked at).
+  void Filter(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask) const;
+  // Human-readable reason of the last refusal (tests).
+  const std::string& why() const { return why_; }
+  // Counts of refusals by check, for the corpus figures (not copied
+  // anywhere but kept through Feed).
+  std::string DebugString() const;
+
+  using NameSet = std::set<std::string>;
+  struct Pending {  // a nonlocal name and the scope depths able to bind it
+    std::string name;
+    int32_t lo = 0;                 // outermost candidate depth (function scopes only)
+    int32_t resolved_at = -1;       // depth of the binding scope, -1: none yet
+  };
+  struct Scope {
+    enum Kind { kModule, kClass, kFunction } kind = kModule;
+    int32_t header_col = -1;  // column of its def/class line; body lines are deeper
+    NameSet seen;             // every name occurring (use, binding, parameter, annotation)
+    NameSet bound;            // bound here (for nonlocal in nested functions)
+    NameSet params, globals, nonlocals;
+    std::vector<Pending> pending;  // nonlocals declared here or in closed nested scopes
+  };
+
+ private:
+  // ---- lexemes
+  enum class Lex { kName, kKeyword, kNumber, kString, kOp, kNewline };
+  void Byte(unsigned char c);
+  void CodeByte(unsigned char c);
+  void FlushWord();
+  void FlushOp();
+  void FieldByte(unsigned char c);
+  void LineStart(int32_t col);
+  void Lexeme(Lex kind, const std::string& text);
+  void Fail(std::string why);
+
+  // ---- statements and scopes
+  struct Entry {
+    std::string name;
+    bool bare = true;    // a whole target element so far (no trailer, not in a call)
+    bool attr = false;   // an attribute name (only its __debug__-ness counts)
+    bool kept = true;    // counts for the enclosing scope
+  };
+  struct Frame {
+    enum Kind { kDisplay, kCall, kSubscript, kParams, kClassArgs, kLambda } kind = kDisplay;
+    char close = 0;
+    size_t seg_start = 0;       // entries added since it opened
+    int32_t comp = 0;           // 0 none, 1 targets, 2 first iterable, 3 the rest
+    bool after_sep = true;      // at an element start (after the opener or a comma)
+    bool kw_candidate = false;  // calls: the last name began an argument (a keyword if `=` follows)
+    bool first_for = false;     // comprehensions: in the first `for` clause
+    size_t comp_target_start = 0;
+    int32_t param_stage = 0;    // params: 0 name expected, 1 after the name, 2 annotation, 3 default
+    bool lambda_body = false;
+    NameSet names;              // parameters / keyword names of this list
+  };
+  void Name(const std::string& name);
+  void Keyword(const std::string& kw);
+  void Op(const std::string& op);
+  void EndStatement();
+  void CommitSeg(size_t upto);
+  void AddEntry(Entry e);
+  bool InDiscard() const;
+  void BindName(const std::string& name, bool import = false);
+  void Occurs(const std::string& name);
+  void Declare(const std::string& name);
+  // The names the global/nonlocal statement being read refuses (false: all
+  // but `__class__`, no list).
+  bool DeclForbidden(NameSet* out) const;
+  bool PendingNonlocal() const;  // a nonlocal without binding yet
+  void CloseScopesTo(int32_t col);
+  void PopScope();
+  Scope& Top();
+  Scope& At(size_t i);
+  bool NonlocalAllowedHere() const;
+  void CheckDebugTargets(size_t from);
+  void ResolveBinding(const std::string& name);
+  bool LambdaTerminator(const std::string& lexeme) const;
+  void EndLambdas(const std::string& lexeme);
+
+  std::vector<std::shared_ptr<Scope>> scopes_;
+  std::vector<Frame> frames_;
+  std::vector<Entry> seg_;
+  size_t assign_start_ = 0;     // first entry of the current assignment target list
+  // The statement being read.
+  enum class Stmt { kNone, kExpr, kGlobal, kNonlocal, kImport, kFrom, kFromNames, kDel, kFor,
+                    kWith, kExcept, kDef, kClass, kCompound, kDecorator };
+  Stmt stmt_ = Stmt::kNone;
+  int32_t stmt_col_ = 0;        // column of the logical line
+  int32_t stmt_lexemes_ = 0;    // lexemes of the statement so far
+  bool in_header_ = false;      // a compound header before its ':'
+  bool target_ctx_ = false;     // for/with-as/except-as/del: reading a target
+  bool after_as_ = false;
+  bool import_first_ = false;   // import: the next name is a binding (first dotted component)
+  bool from_future_ = false;    // from-import of __future__
+  bool must_trail_ = false;
+  bool seg_debug_ = false;      // seg_ holds a __debug__ entry     // a whole __debug__ target element: only a trailer may follow
+  bool last_entry_live_ = false;  // the previous lexeme is the last entry's name
+  int64_t last_closed_start_ = -1;  // entries of the last closed bracket start here
+  NameSet def_params_;          // parameters of the def being read
+  std::string import_pending_;  // import: the name that binds unless `as` follows
+  std::string def_name_;
+  bool def_pending_ = false;    // def/class name read, its scope not yet open
+  Scope::Kind def_kind_ = Scope::kFunction;
+  bool future_annotations_ = false;
+  bool in_annotation_ = false;  // an annotation (not a use under future annotations)
+  int32_t ann_depth_ = -1;
+  // Lexeme context.
+  std::string prev_;            // previous lexeme text
+  Lex prev_kind_ = Lex::kNewline;
+  std::string last_name_;       // the last lexeme, if a name not yet placed
+  bool last_name_live_ = false;
+  // Tokenizer.
+  enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
+                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec };
+  Mode mode_ = Mode::kIndent;
+  bool comment_in_indent_ = false;
+  int32_t col_ = 0;
+  std::string word_;
+  std::string op_;
+  char quote_ = 0;
+  bool triple_ = false, raw_ = false, fstr_ = false;
+  int32_t quote_run_ = 0;
+  int32_t field_depth_ = 0;
+  char field_quote_ = 0;
+  std::string field_word_;
+  bool field_dot_ = false;
+  int32_t depth_ = 0;           // open brackets
+  bool dead_ = false;
+  std::string why_;
+};
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_SCOPE_LAYER_H_

@@ -1,0 +1,219 @@
+// The scope layer of the strict Python grammar (runtime/scope_layer.h) on
+// minimal cases, both ways: programs CPython 3.11 compiles are read to the
+// end and may end; programs it rejects for a symbol-table reason are refused,
+// at the byte that commits to the mistake (marked `|` in the case: the layer
+// reads the text before it and refuses that byte), or, for a nonlocal whose
+// binding never came, at the end (`$`) or at the line start that closes the
+// last function able to bind it.  tests/py/test_python_strict.py compares
+// the layer, through the engine, with CPython's compile() on generated
+// programs.
+#include "runtime/scope_layer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/session.h"
+#include "tests/test_store_cache.h"
+
+namespace cfgmask {
+namespace {
+
+struct Case {
+  const char* text;  // `|`: the refused byte follows; `$`: refused at the end
+};
+
+// Accepted: read to the end, and the text may end.
+const char* const kAccepted[] = {
+    "def f(a, b, *c, d, **e):\n    pass\n",
+    "f = lambda a, b=1, *c, **d: a\n",
+    "f(a=1, b=2, **k)\n",
+    "f(a, a, a=1)\n",
+    "class A(B, metaclass=M, x=1):\n    pass\n",
+    "def f():\n    x = 1\n    def g():\n        nonlocal x\n        x = 2\n",
+    "def f():\n    def g():\n        nonlocal x\n    x = 1\n",
+    "def f():\n    def g():\n        def h():\n            nonlocal x\n    x = 1\n",
+    "def f(x):\n    def g():\n        nonlocal x\n",
+    "def f():\n    for x in y:\n        pass\n    def g():\n        nonlocal x\n",
+    "def f():\n    import x.y\n    def g():\n        nonlocal x\n",
+    "def f():\n    del x\n    def g():\n        nonlocal x\n",
+    "def f():\n    x: int\n    def g():\n        nonlocal x\n",
+    "def f():\n    if (x := 1):\n        pass\n    def g():\n        nonlocal x\n",
+    "def f():\n    with a as (x, y):\n        pass\n    def g():\n        nonlocal y\n",
+    "def f():\n    try:\n        pass\n    except E as x:\n        pass\n    def g():\n        nonlocal x\n",
+    "def f():\n    class C:\n        def g(self):\n            nonlocal x\n    x = 1\n",
+    "def f():\n    x = 1\n    class C:\n        nonlocal x\n",
+    "class C:\n    def f(self):\n        nonlocal __class__\n",
+    "def f():\n    x = 1\n    def g():\n        nonlocal x\n        def h():\n            nonlocal x\n",
+    "def f():\n    x = 1\n    def a():\n        global x\n    def b():\n        nonlocal x\n",
+    "global x\nglobal x\nx = 1\n",
+    "def f():\n    global x\n    x = 1\n",
+    "def f():\n    g(x=1)\n    a.x\n    global x\n",
+    "def f():\n    def g():\n        x\n    global x\n",
+    "def f():\n    lambda: x\n    [x for y in z]\n    [y for y in z for w in x]\n    global x\n",
+    "from __future__ import annotations\ndef f():\n    def g(a: x) -> x:\n        pass\n    y: x\n    global x\n",
+    "def f():\n    from x import y\n    global x\n",
+    "def f():\n    class C:\n        x = 1\n    global x\n",
+    "global x\nx: int\n",
+    "def f():\n    global x\n    (x): int\n    x.y: int\n",
+    "x = __debug__\nif __debug__:\n    pass\nf'{__debug__}'\n",
+    "for (__debug__).x in y:\n    pass\n",
+    "global __debug__\n",
+    "import __debug__ as d\nfrom m import __debug__ as e\n",
+    "from m import (__debug__ as e,\n    f)\ndef g():\n    def h():\n        nonlocal f\n    from m import (a,\n        f)\n",
+    "f(**{'__debug__': 1})\n",
+    "__debug__ == 1\n",
+    "x = '''a\n'b' \"\"\" '''\ny = f\"{a!r:>10}\" + rf'\\{b}'\n",
+    "def f():\n    x = 1\n    def g():\n        nonlocal x\n    def h():\n        nonlocal x\n",
+};
+
+// Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
+const char* const kRefused[] = {
+    "def f(a, a|)",
+    "def f(a, *a|)",
+    "def f(a, *, b, a|)",
+    "def f(a, **a|)",
+    "lambda a, a|: 1",
+    "lambda a, b=1, *, a|: 1",
+    "f(a=1, a|=1)",
+    "f(a=1, **k, a|=1)",
+    "class A(x=1, x|=2): pass",
+    "nonlocal| x",
+    "def f():\n    nonlocal| x",
+    "class C:\n    nonlocal| x",
+    "def f():\n    x = 1\n    def g(x):\n        nonlocal x|\n",
+    "def f():\n    x = 1\n    def g():\n        x\n        nonlocal x|\n",
+    "def f():\n    x = 1\n    def g():\n        global x\n        nonlocal x|\n",
+    "def f():\n    x = 1\n    def g():\n        nonlocal x\n        global x|\n",
+    "def f():\n    def g():\n        nonlocal x\n|x = 1\n",
+    "def f():\n    def g():\n        nonlocal x\n$",
+    "def f():\n    def g():\n        def h():\n            nonlocal x\n        pass\n|y = 1\n",
+    "def f():\n    [x for x in y]\n    def g():\n        nonlocal x\n|",
+    "def f():\n    lambda x: 1\n    def g():\n        nonlocal x\n$",
+    "def f():\n    x = 1\n    def g():\n        global x\n        def h():\n            nonlocal x|\n",
+    "def f():\n    x = 1\n    def g():\n        def h():\n            nonlocal x\n        global x|\n",
+    "def f():\n    class C:\n        x = 1\n        def g(self):\n            nonlocal x\n$",
+    "def f():\n    def g():\n        nonlocal __debug__|\n",
+    "x\nglobal x|\n",
+    "x = 1\nglobal x|\n",
+    "def f(x):\n    global x|\n",
+    "def f():\n    f'{x}'\n    global x|\n",
+    "def f():\n    lambda a=x: 1\n    global x|\n",
+    "def f():\n    [y for y in x]\n    global x|\n",
+    "def f():\n    def x():\n        pass\n    global x|\n",
+    "def f():\n    def g(a: x):\n        pass\n    global x|\n",
+    "def f():\n    y: x\n    global x|\n",
+    "def f():\n    @x\n    def g():\n        pass\n    global x|\n",
+    "def f():\n    class C(x):\n        pass\n    global x|\n",
+    "def f():\n    global x\n    x|: int\n",
+    "def f():\n    x: int\n    global x|\n",
+    "class C:\n    global x\n    x|: int\n",
+    "def g():\n    x = 1\n    def f():\n        nonlocal x\n        x|: int\n",
+    "x.__debug__ =| 1\n",
+    "f(__debug__=|1)\n",
+    "f(a=1, __debug__|=1)\n",
+    "import __debug__|\n",
+    "from m import __debug__|\n",
+    "from m import (a, __debug__|)\n",
+    "from m import (a as __debug__|, b)\n",
+    "from m import x as __debug__|\n",
+    "del __debug__|\n",
+    "def __debug__|(): pass\n",
+    "class __debug__|: pass\n",
+    "def f(__debug__|): pass\n",
+    "lambda __debug__|: 1\n",
+    "[1 for __debug__ |in x]\n",
+    "__debug__|: int\n",
+    "x.__debug__|: int\n",
+    "class A(__debug__=|1): pass\n",
+    "with a as __debug__|: pass\n",
+    "for (__debug__) |in x: pass\n",
+    "for __debug__|, y in x: pass\n",
+    "if (__debug__ |:= 1): pass\n",
+    "__debug__ +|= 1\n",
+    "try: pass\nexcept E as __debug__|: pass\n",
+    "__debug__, y =| 1, 2\n",
+};
+
+// Feeds `text` up to the marker; returns where the layer refused (-1: never,
+// text.size(): at the end).
+int64_t RefusedAt(const std::string& text) {
+  ScopeLayer layer;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!layer.Feed(text.substr(i, 1))) return static_cast<int64_t>(i);
+  }
+  return layer.CanEnd() ? -1 : static_cast<int64_t>(text.size());
+}
+
+TEST(ScopeLayer, AcceptsWhatCPythonCompiles) {
+  for (const char* c : kAccepted) {
+    if (!c) continue;
+    EXPECT_EQ(RefusedAt(c), -1) << c;
+  }
+}
+
+TEST(ScopeLayer, RefusesAtTheCommittingByte) {
+  for (const char* c : kRefused) {
+    std::string text(c);
+    const size_t bar = text.find('|');
+    int64_t want;
+    if (bar != std::string::npos) {
+      text.erase(bar, 1);
+      want = static_cast<int64_t>(bar);
+    } else {
+      const size_t end = text.find('$');
+      ASSERT_NE(end, std::string::npos) << c;
+      text.erase(end, 1);
+      want = static_cast<int64_t>(text.size());
+    }
+    EXPECT_EQ(RefusedAt(text), want) << c;
+    // Everything before the refusal can still be completed: the layer alone
+    // accepts the prefix (the completions are in the accepted cases).
+  }
+}
+
+TEST(ScopeLayer, ForkedCopiesAreIndependent) {
+  ScopeLayer a;
+  ASSERT_TRUE(a.Feed("def f():\n    x = 1\n    def g():\n        nonlocal x\n"));
+  ScopeLayer b = a;
+  EXPECT_FALSE(b.Feed("        global x\n"));
+  EXPECT_TRUE(a.Feed("        y = x\n"));
+  EXPECT_TRUE(a.CanEnd());
+}
+
+// Through a session of the strict grammar with a real tokenizer: EOS, fork,
+// rollback, the mask and jump-forward all see the layer.
+TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
+  const std::string tok = TestEnv("CFGMASK_TOK_LLAMA_SPM");
+  if (tok.empty()) GTEST_SKIP() << "CFGMASK_TOK_LLAMA_SPM not set";
+  Status st;
+  const CompiledStore* store = CachedTestStore(
+      std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark", tok, "file_input", &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(ScopeTokenIndex::Wanted(*store));
+  Session s(store);
+  ASSERT_TRUE(s.AdvanceBytes("def f():\n    def g():\n        nonlocal x\n").ok());
+  EXPECT_FALSE(s.CanEnd());  // x has no binding yet
+  Session fork = s.Fork();
+  ASSERT_TRUE(fork.AdvanceBytes("    x = 1\n").ok());
+  EXPECT_TRUE(fork.CanEnd());
+  EXPECT_FALSE(s.CanEnd());
+  EXPECT_FALSE(s.AdvanceBytes("y = 1\n").ok());  // the dedent that closes f
+  ASSERT_TRUE(fork.Rollback(1).ok());
+  EXPECT_FALSE(fork.CanEnd());
+  // The mask agrees with the slow reference on every token, here and after
+  // `def h(a, ` (a second `a` is refused).
+  ASSERT_TRUE(fork.AdvanceBytes("    def h(a, ").ok());
+  for (Session* x : {&s, &fork}) {
+    const std::vector<uint32_t> mask = x->Mask();
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      ASSERT_EQ(MaskAllows(mask, t), x->AllowsSlow(t)) << t << " " << store->TokenBytes(t);
+    }
+  }
+  EXPECT_FALSE(fork.AdvanceBytes("a)").ok());
+  EXPECT_TRUE(fork.AdvanceBytes("b)").ok());
+  EXPECT_EQ(s.JumpForwardString(), "");
+}
+
+}  // namespace
+}  // namespace cfgmask
