@@ -28,8 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runtime" / "python"))
-import cfgmask  # noqa: E402
+try:
+    import cfgmask  # the installed package
+except ImportError:  # else this checkout's, with its built extension copied in
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runtime" / "python"))
+    import cfgmask  # noqa: E402
 
 PUNCT = set(b"!\"$%&'()*+,-./:;<=>?@[\\]^`{|}~ \t\n")
 
