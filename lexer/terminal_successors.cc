@@ -1,6 +1,6 @@
-// Successors of %ignore'd terminals: see terminal_successors.h.
+// Successors of terminals: see terminal_successors.h.
 //
-// For an ignored terminal t: a breadth-first search from the automaton's
+// For a terminal t: a breadth-first search from the automaton's
 // initial state over the bytes that keep t alive reaches every lexer state
 // where t's match can end (t among its boundary candidates).  Ending t there
 // (Boundary) and reading one more byte b gives the start of the next
@@ -23,7 +23,7 @@ namespace cfgmask {
 
 namespace {
 
-// The direct successors of ignored terminal t; false when the bound was hit.
+// The direct successors of terminal t; false when the bound was hit.
 bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored, int32_t t,
                       int32_t max_states, std::vector<uint8_t>* next) {
   std::vector<int32_t> queue = {a->initial_state()};
@@ -141,12 +141,7 @@ Status ComputeTerminalSuccessors(const Grammar& grammar, int32_t indenter_nl, in
   }
   for (int32_t t = 0; t < T; ++t) {
     if (!a->IsLexed(t) || t == indenter_nl) continue;
-    if (!ignored[t]) {
-      // Worth a check only if some terminal the grammar lets follow t may
-      // be unable to start where t's match stops.
-      explore(t);
-      if (!bounded[t]) continue;
-    }
+    explore(t);  // done already for the ignored ones
     if (!bounded[t]) continue;
     // Through chains of ignored terminals, to a fixed point.
     std::vector<uint8_t> reach = direct[t];
