@@ -248,7 +248,7 @@ case "$MODE" in
     export CFGMASK_REQUIRE_LLAMA=1  # installed above: its tests must not skip
     export CFGMASK_REQUIRE_TORCH=1  # likewise torch and transformers
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
-    "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+    "$VENV/bin/python" -m pytest -q --durations=25 "$ROOT/tests/py"
     # The GPU kit (docs/gpu.md): gathered, then dry-run on the CPU, so that it
     # is ready whenever a GPU machine is.
     "$ROOT/tests/gpu/prepare.sh"

@@ -10,7 +10,9 @@ HFLogitsProcessor (CPU torch tensors of shape (1, length) and (1, vocab), or
 numpy arrays where torch is missing).  Per call it records the call's time
 and, from the same call, the engine's accept, fill and masking-kernel times
 (Session.step / BatchMatcher.step report them); the framework-side overhead
-is the call minus those three.  Fresh logits are written before each call,
+is the call minus those three.  Every row is given for all steps and again
+for dense (at least half the vocabulary allowed), middle and sparse (at
+most 1%) steps.  Fresh logits are written before each call,
 outside the timing.
 
 Steering: for a few generations (a file's first --steer-after tokens, then
@@ -20,7 +22,7 @@ completion), is spread over the generation's tokens.  The search's tables,
 built once per store and then cached with it, are timed apart.
 
     python tests/bench/processor_bench.py --smollm2-store S.cfgm --qwen2-store Q.cfgm
-    [--files 5] [--max-tokens 400] [--baseline OLD_PROCESSORS.py] [--json out.json]
+    [--store Gemma4=G.cfgm ...] [--files 5] [--max-tokens 400] [--baseline OLD_PROCESSORS.py] [--json out.json]
 
 --baseline times another processors module (e.g. `git show
 REV:runtime/python/cfgmask/processors.py > old.py`) on the same streams, call
@@ -68,8 +70,12 @@ def pct(xs, q):
     return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else float("nan")
 
 
+def allowed_count(bitmask):
+    return int(np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8)).sum())
+
+
 def run_llama(module, store, toks_list, logits, timed_engine):
-    calls, parts = [], {"accept": [], "fill": [], "mask": []}
+    calls, parts = [], {"accept": [], "fill": [], "mask": [], "allowed": []}
     prompt = np.array([1, 2, 3], dtype=np.intc)
     for toks in toks_list:
         proc = module.LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
@@ -82,6 +88,7 @@ def run_llama(module, store, toks_list, logits, timed_engine):
             proc(cur, view)
             dt = time.perf_counter_ns() - t0
             calls.append(dt / 1e3)
+            parts["allowed"].append(allowed_count(proc.bitmask))
             if timed_engine:
                 a, f, m = proc.matcher._session.step_times
                 parts["accept"].append(a / 1e3)
@@ -91,7 +98,7 @@ def run_llama(module, store, toks_list, logits, timed_engine):
 
 
 def run_hf(module, store, toks_list, logits, timed_engine, torch):
-    calls, parts = [], {"accept": [], "fill": [], "mask": []}
+    calls, parts = [], {"accept": [], "fill": [], "mask": [], "allowed": []}
     for toks in toks_list:
         proc = module.HFLogitsProcessor(store=store, batch_size=1)
         prompt = [1, 2, 3]
@@ -108,6 +115,7 @@ def run_hf(module, store, toks_list, logits, timed_engine, torch):
             proc(ids, scores)
             dt = time.perf_counter_ns() - t0
             calls.append(dt / 1e3)
+            parts["allowed"].append(allowed_count(proc.bitmask))
             if timed_engine:
                 a, f, m = proc.batch._batch.step_times
                 parts["accept"].append(a / 1e3)
@@ -157,8 +165,25 @@ def run_steering(store, toks_list, steer_after, logits):
     return per_token, searches, build_ms
 
 
+DENSITY = (("all", lambda a, v: True), ("dense", lambda a, v: a >= v / 2),
+           ("middle", lambda a, v: v / 100 < a < v / 2), ("sparse", lambda a, v: a <= v / 100))
+
+
+def split_by_density(calls, parts, vocab):
+    """(class, calls, parts) for all steps, then dense (at least half the
+    vocabulary allowed), middle and sparse (at most 1%) steps."""
+    out = []
+    for name, keep in DENSITY:
+        idx = [i for i, a in enumerate(parts["allowed"]) if keep(a, vocab)]
+        if idx:
+            out.append((name, [calls[i] for i in idx],
+                        {k: [v[i] for i in idx] if v else [] for k, v in parts.items()}))
+    return out
+
+
 def summary(calls, parts):
-    row = {"calls": len(calls), "call_p50": pct(calls, 50), "call_p99": pct(calls, 99)}
+    row = {"calls": len(calls), "call_p50": pct(calls, 50), "call_p99": pct(calls, 99),
+           "call_max": float(np.max(calls))}
     if parts["fill"]:
         engine = [a + f + m for a, f, m in zip(parts["accept"], parts["fill"], parts["mask"])]
         over = [c - e for c, e in zip(calls, engine)]
@@ -174,6 +199,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smollm2-store")
     ap.add_argument("--qwen2-store")
+    ap.add_argument("--store", action="append", default=[], metavar="LABEL=PATH",
+                    help="another store (e.g. Gemma4=py-gemma4.cfgm), repeatable")
     ap.add_argument("--files", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--steer-after", type=int, default=128,
@@ -197,7 +224,9 @@ def main():
         baseline.__package__ = "cfgmask"
         spec.loader.exec_module(baseline)
     rows = []
-    for label, path in (("SmolLM2", args.smollm2_store), ("Qwen2", args.qwen2_store)):
+    stores = [("SmolLM2", args.smollm2_store), ("Qwen2", args.qwen2_store)]
+    stores += [tuple(x.split("=", 1)) for x in args.store]
+    for label, path in stores:
         if not path:
             continue
         store = cfgmask.Store.load(path)
@@ -213,10 +242,11 @@ def main():
                     calls, parts = run_llama(module, store, toks_list, logits, timed)
                 else:
                     calls, parts = run_hf(module, store, toks_list, logits, timed, torch)
-                row = {"vocab": store.vocab_size, "tokenizer": label, "protocol": proto,
-                       "processors": name, **summary(calls, parts)}
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr)
+                for density, c, p in split_by_density(calls, parts, store.vocab_size):
+                    row = {"vocab": store.vocab_size, "tokenizer": label, "protocol": proto,
+                           "processors": name, "steps": density, **summary(c, p)}
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr)
         per_token, searches, build_ms = run_steering(store, toks_list, args.steer_after, logits)
         rows.append({"vocab": store.vocab_size, "tokenizer": label, "protocol": "steering",
                      "steer_after": args.steer_after, "search_tables_ms": build_ms,
@@ -226,15 +256,16 @@ def main():
         print(json.dumps(rows[-1]), file=sys.stderr)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"HF tensors: {'torch ' + torch.__version__ if torch is not None else 'numpy'}")
-    print("| vocab | protocol | processors | calls | call p50 | p99 | accept p50 | fill p50 | "
-          "mask p50 | p99 | overhead p50 | p99 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| vocab | protocol | processors | steps | calls | call p50 | p99 | max | accept p50 | "
+          "fill p50 | mask p50 | p99 | overhead p50 | p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     f = lambda r, k: f"{r[k]:.1f}" if k in r else "—"  # noqa: E731
     for r in rows:
         if r["protocol"] == "steering":
             continue
         print(f"| {r['tokenizer']} {r['vocab']:,} | {r['protocol']} | {r['processors']} | "
-              f"{r['calls']:,} | {f(r, 'call_p50')} | {f(r, 'call_p99')} | {f(r, 'accept_p50')} | "
+              f"{r['steps']} | {r['calls']:,} | {f(r, 'call_p50')} | {f(r, 'call_p99')} | "
+              f"{f(r, 'call_max')} | {f(r, 'accept_p50')} | "
               f"{f(r, 'fill_p50')} | {f(r, 'mask_p50')} | {f(r, 'mask_p99')} | "
               f"{f(r, 'overhead_p50')} | {f(r, 'overhead_p99')} |")
     for r in rows:
