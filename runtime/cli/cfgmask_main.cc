@@ -12,7 +12,7 @@
 // not end a sample with EOS, 2 an error on user input (bad arguments,
 // unreadable or malformed grammar, tokenizer or store) reported as one line
 // "cfgmask: FILE:LINE:COL: what is wrong".  `compile` writes its store
-// atomically (store_file.cc); `sample` writes each DIR/sample_K.txt only once
+// atomically (runtime/compile/store_writer.cc); `sample` writes each DIR/sample_K.txt only once
 // that sample is complete.
 // Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py.
 #include <sys/resource.h>
@@ -42,6 +42,7 @@
 #include "runtime/tools/bench.h"
 #include "runtime/tools/sample.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "runtime/tools/reduction.h"
 #include "runtime/tools/report.h"
 #include "runtime/session.h"
@@ -549,7 +550,7 @@ int Check(const CommandSpec& spec, const Args& args) {
 
 // ---------------------------------------------------------------- sample
 
-// A sample file: written as a store file is (maskstore's WriteFileAtomically:
+// A sample file: written as a store file is (the store writer's WriteFileAtomically:
 // regular files only, a temporary name of its own).
 bool WriteSampleFile(const std::string& path, const std::string& data, std::string* error) {
   const Status st = WriteFileAtomically(path, "", data);

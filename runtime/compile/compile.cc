@@ -1,5 +1,6 @@
 // The compile driver: see compile.h.
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

@@ -143,7 +143,8 @@ Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& 
                       const std::string& eos = "", CompileDetails* details = nullptr);
 
 // The last step of the pipeline: the store written to `path`
-// (maskstore/store_file.cc), nothing left behind on failure.
+// (store_writer.h: the format of maskstore/store_format.h, the file replaced
+// atomically), nothing left behind on failure.
 Status WriteCompiledStore(const CompiledStore& store, const std::string& path);
 
 }  // namespace cfgmask
