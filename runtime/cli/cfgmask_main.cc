@@ -352,7 +352,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
   CompileOptions options;
   options.start = args.Get("--start");
   options.indenter = args.Get("--indenter", options.indenter);
-  if (!defaults::IsIndenterChoice(options.indenter)) {
+  if (!IsIndenterChoice(options.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  options.indenter + "'");
   }
@@ -670,7 +670,7 @@ int Reduction(const CommandSpec& spec, const Args& args) {
   o.compile.num_threads = static_cast<int32_t>(threads);
   o.compile.start = args.Get("--start");
   o.compile.indenter = args.Get("--indenter", o.compile.indenter);
-  if (!defaults::IsIndenterChoice(o.compile.indenter)) {
+  if (!IsIndenterChoice(o.compile.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  o.compile.indenter + "'");
   }

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -117,6 +118,10 @@ Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& to
 // memory anywhere in it, by that budget or by the machine, is one
 // kResourceLimit error naming the phase, with `out` left empty.
 int64_t DefaultMaxMemory();  // three quarters of the physical memory
+
+// Is `v` an indenter the compile accepts (defaults::kIndenterChoices)?  The
+// command line and the binding check their arguments with it.
+bool IsIndenterChoice(std::string_view v);
 
 
 // What a compile found beyond the store's own statistics: the streamlining
