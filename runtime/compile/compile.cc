@@ -156,12 +156,42 @@ Status StreamlinePhase(const CompileOptions& options, bool streamline,
   return Status::Ok();
 }
 
+// Where the compile puts its store: the caller's, or one the store phases
+// make (the caller holds it only from the compile on).
+class StoreSink {
+ public:
+  explicit StoreSink(CompiledStore* out) : out_(out) {}
+  explicit StoreSink(std::unique_ptr<CompiledStore>* made) : made_(made) {}
+  // An empty store, at the start of the store phases.
+  CompiledStore* Open() {
+    if (made_ != nullptr) {
+      *made_ = std::make_unique<CompiledStore>();
+      return made_->get();
+    }
+    *out_ = CompiledStore();
+    return out_;
+  }
+  CompiledStore* store() const { return made_ != nullptr ? made_->get() : out_; }
+  // After an error: no store (an empty one for the caller's).
+  void Clear() {
+    if (made_ != nullptr) {
+      made_->reset();
+    } else {
+      *out_ = CompiledStore();
+    }
+  }
+
+ private:
+  CompiledStore* out_ = nullptr;
+  std::unique_ptr<CompiledStore>* made_ = nullptr;
+};
+
 // The driver: runs the phases in order, times each (the store's seconds_*
-// figures) and reports progress.  The store is built in `out` from the
+// figures) and reports progress.  The store is built in `sink` from the
 // store phases on; on an error there it is left empty.
 Status RunPipeline(const std::string& grammar_path, const TokenizerSource& tokenizer,
                    const CompileOptions& options, Until until, bool streamline,
-                   CompiledStore* out, CompileDetails* details) {
+                   StoreSink* sink, CompileDetails* details) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   double walk_share = 0;  // of the vocabulary walk, for every report
@@ -236,10 +266,9 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
     if (until == Until::kStore || !streamline) in.owned_grammar = std::move(grammar);
     in.UseSubset(options.vocab_subset);
 
-    *out = CompiledStore();
-    CompiledStore& s = *out;
+    CompiledStore& s = *sink->Open();
     auto fail = [&](Status st) {
-      *out = CompiledStore();
+      sink->Clear();
       return st;
     };
     s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
@@ -284,7 +313,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   if (until == Until::kStore) return Status::Ok();
 
   // streamline/: the pass, the grammar's last user.
-  return StreamlinePhase(options, streamline, std::move(grammar), out, details);
+  return StreamlinePhase(options, streamline, std::move(grammar), sink->store(), details);
 }
 
 constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
@@ -367,7 +396,7 @@ class MemoryBudget {
 };
 
 Status CompileGuarded(const std::string& grammar_path, const TokenizerSource& tokenizer,
-                      const CompileOptions& options, bool streamline, CompiledStore* out,
+                      const CompileOptions& options, bool streamline, StoreSink* out,
                       CompileDetails* details) {
   CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
   const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMaxMemory();
@@ -387,20 +416,20 @@ Status CompileGuarded(const std::string& grammar_path, const TokenizerSource& to
                              details);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
-      *out = CompiledStore();
+      out->Clear();
       return Status(ErrorCode::kResourceLimit,
                     grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
                         " s (max_seconds, --max-seconds) in the streamline phase");
     }
     return fin;
   } catch (const std::bad_alloc&) {
-    *out = CompiledStore();
+    out->Clear();
     return Status(ErrorCode::kResourceLimit,
                   grammar_path + ": out of memory in the " + phase + " phase of the compile " +
                       "(memory limit " + std::to_string(budget) +
                       " bytes; raise it with --max-memory / max_memory)");
   } catch (...) {  // from the progress callback
-    *out = CompiledStore();
+    out->Clear();
     throw;
   }
 }
@@ -450,15 +479,17 @@ TokenizerSource PreparedSource(const PreparedTokenizer& tokenizer, const std::st
 Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
                     const CompileOptions& options, CompiledStore* out) {
   const std::string no_eos;
+  StoreSink sink(out);
   return RunPipeline(grammar_path, ReadTokenizer(tokenizer_path, options, no_eos), options,
-                     Until::kStore, false, out, nullptr);
+                     Until::kStore, false, &sink, nullptr);
 }
 
 Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                     const CompileOptions& options, CompiledStore* out) {
   const std::string no_eos;
+  StoreSink sink(out);
   return RunPipeline(grammar_path, PreparedSource(tokenizer, no_eos), options, Until::kStore,
-                     false, out, nullptr);
+                     false, &sink, nullptr);
 }
 
 bool IsIndenterChoice(std::string_view v) {
@@ -477,14 +508,25 @@ int64_t DefaultMaxMemory() {
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos, CompileDetails* details) {
+  StoreSink sink(out);
   return CompileGuarded(grammar_path, ReadTokenizer(tokenizer_path, options, eos), options,
-                        streamline, out, details);
+                        streamline, &sink, details);
+}
+
+Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
+                      const CompileOptions& options, bool streamline,
+                      std::unique_ptr<CompiledStore>* out, const std::string& eos,
+                      CompileDetails* details) {
+  StoreSink sink(out);
+  return CompileGuarded(grammar_path, ReadTokenizer(tokenizer_path, options, eos), options,
+                        streamline, &sink, details);
 }
 
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos, CompileDetails* details) {
-  return CompileGuarded(grammar_path, PreparedSource(tokenizer, eos), options, streamline, out,
+  StoreSink sink(out);
+  return CompileGuarded(grammar_path, PreparedSource(tokenizer, eos), options, streamline, &sink,
                         details);
 }
 

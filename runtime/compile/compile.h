@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -142,6 +143,13 @@ struct CompileDetails {
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos = "", CompileDetails* details = nullptr);
+// The same into a store the compile makes when its store phases begin (null
+// after an error): for a caller that needs the store only from the compile on
+// (`cfgmask compile`).
+Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
+                      const CompileOptions& options, bool streamline,
+                      std::unique_ptr<CompiledStore>* out, const std::string& eos = "",
+                      CompileDetails* details = nullptr);
 // The same with a tokenizer prepared once (PrepareTokenizer) for many grammars.
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
