@@ -98,12 +98,6 @@ bool Fields(IO& io, CompiledStore* s) {
 #define CFGMASK_INDEX_END() ok = ok && io.IndexEnd();
   CFGMASK_STORE_FIELDS(CFGMASK_STR, CFGMASK_POD, CFGMASK_VEC, CFGMASK_STRINGS, CFGMASK_SUMS,
                        CFGMASK_INDEX_END)
-#undef CFGMASK_STR
-#undef CFGMASK_POD
-#undef CFGMASK_VEC
-#undef CFGMASK_STRINGS
-#undef CFGMASK_SUMS
-#undef CFGMASK_INDEX_END
   return ok;
 }
 

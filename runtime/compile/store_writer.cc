@@ -69,12 +69,6 @@ void WritePayload(const CompiledStore& s, Writer* w) {
   w->index_end = w->out.size();
   CFGMASK_STORE_FIELDS(CFGMASK_STR, CFGMASK_POD, CFGMASK_VEC, CFGMASK_STRINGS, CFGMASK_SUMS,
                        CFGMASK_INDEX_END)
-#undef CFGMASK_STR
-#undef CFGMASK_POD
-#undef CFGMASK_VEC
-#undef CFGMASK_STRINGS
-#undef CFGMASK_SUMS
-#undef CFGMASK_INDEX_END
   w->Align();
 }
 
