@@ -1,6 +1,8 @@
 // The compiled store: everything the runtime needs, in flat int32/uint64
 // arrays so that it is written and read as one versioned, checksummed file
-// (store_file.cc) and shared read-only by any number of sessions.
+// (format: store_format.h; read by store_file.cc, written by the compile
+// driver's runtime/compile/store_writer.cc) and shared read-only by any
+// number of sessions.
 //
 //  - vocabulary: token bytes, special flags, EOS ids, identity hash;
 //  - LALR(1) tables and, per parser state, the contextual lexer's scanner as
@@ -200,13 +202,6 @@ struct CompiledStore {
 
 // The message of a store whose rows failed their check (CheckRootRows).
 std::string DamagedRowsMessage();
-
-Status WriteStoreFile(const CompiledStore& store, const std::string& path);
-// Writes `head` + `body` to `path` atomically (the old file or the complete
-// new one, whenever the process is killed), to a regular file only, through
-// a temporary name of its own (store_file.cc says how).
-Status WriteFileAtomically(const std::string& path, const std::string& head,
-                           const std::string& body);
 
 struct StoreReadOptions {
   // Also check the whole payload's checksum (the row payload is otherwise

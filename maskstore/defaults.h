@@ -39,14 +39,9 @@ inline constexpr int32_t kMaxLiveStates = 64;            // lexing hypotheses pe
 inline constexpr int64_t kSessionMemoBytes = int64_t{16} << 20;  // the session's row memo
 
 // The indenter choices a compile accepts: the Python indenter when the
-// grammar declares _INDENT/_DEDENT, always, or never.
+// grammar declares _INDENT/_DEDENT, always, or never (checked by the compile
+// driver's IsIndenterChoice, runtime/compile/compile.h).
 inline constexpr std::array<std::string_view, 3> kIndenterChoices = {"auto", "python", "none"};
-inline constexpr bool IsIndenterChoice(std::string_view v) {
-  for (std::string_view c : kIndenterChoices) {
-    if (v == c) return true;
-  }
-  return false;
-}
 
 }  // namespace cfgmask::defaults
 

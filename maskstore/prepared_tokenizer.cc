@@ -41,4 +41,37 @@ Status PrepareTokenizer(const std::string& tokenizer_path, PreparedTokenizer* ou
   return Status::Ok();
 }
 
+Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
+  Vocabulary& v = tok->vocab;
+  int64_t id = -1;
+  const bool digits = eos.find_first_not_of("0123456789") == std::string::npos && eos.size() < 10;
+  if (digits) {
+    id = std::stoll(eos);
+  } else {
+    // By the token's bytes, or by a special token's text ("<|endoftext|>",
+    // whose bytes are empty).
+    for (int32_t t = 0; t < v.size() && id < 0; ++t) {
+      if (v.tokens[t] == eos) id = t;
+    }
+    for (int32_t t = 0; t < static_cast<int32_t>(v.special_names.size()) && id < 0; ++t) {
+      if (v.special_names[t] == eos) id = t;
+    }
+  }
+  if (id < 0 || id >= v.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "eos: no token " + (digits ? "id " + eos : "'" + eos + "'") +
+                      " in the tokenizer's vocabulary of " + std::to_string(v.size()));
+  }
+  v.special.resize(v.tokens.size(), 0);
+  v.special[id] = 1;
+  v.eos_ids = {static_cast<int32_t>(id)};
+  v.tokens[id].clear();  // as the readers treat the EOS they find: never text
+  tok->tokens.eos_ids = v.eos_ids;
+  tok->tokens.token_special.resize(v.tokens.size(), 0);
+  tok->tokens.token_special[id] = 1;
+  tok->trie = VocabTrie::Build(v);
+  return Status::Ok();
+}
+
+
 }  // namespace cfgmask

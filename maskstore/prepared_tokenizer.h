@@ -36,6 +36,11 @@ Status PrepareTokenizer(const std::string& tokenizer_path, PreparedTokenizer* ou
 void FillVocabulary(const Vocabulary& vocab, CompiledStore* s);
 void CopyVocabulary(const CompiledStore& from, CompiledStore* s);
 
+// Makes the token `eos` names (a token id in decimal, or the token's exact
+// text, or a special token's name) the tokenizer's only EOS, never text; the
+// trie is rebuilt.  An unknown token is kInvalidArgument.
+Status SetEos(const std::string& eos, PreparedTokenizer* tok);
+
 }  // namespace cfgmask
 
 #endif  // CFGMASK_MASKSTORE_PREPARED_TOKENIZER_H_

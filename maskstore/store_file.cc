@@ -1,93 +1,34 @@
-// The store file: a header (magic, format version, cfgmask version, tokenizer
-// identity, payload size, a checksum of the whole payload, the size of its
-// index part and a checksum of that part) followed by the payload: every
-// field of CompiledStore in a fixed order, each array as a 64-bit element
-// count and its raw little-endian bytes, both at 8-byte aligned offsets, so
-// that the reader maps the file and points the store's arrays into it
-// (zero-copy: StoreArray views into one private snapshot of the file, read
-// on open, so that a file replaced, truncated or rewritten in place never
-// changes under a process that opened it).  The index part is everything but the two row payload arrays
-// (row_tokens, row_bits), which come last.
-//
-// Opening checks the header, the index part's checksum and every index the
-// runtime follows against its table (Validate), including every row's token
-// ids, so that no corruption can make the runtime read out of bounds; the
-// checksum of the whole payload (the row payload's bytes: a flipped bit in a
-// valid token id changes a mask, not memory safety) is computed only when
-// asked (StoreReadOptions::verify, `cfgmask stats --verify`).  The writer
-// writes to an unnamed temporary file in the same folder, links and renames
-// it, so a killed compile never leaves a partial store
-// (WriteFileAtomically), and a file being replaced never changes under a
-// reader that mapped the old one.  Tested by store_file_test.cc and
+// The store file's reader: opening checks the header, the index part's
+// checksum and every index the runtime follows against its table (Validate),
+// including every row's token ids, so that no corruption can make the
+// runtime read out of bounds; the checksum of the whole payload (the row
+// payload's bytes: a flipped bit in a valid token id changes a mask, not
+// memory safety) is computed only when asked (StoreReadOptions::verify,
+// `cfgmask stats --verify`).  The file is read into a private snapshot
+// (StoreArray views into it), so that a file replaced, truncated or
+// rewritten in place never changes under a process that opened it.  The
+// format (header, field order, checksums) is store_format.h, shared with the
+// writer, which belongs to the compile driver
+// (runtime/compile/store_writer.cc: atomic replacement, nothing
+// half-written).  Tested by store_file_test.cc and
 // tests/fuzz/store_file_fuzz.cc.
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstdio>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "maskstore/compiled_store.h"
+#include "maskstore/store_format.h"
 
 namespace cfgmask {
 namespace {
-
-constexpr char kMagic[8] = {'C', 'F', 'G', 'M', 'A', 'S', 'K', '\n'};
-constexpr uint32_t kCfgmaskVersion = 1;  // bumped with every release
-
-// FNV-1a over 64-bit little-endian words in four interleaved lanes (then the
-// tail bytes), the lanes folded at the end: the same mixing as FNV-1a 64 but
-// four independent multiply chains, so it runs at memory speed instead of one
-// multiply per byte.
-uint64_t Checksum(const char* data, size_t n) {
-  constexpr uint64_t kPrime = 1099511628211ull;
-  uint64_t h[4] = {1469598103934665603ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
-                   0x165667b19e3779f9ull};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int l = 0; l < 4; ++l) {
-      uint64_t w;
-      std::memcpy(&w, data + i + 8 * l, 8);
-      h[l] = (h[l] ^ w) * kPrime;
-    }
-  }
-  uint64_t r = h[0];
-  for (int l = 1; l < 4; ++l) r = (r ^ h[l]) * kPrime;
-  for (; i < n; ++i) r = (r ^ static_cast<unsigned char>(data[i])) * kPrime;
-  return (r ^ n) * kPrime;
-}
-
-class Writer {
- public:
-  template <typename T>
-  void Pod(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-  }
-  // Count and elements, each at an 8-byte aligned offset.
-  template <typename T>
-  void Vec(const StoreArray<T>& v) {
-    Align();
-    Pod<uint64_t>(v.size());
-    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-    Align();
-  }
-  void Align() { out.append((8 - out.size() % 8) % 8, '\0'); }
-  void Str(const std::string& s) {
-    Pod<uint64_t>(s.size());
-    out.append(s);
-  }
-  std::string out;
-};
 
 class Reader {
  public:
@@ -137,127 +78,28 @@ class Reader {
   size_t off_ = 0;
 };
 
-// One list of fields for both directions.
+// The payload's fields (store_format.h's list) through a reader or a size
+// counter.
 template <typename IO>
 bool Fields(IO& io, CompiledStore* s) {
   bool ok = true;
-  ok = ok && io.Str(&s->grammar_name) && io.Str(&s->start) && io.Str(&s->tokenizer_name);
-  ok = ok && io.Pod(&s->tokenizer_identity) && io.Pod(&s->vocab_size);
-  ok = ok && io.Vec(&s->token_offsets) && io.Vec(&s->token_bytes) && io.Vec(&s->token_special) &&
-       io.Vec(&s->eos_ids);
-  ok = ok && io.Pod(&s->num_terminals);
-  uint64_t names = s->terminal_names.size();
-  ok = ok && io.Pod(&names);
-  if (!ok || names > 1000000) return false;
-  s->terminal_names.resize(names);
-  for (auto& n : s->terminal_names) ok = ok && io.Str(&n);
-  ok = ok && io.Vec(&s->terminal_rank) && io.Vec(&s->terminal_ignored) &&
-       io.Vec(&s->terminal_open_paren) && io.Vec(&s->terminal_close_paren) &&
-       io.Vec(&s->terminal_is_string) && io.Vec(&s->unless_offsets) && io.Vec(&s->unless_data);
-  ok = ok && io.Vec(&s->terminal_next_any) && io.Vec(&s->terminal_next_offsets) &&
-       io.Vec(&s->terminal_next_data) && io.Vec(&s->terminal_min_bytes);
-  ok = ok && io.Pod(&s->indenter_nl) && io.Pod(&s->indenter_indent) &&
-       io.Pod(&s->indenter_dedent) && io.Pod(&s->indenter_tab_len);
-  ok = ok && io.Pod(&s->num_states) && io.Pod(&s->num_parse_terminals) &&
-       io.Pod(&s->num_nonterminals) && io.Pod(&s->start_state);
-  ok = ok && io.Vec(&s->action) && io.Vec(&s->goto_table) && io.Vec(&s->rule_lhs) &&
-       io.Vec(&s->rule_length);
-  ok = ok && io.Pod(&s->scanner_words) && io.Vec(&s->scanner_terms) && io.Vec(&s->scanner_alt);
-  ok = ok && io.Vec(&s->item_kind) && io.Vec(&s->item_terminal) && io.Vec(&s->item_blockers) &&
-       io.Vec(&s->item_full) && io.Vec(&s->item_col_abs) && io.Vec(&s->item_col) &&
-       io.Vec(&s->item_slot);
-  ok = ok && io.Vec(&s->set_offsets) && io.Vec(&s->set_data) && io.Vec(&s->seq_offsets) &&
-       io.Vec(&s->seq_data);
-  ok = ok && io.Pod(&s->num_lex_states) && io.Pod(&s->initial_lex_state);
-  ok = ok && io.Vec(&s->step_offsets) && io.Vec(&s->step_byte) && io.Vec(&s->step_to) &&
-       io.Vec(&s->step_hits);
-  ok = ok && io.Vec(&s->cand_offsets) && io.Vec(&s->cand_terminal) && io.Vec(&s->cand_to) &&
-       io.Vec(&s->cand_item);
-  ok = ok && io.Vec(&s->compact_to) && io.Vec(&s->compact_map) && io.Vec(&s->num_slots) &&
-       io.Vec(&s->at_start) && io.Vec(&s->eof_offsets) && io.Vec(&s->eof_seq) &&
-       io.Vec(&s->root_index) && io.Vec(&s->tail_item);
-  ok = ok && io.Pod(&s->num_roots) && io.Vec(&s->root_row_offsets);
-  ok = ok && io.Vec(&s->root_sim_offsets) && io.Vec(&s->sim_token) && io.Vec(&s->sim_row);
-  ok = ok && io.Checksums(&s->root_row_checksum);
-  ok = ok && io.Pod(&s->stats);
-  // The rows, last: everything before them is the index part.
-  ok = ok && io.IndexEnd() && io.Vec(&s->row_seq) && io.Vec(&s->row_kind) &&
-       io.Vec(&s->row_offset) && io.Vec(&s->row_length) && io.Vec(&s->row_tokens) &&
-       io.Vec(&s->row_bits);
+#define CFGMASK_STR(f) ok = ok && io.Str(&s->f);
+#define CFGMASK_POD(f) ok = ok && io.Pod(&s->f);
+#define CFGMASK_VEC(f) ok = ok && io.Vec(&s->f);
+#define CFGMASK_STRINGS(f)                                    \
+  {                                                          \
+    uint64_t count = s->f.size();                            \
+    ok = ok && io.Pod(&count);                               \
+    if (!ok || count > kStoreMaxStrings) return false;       \
+    s->f.resize(count);                                      \
+    for (auto& one : s->f) ok = ok && io.Str(&one);          \
+  }
+#define CFGMASK_SUMS(f) ok = ok && io.Checksums(&s->f);
+#define CFGMASK_INDEX_END() ok = ok && io.IndexEnd();
+  CFGMASK_STORE_FIELDS(CFGMASK_STR, CFGMASK_POD, CFGMASK_VEC, CFGMASK_STRINGS, CFGMASK_SUMS,
+                       CFGMASK_INDEX_END)
   return ok;
 }
-
-// The checksum of one root's rows (CompiledStore::root_row_checksum): the
-// rows' four fields over the root's range, then each row's payload, then its
-// simulated tokens' rows.  The reader checks the ranges (RowOk) before it
-// compares a checksum; the writer may be handed tables whose ranges are
-// wrong (a forged or damaged store written back), so whatever lies outside
-// the arrays is left out of the sum here rather than read: the reader then
-// refuses those rows by their ranges.
-uint64_t RowChecksum(const CompiledStore& s, int64_t r, uint64_t h) {
-  constexpr uint64_t kPrime = 1099511628211ull;
-  const size_t rows = std::min({s.row_seq.size(), s.row_kind.size(), s.row_offset.size(),
-                                s.row_length.size()});
-  if (r < 0 || static_cast<size_t>(r) >= rows) return (h ^ static_cast<uint64_t>(r)) * kPrime;
-  const int32_t fields[4] = {s.row_seq[r], s.row_kind[r], s.row_offset[r], s.row_length[r]};
-  h = (h ^ Checksum(reinterpret_cast<const char*>(fields), sizeof(fields))) * kPrime;
-  if (s.row_offset[r] < 0 || s.row_length[r] <= 0) return h;
-  const size_t off = static_cast<size_t>(s.row_offset[r]), len = static_cast<size_t>(s.row_length[r]);
-  const bool bitset = s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset);
-  const size_t size = bitset ? s.row_bits.size() : s.row_tokens.size();
-  if (off > size || len > size - off) return h;
-  const char* payload = bitset ? reinterpret_cast<const char*>(s.row_bits.data() + off)
-                               : reinterpret_cast<const char*>(s.row_tokens.data() + off);
-  return (h ^ Checksum(payload, len * 4)) * kPrime;
-}
-
-uint64_t RootRowsChecksum(const CompiledStore& s, int32_t root) {
-  uint64_t h = 0x6a09e667f3bcc908ull ^ static_cast<uint64_t>(root);
-  if (static_cast<size_t>(root) + 1 < s.root_row_offsets.size()) {
-    for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
-      h = RowChecksum(s, r, h);
-    }
-  }
-  if (static_cast<size_t>(root) + 1 < s.root_sim_offsets.size()) {
-    for (int32_t i = s.root_sim_offsets[root]; i < s.root_sim_offsets[root + 1]; ++i) {
-      h = RowChecksum(s, i >= 0 && static_cast<size_t>(i) < s.sim_row.size() ? s.sim_row[i] : -1,
-                      h);
-    }
-  }
-  return h;
-}
-
-struct ConstWriter {
-  Writer* w;
-  size_t index_end = 0;
-  // The per-root row checksums are computed from the rows as written.
-  const CompiledStore* store = nullptr;
-  bool Checksums(StoreArray<uint64_t>*) {
-    std::vector<uint64_t> sums(static_cast<size_t>(std::max(store->num_roots, 0)));
-    for (int32_t root = 0; root < store->num_roots; ++root) sums[root] = RootRowsChecksum(*store, root);
-    w->Vec(StoreArray<uint64_t>(std::move(sums)));
-    return true;
-  }
-  template <typename T>
-  bool Pod(T* v) {
-    w->Pod(*v);
-    return true;
-  }
-  bool IndexEnd() {
-    w->Align();
-    index_end = w->out.size();
-    return true;
-  }
-  template <typename T>
-  bool Vec(StoreArray<T>* v) {
-    w->Vec(*v);
-    return true;
-  }
-  bool Str(std::string* s) {
-    w->Str(*s);
-    return true;
-  }
-};
 
 // Every index the runtime follows must be in range: a corrupted file whose
 // checksum was forged must still not make the runtime read out of bounds.
@@ -475,142 +317,22 @@ bool RowOk(const CompiledStore& s, size_t r) {
 
 }  // namespace
 
-namespace {
-
-bool WriteAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// A random suffix for a temporary name (16 hex digits).
-std::string RandomSuffix() {
-  uint64_t r = 0;
-  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, &r, sizeof(r)) != static_cast<ssize_t>(sizeof(r))) {
-    r = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull ^
-        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  if (fd >= 0) close(fd);
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(r));
-  return buf;
-}
-
-}  // namespace
-
-// Writes `head` + `body` to `path` so that a reader (or a later run, after
-// this process is killed at any instant) sees either the old file or the
-// complete new one.  Only a regular file (or a new name) is written: a
-// device node, FIFO, socket or directory at `path` is refused, never
-// replaced.  The bytes go to an unnamed file in the same folder (O_TMPFILE:
-// it vanishes with the process if killed), synced, then linked under a
-// temporary name of our own (`path`.tmp.<16 random hex digits>, created
-// exclusively: an existing name is never reused or removed) and renamed
-// over `path`.  Where the filesystem has no O_TMPFILE, a named temporary
-// file (O_CREAT | O_EXCL, the same kind of name) takes its place.  Only the
-// names this call created are ever removed; a writer killed between the
-// link and the rename leaves its complete temporary file, which no later
-// run deletes (it may be someone's file).
-Status WriteFileAtomically(const std::string& path, const std::string& head,
-                           const std::string& body) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return Status(ErrorCode::kIo, path + ": is not a regular file (" +
-                                      (S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket") +
-                                      "); refusing to replace it");
-  }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  std::string tmp;
-  bool named = false, created = false;
-  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    named = true;
-    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-      tmp = path + ".tmp." + RandomSuffix();
-      fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0 && errno != EEXIST) break;
-    }
-    created = fd >= 0;
-  }
-  if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot write: " + std::strerror(errno));
-  bool ok = WriteAll(fd, head) && WriteAll(fd, body) && fsync(fd) == 0;
-  int err = errno;
-  if (ok && !named) {
-    // Umask-respecting mode, as a named file would get.
-    const mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-    ok = false;
-    // linkat never replaces an existing name: a clash takes another suffix.
-    for (int attempt = 0; attempt < 16 && !ok; ++attempt) {
-      tmp = path + ".tmp." + RandomSuffix();
-      ok = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0;
-      err = errno;
-      if (!ok && err != EEXIST) break;
-    }
-    created = ok;
-  }
-  ok = (close(fd) == 0) && ok;
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    if (created) unlink(tmp.c_str());  // our own name only
-    return Status(ErrorCode::kIo, path + ": write failed: " + std::strerror(err));
-  }
-  return Status::Ok();
-}
-
-
-size_t CompiledStore::MemoryBytes() const {
-  Writer w;
-  ConstWriter cw{&w, 0, this};
-  Fields(cw, const_cast<CompiledStore*>(this));
-  return w.out.size();
-}
-
-Status WriteStoreFile(const CompiledStore& store, const std::string& path) {
-  Writer payload;
-  ConstWriter cw{&payload, 0, &store};
-  Fields(cw, const_cast<CompiledStore*>(&store));
-  payload.Align();
-  Writer header;
-  header.out.append(kMagic, 8);
-  header.Pod(kStoreFormatVersion);
-  header.Pod(kCfgmaskVersion);
-  header.Pod(store.tokenizer_identity);
-  header.Pod<uint64_t>(payload.out.size());
-  header.Pod(Checksum(payload.out.data(), payload.out.size()));
-  header.Pod<uint64_t>(cw.index_end);
-  header.Pod(Checksum(payload.out.data(), cw.index_end));
-  return WriteFileAtomically(path, header.out, payload.out);
-}
-
 std::string StoreFileHeaderFor(const std::string& payload) {
   // The payload's own identity and index part where it parses that far.
   CompiledStore s;
   Reader r(payload.data(), payload.size());
   Fields(r, &s);
   const size_t index_end = std::min(r.index_end, payload.size());
-  Writer header;
-  header.out.append(kMagic, 8);
-  header.Pod(kStoreFormatVersion);
-  header.Pod(kCfgmaskVersion);
-  header.Pod(s.tokenizer_identity);
-  header.Pod<uint64_t>(payload.size());
-  header.Pod(Checksum(payload.data(), payload.size()));
-  header.Pod<uint64_t>(index_end);
-  header.Pod(Checksum(payload.data(), index_end));
-  return header.out;
+  StoreFileHeader h;
+  std::memcpy(h.magic, kStoreMagic, sizeof(h.magic));
+  h.format = kStoreFormatVersion;
+  h.cfgmask_version = kCfgmaskVersion;
+  h.tokenizer_identity = s.tokenizer_identity;
+  h.payload_bytes = payload.size();
+  h.payload_checksum = StoreChecksum(payload.data(), payload.size());
+  h.index_bytes = index_end;
+  h.index_checksum = StoreChecksum(payload.data(), index_end);
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
 Status ReadStoreFile(const std::string& path, CompiledStore* out) {
@@ -639,8 +361,8 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
     return Status(ErrorCode::kIo, path + ": is not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  const size_t version_end = 8 + 4 + 4;             // magic, format, cfgmask version
-  const size_t header_size = version_end + 8 * 5;   // identity, sizes, checksums
+  const size_t version_end = offsetof(StoreFileHeader, tokenizer_identity);  // magic, versions
+  const size_t header_size = sizeof(StoreFileHeader);
   if (size < version_end) {
     close(fd);
     return Status(ErrorCode::kStoreFile,
@@ -686,7 +408,7 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
   close(fd);
   if (!map_file) mprotect(map, size, PROT_READ);
   const char* p = static_cast<const char*>(map);
-  if (std::memcmp(p, kMagic, 8) != 0) {
+  if (std::memcmp(p, kStoreMagic, 8) != 0) {
     return Status(ErrorCode::kStoreFile, path + ":0: not a cfgmask store (bad magic)");
   }
   Reader h(p + 8, size - 8);
@@ -717,12 +439,12 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
                       std::to_string(size - header_size) + " payload bytes, header says " +
                       std::to_string(payload) + ")");
   }
-  if (index_bytes > payload || Checksum(p + header_size, index_bytes) != index_checksum) {
+  if (index_bytes > payload || StoreChecksum(p + header_size, index_bytes) != index_checksum) {
     return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size) +
                                              ": checksum mismatch in the store's index "
                                              "(corrupted store)");
   }
-  if (options.verify && Checksum(p + header_size, payload) != checksum) {
+  if (options.verify && StoreChecksum(p + header_size, payload) != checksum) {
     return Status(ErrorCode::kStoreFile, path + ":" + std::to_string(header_size) +
                                              ": checksum mismatch (corrupted store)");
   }
@@ -800,6 +522,47 @@ struct OwnedCounter {
   }
 };
 }  // namespace
+
+// Fields() visitor counting the payload's bytes as written (alignment
+// included).
+struct SizeCounter {
+  const CompiledStore* store;
+  size_t n = 0;
+  void Align() { n += (8 - n % 8) % 8; }
+  template <typename T>
+  bool Pod(T*) {
+    n += sizeof(T);
+    return true;
+  }
+  bool IndexEnd() {
+    Align();
+    return true;
+  }
+  template <typename T>
+  bool Vec(StoreArray<T>* v) {
+    Align();
+    n += sizeof(uint64_t) + v->size() * sizeof(T);
+    Align();
+    return true;
+  }
+  // As written: one checksum per root.
+  bool Checksums(StoreArray<uint64_t>*) {
+    Align();
+    n += sizeof(uint64_t) + static_cast<size_t>(std::max(store->num_roots, 0)) * sizeof(uint64_t);
+    Align();
+    return true;
+  }
+  bool Str(std::string* s) {
+    n += sizeof(uint64_t) + s->size();
+    return true;
+  }
+};
+
+size_t CompiledStore::MemoryBytes() const {
+  SizeCounter c{this};
+  Fields(c, const_cast<CompiledStore*>(this));
+  return c.n;
+}
 
 size_t CompiledStore::OwnedBytes() const {
   OwnedCounter c;

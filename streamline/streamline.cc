@@ -656,4 +656,12 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   return Status::Ok();
 }
 
+Status StreamlineCompiledStore(CompiledStore* store, std::unique_ptr<const Grammar> grammar,
+                               const StreamlineOptions& options, StreamlineStats* stats) {
+  const std::unique_ptr<const Grammar> owned = std::move(grammar);  // released here
+  StreamlineOptions o = options;
+  o.grammar = owned.get();
+  return StreamlineStore(store, o, stats);
+}
+
 }  // namespace cfgmask

@@ -30,6 +30,7 @@
 #define CFGMASK_STREAMLINE_STREAMLINE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,12 @@ struct StreamlineStats {
 // Rewrites the store's rows in place.  Idempotent.
 Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
                        StreamlineStats* stats);
+
+// The compile's streamlining phase: StreamlineStore with options.grammar set
+// to `grammar`, which this phase owns and releases before it returns (the
+// interchangeable step is the grammar's last user in a compile).
+Status StreamlineCompiledStore(CompiledStore* store, std::unique_ptr<const Grammar> grammar,
+                               const StreamlineOptions& options, StreamlineStats* stats);
 
 }  // namespace cfgmask
 

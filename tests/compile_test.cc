@@ -3,7 +3,10 @@
 // never decreases and ends at 1, the seconds never decrease; an exception
 // thrown by the progress callback unwinds the compile and leaves no store;
 // the statistics report (runtime/tools/report.h) renders the same figures as text
-// and JSON.
+// and JSON; a store the compile makes (std::unique_ptr) is the store it
+// builds into the caller's, and none after an error; --eos is applied in the
+// tokenizer phase, after the grammar is read.
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -67,6 +70,40 @@ TEST(CompileProgress, ThrowingCallbackLeavesNoStore) {
     EXPECT_EQ(s.vocab_size, 0) << at;
     EXPECT_TRUE(s.row_seq.empty()) << at;
   }
+}
+
+TEST(CompileGrammar, MadeStoreEqualsCallersStore) {
+  WriteTextFile(TempPath("g.lark"), kGrammar);
+  WriteTextFile(TempPath("tok.json"), SmallTokenizerJson());
+  for (const char* eos : {"", "<|endoftext|>"}) {
+    CompiledStore into;
+    ASSERT_TRUE(CompileGrammar(TempPath("g.lark"), TempPath("tok.json"), CompileOptions(), true,
+                               &into, eos)
+                    .ok());
+    std::unique_ptr<CompiledStore> made;
+    ASSERT_TRUE(CompileGrammar(TempPath("g.lark"), TempPath("tok.json"), CompileOptions(), true,
+                               &made, eos)
+                    .ok());
+    ASSERT_NE(made, nullptr);
+    CompiledStore a = into, b = *made;
+    a.stats = b.stats = CompiledStore::Stats();  // timings
+    EXPECT_EQ(StoreReportJson(MakeStoreReport(a, "", 0)), StoreReportJson(MakeStoreReport(b, "", 0)));
+    EXPECT_EQ(a.row_tokens.ToVector(), b.row_tokens.ToVector()) << eos;
+    EXPECT_EQ(a.eos_ids.ToVector(), b.eos_ids.ToVector()) << eos;
+  }
+  // An error leaves no store; a bad grammar is reported before a bad --eos.
+  WriteTextFile(TempPath("bad.lark"), "start: UNDEFINED\n");
+  std::unique_ptr<CompiledStore> made;
+  Status st = CompileGrammar(TempPath("bad.lark"), TempPath("tok.json"), CompileOptions(), true,
+                             &made, "no such token");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bad.lark"), std::string::npos) << st.message();
+  EXPECT_EQ(made, nullptr);
+  st = CompileGrammar(TempPath("g.lark"), TempPath("tok.json"), CompileOptions(), true, &made,
+                      "no such token");
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("eos: no token"), std::string::npos) << st.message();
+  EXPECT_EQ(made, nullptr);
 }
 
 TEST(StoreReport, TextAndJsonCarryTheSameFigures) {

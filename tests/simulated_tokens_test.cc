@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "runtime/session.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

@@ -1,4 +1,4 @@
-// Tests of maskstore/store_file.cc: round trip, atomic replacement (a compile
+// Tests of maskstore/store_file.cc and runtime/compile/store_writer.cc: round trip, atomic replacement (a compile
 // killed with SIGKILL at any instant leaves the previous store loadable and no
 // partial file), refusal of stores from another version with both version
 // numbers in the message, and rejection of truncated, corrupted and forged
@@ -27,6 +27,7 @@
 
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "runtime/session.h"
 #include "tests/small_tokenizer.h"
 

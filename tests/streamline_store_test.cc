@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <random>
 
+#include "runtime/compile/store_writer.h"
 #include "runtime/tools/sample.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"

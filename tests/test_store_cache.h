@@ -17,6 +17,7 @@
 
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 
 namespace cfgmask {
 

@@ -34,6 +34,7 @@
 #include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
 

@@ -12,7 +12,7 @@
 // not end a sample with EOS, 2 an error on user input (bad arguments,
 // unreadable or malformed grammar, tokenizer or store) reported as one line
 // "cfgmask: FILE:LINE:COL: what is wrong".  `compile` writes its store
-// atomically (store_file.cc); `sample` writes each DIR/sample_K.txt only once
+// atomically (runtime/compile/store_writer.cc); `sample` writes each DIR/sample_K.txt only once
 // that sample is complete.
 // Tested by tests/py/test_cli.py and tests/py/test_cli_corpus.py.
 #include <sys/resource.h>
@@ -42,6 +42,7 @@
 #include "runtime/tools/bench.h"
 #include "runtime/tools/sample.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "runtime/tools/reduction.h"
 #include "runtime/tools/report.h"
 #include "runtime/session.h"
@@ -348,83 +349,94 @@ void PrintSummary(const CompiledStore& s, const std::string& path) {
 int Compile(const CommandSpec& spec, const Args& args) {
   if (!args.values.count("--tokenizer")) return UsageError(&spec, "missing --tokenizer TOK");
   if (!args.values.count("-o")) return UsageError(&spec, "missing -o OUT.cfgm");
-  CompileOptions options;
-  options.start = args.Get("--start");
-  options.indenter = args.Get("--indenter", options.indenter);
-  if (!defaults::IsIndenterChoice(options.indenter)) {
-    return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
-                                 options.indenter + "'");
-  }
-  int64_t max_lexer_states = 0;
-  if (!IntFlag(spec, args, "--max-lexer-states", options.max_lexer_states, 1, INT32_MAX,
-               &max_lexer_states)) {
-    return kExitUsage;
-  }
-  options.max_lexer_states = static_cast<int32_t>(max_lexer_states);
-  int64_t max_roots = 0;
-  if (!IntFlag(spec, args, "--max-roots", options.max_roots, 1, INT32_MAX, &max_roots)) {
-    return kExitUsage;
-  }
-  options.max_roots = static_cast<int32_t>(max_roots);
-  if (!BytesFlag(spec, args, "--max-memory", &options.max_memory)) return kExitUsage;
-  if (args.values.count("--max-seconds") &&
-      !ParseDouble(args.Get("--max-seconds"), 0, 1e9, &options.max_seconds)) {
-    return UsageError(&spec, "option --max-seconds: expected seconds in [0, 1e9] (0: none), got '" +
-                                 args.Get("--max-seconds") + "'");
-  }
-  int64_t threads = 0;  // 0: all cores; the store is the same for any count
-  if (!IntFlag(spec, args, "--threads", 0, 0, 1024, &threads)) return kExitUsage;
-  options.num_threads = static_cast<int32_t>(threads);
   const bool quiet = args.Has("--quiet");
-  const bool streamline = !args.Has("--no-streamline");
-  options.prune_pairs = !args.Has("--no-pair-pruning");
-  // Lark's grammars folder, for `%import python.X` and the like (common.lark is built in).
-  const char* lark_env = std::getenv("CFGMASK_LARK_GRAMMARS");
-  options.lark_grammars_dir = args.Get("--lark-grammars", lark_env != nullptr ? lark_env : "");
-
   const std::string grammar = args.positional[0], out = args.Get("-o");
-  // Never write the store over an input: a typo in -o must not destroy the grammar.
-  for (const std::string& input : {grammar, args.Get("--tokenizer")}) {
-    std::error_code ec;
-    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, input, ec) && !ec) {
-      return Error(out + ": -o names the input file " + input + "; refusing to overwrite it");
-    }
-  }
-  // -o writes regular files only: a device node, FIFO or socket is never
-  // replaced (checked again when the store is written).
-  if (struct stat info; stat(out.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    return Error(out + ": -o names " +
-                 (S_ISDIR(info.st_mode) ? "a directory" : "a device, FIFO or socket") +
-                 ", not a regular file; refusing to replace it");
-  }
-  Progress progress(!quiet && isatty(STDERR_FILENO));
-  options.progress = [&](const CompileProgress& p) { progress.Update(p.phase, p.walk_fraction); };
+  // The store, made by the compile; read here only after the compile's own
+  // objects (options, details) are gone.
+  std::unique_ptr<CompiledStore> store;
   std::vector<std::string> warnings;
-  options.warnings = &warnings;
-  CompiledStore store;
-  CompileDetails details;
-  Status st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store,
-                             args.Get("--eos"), &details);
-  if (st.ok()) {
-    progress.Update("write", 1);
-    st = WriteCompiledStore(store, out);
+  size_t classes = 0, class_terminals = 0;  // interchangeable terminals
+  {
+    CompileOptions options;
+    options.start = args.Get("--start");
+    options.indenter = args.Get("--indenter", options.indenter);
+    if (!IsIndenterChoice(options.indenter)) {
+      return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
+                                   options.indenter + "'");
+    }
+    int64_t max_lexer_states = 0;
+    if (!IntFlag(spec, args, "--max-lexer-states", options.max_lexer_states, 1, INT32_MAX,
+                 &max_lexer_states)) {
+      return kExitUsage;
+    }
+    options.max_lexer_states = static_cast<int32_t>(max_lexer_states);
+    int64_t max_roots = 0;
+    if (!IntFlag(spec, args, "--max-roots", options.max_roots, 1, INT32_MAX, &max_roots)) {
+      return kExitUsage;
+    }
+    options.max_roots = static_cast<int32_t>(max_roots);
+    if (!BytesFlag(spec, args, "--max-memory", &options.max_memory)) return kExitUsage;
+    if (args.values.count("--max-seconds") &&
+        !ParseDouble(args.Get("--max-seconds"), 0, 1e9, &options.max_seconds)) {
+      return UsageError(&spec,
+                        "option --max-seconds: expected seconds in [0, 1e9] (0: none), got '" +
+                            args.Get("--max-seconds") + "'");
+    }
+    int64_t threads = 0;  // 0: all cores; the store is the same for any count
+    if (!IntFlag(spec, args, "--threads", 0, 0, 1024, &threads)) return kExitUsage;
+    options.num_threads = static_cast<int32_t>(threads);
+    const bool streamline = !args.Has("--no-streamline");
+    options.prune_pairs = !args.Has("--no-pair-pruning");
+    // Lark's grammars folder, for `%import python.X` and the like (common.lark is built in).
+    const char* lark_env = std::getenv("CFGMASK_LARK_GRAMMARS");
+    options.lark_grammars_dir = args.Get("--lark-grammars", lark_env != nullptr ? lark_env : "");
+
+    // Never write the store over an input: a typo in -o must not destroy the grammar.
+    for (const std::string& input : {grammar, args.Get("--tokenizer")}) {
+      std::error_code ec;
+      if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, input, ec) && !ec) {
+        return Error(out + ": -o names the input file " + input + "; refusing to overwrite it");
+      }
+    }
+    // -o writes regular files only: a device node, FIFO or socket is never
+    // replaced (checked again when the store is written).
+    if (struct stat info; stat(out.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+      return Error(out + ": -o names " +
+                   (S_ISDIR(info.st_mode) ? "a directory" : "a device, FIFO or socket") +
+                   ", not a regular file; refusing to replace it");
+    }
+    Progress progress(!quiet && isatty(STDERR_FILENO));
+    options.progress = [&](const CompileProgress& p) { progress.Update(p.phase, p.walk_fraction); };
+    options.warnings = &warnings;
+    Status st;
+    {
+      CompileDetails details;  // gone before the store is written
+      st = CompileGrammar(grammar, args.Get("--tokenizer"), options, streamline, &store,
+                          args.Get("--eos"), &details);
+      classes = details.interchangeable.size();
+      for (const auto& c : details.interchangeable) class_terminals += c.size();
+    }
+    if (st.ok()) {
+      progress.Update("write", 1);
+      st = WriteCompiledStore(*store, out);
+    }
+    progress.Clear();
+    if (!st.ok()) return Error(st.message());
   }
-  progress.Clear();
-  if (!st.ok()) return Error(st.message());
   for (const std::string& w : warnings) std::fprintf(stderr, "cfgmask: %s\n", MessageLine(w).c_str());
-  if (store.eos_ids.empty()) {
+  const std::string summary =
+      quiet ? "" : StoreReportText(MakeStoreReport(*store, out, FileSize(out)));
+  if (store->eos_ids.empty()) {
     std::fprintf(stderr,
                  "cfgmask: warning: %s: the tokenizer names no end-of-sequence token, so "
                  "generation under this store can never end; name one with --eos TOKEN\n",
                  OneLine(args.Get("--tokenizer")).c_str());
   }
   if (!quiet) {
-    PrintSummary(store, out);
-    if (!details.interchangeable.empty()) {
-      size_t terminals = 0;
-      for (const auto& c : details.interchangeable) terminals += c.size();
+    std::fputs(summary.c_str(), stdout);
+    if (classes > 0) {
       std::printf("  interchangeable  %zu classes of %zu terminals (reported, not applied)\n",
-                  details.interchangeable.size(), terminals);
+                  classes, class_terminals);
     }
   }
   return kExitOk;
@@ -549,7 +561,7 @@ int Check(const CommandSpec& spec, const Args& args) {
 
 // ---------------------------------------------------------------- sample
 
-// A sample file: written as a store file is (maskstore's WriteFileAtomically:
+// A sample file: written as a store file is (the store writer's WriteFileAtomically:
 // regular files only, a temporary name of its own).
 bool WriteSampleFile(const std::string& path, const std::string& data, std::string* error) {
   const Status st = WriteFileAtomically(path, "", data);
@@ -669,7 +681,7 @@ int Reduction(const CommandSpec& spec, const Args& args) {
   o.compile.num_threads = static_cast<int32_t>(threads);
   o.compile.start = args.Get("--start");
   o.compile.indenter = args.Get("--indenter", o.compile.indenter);
-  if (!defaults::IsIndenterChoice(o.compile.indenter)) {
+  if (!IsIndenterChoice(o.compile.indenter)) {
     return UsageError(&spec, "option --indenter: expected auto, python or none, got '" +
                                  o.compile.indenter + "'");
   }

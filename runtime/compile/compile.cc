@@ -1,5 +1,6 @@
 // The compile driver: see compile.h.
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "lexer/terminal_automaton.h"
 #include "maskstore/row_codec.h"
 #include "maskstore/scanner_tables.h"
+#include "maskstore/store_input.h"
 #include "parser/lalr.h"
 #include "streamline/streamline.h"
 
@@ -30,18 +32,16 @@ double Since(std::chrono::steady_clock::time_point t0) {
 // ---------------------------------------------------------------- phases
 //
 // The compile is a pipeline: each phase below takes what the earlier ones
-// made and returns its own product; CompileStoreWith runs the store phases
-// in order, times them and reports progress, and Finish runs streamlining.
+// made and returns its own product; RunPipeline runs them in layer order
+// (grammar/, parser/, lexer/, maskstore/, streamline/), times them and
+// reports progress.  A product is handed to the phase that uses it last and
+// released there (maskstore/store_input.h, StreamlineCompiledStore), so that
+// the driver never goes back to a folder it has left.
 
 // Phase 1: the .lark file read into BNF, and the indenter decided.
-struct GrammarPhase {
-  Grammar g;
-  IndenterTerminals indenter;  // all -1 without the indenter
-};
-
 Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& options,
-                        GrammarPhase* out) {
-  Grammar& g = out->g;
+                        Grammar* out, IndenterTerminals* indenter) {
+  Grammar& g = *out;
   LarkReaderOptions ro;
   ro.import_paths = options.import_paths;
   ro.lark_grammars_dir = options.lark_grammars_dir;
@@ -68,18 +68,17 @@ Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& o
                                   "_INDENT and _DEDENT), so the rules that need it never match");
     }
   }
-  if (use_indenter) out->indenter = IndenterTerminals{nl, ind, ded};
+  if (use_indenter) *indenter = IndenterTerminals{nl, ind, ded};
   return Status::Ok();
 }
 
 // Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
-Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options,
+Status BuildAutomatonPhase(const Grammar& g, int32_t indenter_nl, const CompileOptions& options,
                            std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
-  CFGMASK_RETURN_IF_ERROR(
-      TerminalAutomaton::Build(gp.g, gp.indenter.nl, ao, &built));
+  CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
   return Status::Ok();
 }
@@ -107,22 +106,98 @@ WalkOptions WalkOptionsOf(const CompileOptions& o) {
   return w;
 }
 
-// The tokenizer is asked for once the grammar's tables are built (a bad
-// grammar is reported before the tokenizer file is read).
-using TokenizerSource = std::function<Status(const PreparedTokenizer**)>;
+// The tokenizer phase: asked for once the grammar's tables are built (a bad
+// grammar is reported before the tokenizer file is read); sets
+// input->tokenizer, and input->owned_tokenizer when it made one.
+// `prepared`: handed in ready (no tokenizer work in this compile, so the
+// store's seconds_tokenizer is 0).
+struct TokenizerSource {
+  std::function<Status(StorePhaseInput*)> get;
+  bool prepared = false;
+};
 
-// The driver: runs the phases in order, times each (the store's
-// seconds_* figures) and reports progress.
-Status CompileStoreWith(const std::string& grammar_path,
-                               const TokenizerSource& get_tokenizer,
-                               const CompileOptions& options, CompiledStore* out) {
+// How far RunPipeline goes: the store phases only (CompileStore), or on
+// through the statistics and streamlining (CompileGrammar).
+enum class Until { kStore, kStreamline };
+
+// Phase "streamline": streamlining (unless turned off) and the statistics,
+// after the store build; the pass owns the grammar and releases it.
+Status StreamlinePhase(const CompileOptions& options, bool streamline,
+                       std::unique_ptr<const Grammar> grammar, CompiledStore* out,
+                       CompileDetails* details) {
+  auto& stats = out->stats;
+  stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
+  stats.row_bytes_before = RowPayloadBytes(*out);
+  if (!streamline) return Status::Ok();
+  if (details && details->unstreamlined) *details->unstreamlined = *out;
+  if (options.progress) options.progress(CompileProgress{"streamline", 1, 0});
+  StreamlineStats sl;
+  StreamlineOptions so;
+  so.num_threads = options.num_threads;
+  // The interchangeable step reports its classes from the grammar.
+  CFGMASK_RETURN_IF_ERROR(StreamlineCompiledStore(out, std::move(grammar), so, &sl));
+  if (details) {
+    // By name: the store's terminal names are the grammar's (FillGrammarTables).
+    details->streamline_steps = sl.steps;
+    details->interchangeable.clear();
+    for (const auto& cls : sl.interchangeable) {
+      details->interchangeable.emplace_back();
+      for (int32_t t : cls) details->interchangeable.back().push_back(out->terminal_names[t]);
+    }
+  }
+  stats.streamlined = 1;
+  stats.rows_deleted = sl.rows_deleted;
+  stats.never_queries = sl.never_queries;
+  stats.rows_after_fold = sl.rows_after;
+  stats.row_bytes_after = sl.bytes_after;
+  stats.fold_queries = sl.queries;
+  stats.fold_proved = sl.proved;
+  stats.seconds_streamline = sl.seconds;
+  return Status::Ok();
+}
+
+// Where the compile puts its store: the caller's, or one the store phases
+// make (the caller holds it only from the compile on).
+class StoreSink {
+ public:
+  explicit StoreSink(CompiledStore* out) : out_(out) {}
+  explicit StoreSink(std::unique_ptr<CompiledStore>* made) : made_(made) {}
+  // An empty store, at the start of the store phases.
+  CompiledStore* Open() {
+    if (made_ != nullptr) {
+      *made_ = std::make_unique<CompiledStore>();
+      return made_->get();
+    }
+    *out_ = CompiledStore();
+    return out_;
+  }
+  CompiledStore* store() const { return made_ != nullptr ? made_->get() : out_; }
+  // After an error: no store (an empty one for the caller's).
+  void Clear() {
+    if (made_ != nullptr) {
+      made_->reset();
+    } else {
+      *out_ = CompiledStore();
+    }
+  }
+
+ private:
+  CompiledStore* out_ = nullptr;
+  std::unique_ptr<CompiledStore>* made_ = nullptr;
+};
+
+// The driver: runs the phases in order, times each (the store's seconds_*
+// figures) and reports progress.  The store is built in `sink` from the
+// store phases on; on an error there it is left empty.
+Status RunPipeline(const std::string& grammar_path, const TokenizerSource& tokenizer,
+                   const CompileOptions& options, Until until, bool streamline,
+                   StoreSink* sink, CompileDetails* details) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   double walk_share = 0;  // of the vocabulary walk, for every report
   auto progress = [&](const char* phase) {
     if (options.progress) options.progress(CompileProgress{phase, walk_share, Since(start)});
   };
-  CompiledStore s;
   auto t0 = start;
   const auto deadline =
       t0 + std::chrono::duration_cast<Clock::duration>(
@@ -137,120 +212,108 @@ Status CompileStoreWith(const std::string& grammar_path,
                       " s (max_seconds, --max-seconds) in the " + phase + " phase");
   };
 
+  // grammar/: the BNF grammar, used by every phase up to streamlining.
   progress("grammar");
-  GrammarPhase gp;
-  CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
-  if (options.grammar_out) *options.grammar_out = gp.g;
-  s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
-  s.start = gp.g.start.empty() ? "start" : gp.g.start[0];
-  s.stats.seconds_grammar = Since(t0);
+  auto grammar = std::make_unique<Grammar>();
+  IndenterTerminals indenter;
+  CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, grammar.get(), &indenter));
+  if (options.grammar_out) *options.grammar_out = *grammar;
+  const std::string start_rule = grammar->start.empty() ? "start" : grammar->start[0];
+  const double seconds_grammar = Since(t0);
   CFGMASK_RETURN_IF_ERROR(over_time("grammar"));
 
+  // parser/: the LALR(1) tables.
   t0 = Clock::now();
   progress("lalr");
-  ParseTables pt;
+  auto pt = std::make_unique<ParseTables>();
   // The LALR construction's limits (table bytes, states, seconds) concern
   // the whole grammar: no position, but the file is named.
-  if (Status st = BuildParseTables(gp.g, &pt); !st.ok()) {
+  if (Status st = BuildParseTables(*grammar, pt.get()); !st.ok()) {
     if (st.code() != ErrorCode::kResourceLimit || st.message().rfind(grammar_path, 0) == 0) {
       return st;
     }
     return Status(st.code(), grammar_path + ": " + st.message());
   }
-  s.stats.seconds_lalr = Since(t0);
+  const double seconds_lalr = Since(t0);
   CFGMASK_RETURN_IF_ERROR(over_time("lalr"));
 
-  // seconds_automaton spans the automaton, the tokenizer and the walk.
+  // lexer/: the terminal automaton and what may follow each terminal.
+  // seconds_automaton spans these, the tokenizer and the walk.
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
-  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, indenter.nl, options, &a));
+  auto successors = std::make_unique<TerminalSuccessors>();
+  CFGMASK_RETURN_IF_ERROR(
+      ComputeTerminalSuccessors(*grammar, indenter.nl, kSuccessorMaxStates, successors.get()));
   CFGMASK_RETURN_IF_ERROR(over_time("automaton"));
 
-  const auto tok0 = Clock::now();
-  progress("tokenizer");
-  const PreparedTokenizer* tok = nullptr;
-  CFGMASK_RETURN_IF_ERROR(get_tokenizer(&tok));
-  s.stats.seconds_tokenizer = Since(tok0);
-  CFGMASK_RETURN_IF_ERROR(over_time("tokenizer"));
-  CopyVocabulary(tok->tokens, &s);
-  VocabTrie subset_trie;
-  if (!options.vocab_subset.empty()) subset_trie = VocabTrie::Build(tok->vocab, options.vocab_subset);
-  const VocabTrie& trie = options.vocab_subset.empty() ? tok->trie : subset_trie;
+  // maskstore/: the tokenizer, then the store phases, which take over the
+  // products they use last (released when `in` goes, at the end of the
+  // block).
+  {
+    const auto tok0 = Clock::now();
+    progress("tokenizer");
+    StorePhaseInput in;
+    CFGMASK_RETURN_IF_ERROR(tokenizer.get(&in));
+    const double seconds_tokenizer = tokenizer.prepared ? 0 : Since(tok0);
+    CFGMASK_RETURN_IF_ERROR(over_time("tokenizer"));
+    in.grammar = grammar.get();
+    in.indenter = indenter;
+    in.parse_tables = std::move(pt);
+    in.successors = std::move(successors);
+    in.automaton = std::move(a);
+    if (until == Until::kStore || !streamline) in.owned_grammar = std::move(grammar);
+    in.UseSubset(options.vocab_subset);
 
-  TerminalSuccessors successors;
-  CFGMASK_RETURN_IF_ERROR(ComputeTerminalSuccessors(gp.g, gp.indenter.nl,
-                                                   kSuccessorMaxStates, &successors));
-  FillGrammarTables(gp.g, pt, *a, gp.indenter, successors, &s);
+    CompiledStore& s = *sink->Open();
+    auto fail = [&](Status st) {
+      sink->Clear();
+      return st;
+    };
+    s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
+    s.start = start_rule;
+    s.stats.seconds_grammar = seconds_grammar;
+    s.stats.seconds_lalr = seconds_lalr;
+    s.stats.seconds_tokenizer = seconds_tokenizer;
+    CopyVocabulary(in.tokenizer->tokens, &s);
+    FillGrammarTables(*in.grammar, *in.parse_tables, *in.automaton, in.indenter, *in.successors,
+                      &s);
 
-  progress("walk");
-  VocabularyWalkInput input;
-  input.grammar_path = grammar_path;
-  input.options = WalkOptionsOf(options);
-  input.grammar = &gp.g;
-  input.indenter_nl = gp.indenter.nl;
-  input.automaton = a.get();
-  input.trie = &trie;
-  input.deadline = deadline;
-  input.progress = [&](double share) {
-    walk_share = std::max(walk_share, share);  // roots found later lower the share
     progress("walk");
-  };
-  VocabularyWalk walk;
-  CFGMASK_RETURN_IF_ERROR(walk.Run(input, &s));
-  walk_share = 1;
-  s.stats.seconds_automaton = Since(t0);
+    VocabularyWalkInput input;
+    input.grammar_path = grammar_path;
+    input.options = WalkOptionsOf(options);
+    input.grammar = in.grammar;
+    input.indenter_nl = in.indenter.nl;
+    input.automaton = in.automaton.get();
+    input.trie = &in.trie();
+    input.deadline = deadline;
+    input.progress = [&](double share) {
+      walk_share = std::max(walk_share, share);  // roots found later lower the share
+      progress("walk");
+    };
+    VocabularyWalk walk;
+    if (Status st = walk.Run(input, &s); !st.ok()) return fail(st);
+    walk_share = 1;
+    s.stats.seconds_automaton = Since(t0);
 
-  t0 = Clock::now();
-  progress("store");
-  walk.Freeze(a.get(), &s);
-  s.stats.seconds_store = Since(t0);
-  CFGMASK_RETURN_IF_ERROR(over_time("store"));
-  if (options.record != nullptr) {
-    options.record->automaton = a;
-    options.record->roots = walk.roots();
-    options.record->indenter_nl = gp.indenter.nl;
-    options.record->ignored = s.terminal_ignored.ToVector();
-  }
-  *out = std::move(s);
-  return Status::Ok();
-}
-
-
-// Phase "streamline": streamlining (unless turned off) and the statistics,
-// after the store build.
-Status Finish(const CompileOptions& options, bool streamline, const Grammar& grammar,
-              CompiledStore* out, CompileDetails* details) {
-  Status st;
-  auto& stats = out->stats;
-  stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
-  stats.row_bytes_before = RowPayloadBytes(*out);
-  if (!streamline) return Status::Ok();
-  if (details && details->unstreamlined) *details->unstreamlined = *out;
-  if (options.progress) options.progress(CompileProgress{"streamline", 1, 0});
-  StreamlineStats sl;
-  StreamlineOptions so;
-  so.grammar = &grammar;  // the interchangeable step reports its classes
-  so.num_threads = options.num_threads;
-  st = StreamlineStore(out, so, &sl);
-  if (!st.ok()) return st;
-  if (details) {
-    details->streamline_steps = sl.steps;
-    details->interchangeable.clear();
-    for (const auto& cls : sl.interchangeable) {
-      details->interchangeable.emplace_back();
-      for (int32_t t : cls) details->interchangeable.back().push_back(grammar.terminals[t].name);
+    t0 = Clock::now();
+    progress("store");
+    walk.Freeze(in.automaton.get(), &s);
+    s.stats.seconds_store = Since(t0);
+    if (Status st = over_time("store"); !st.ok()) return fail(st);
+    if (options.record != nullptr) {
+      options.record->automaton = in.automaton;
+      options.record->roots = walk.roots();
+      options.record->indenter_nl = in.indenter.nl;
+      options.record->ignored = s.terminal_ignored.ToVector();
     }
   }
-  stats.streamlined = 1;
-  stats.rows_deleted = sl.rows_deleted;
-  stats.never_queries = sl.never_queries;
-  stats.rows_after_fold = sl.rows_after;
-  stats.row_bytes_after = sl.bytes_after;
-  stats.fold_queries = sl.queries;
-  stats.fold_proved = sl.proved;
-  stats.seconds_streamline = sl.seconds;
-  return Status::Ok();
+  if (until == Until::kStore) return Status::Ok();
+
+  // streamline/: the pass, the grammar's last user.
+  return StreamlinePhase(options, streamline, std::move(grammar), sink->store(), details);
 }
 
 constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
@@ -259,7 +322,7 @@ constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
 // before it gets here; the Python package passes them through).
 Status CheckOptions(const CompileOptions& o) {
   auto bad = [](const std::string& what) { return Status(ErrorCode::kInvalidArgument, what); };
-  if (!defaults::IsIndenterChoice(o.indenter)) {
+  if (!IsIndenterChoice(o.indenter)) {
     return bad("indenter: expected auto, python or none, got '" + o.indenter + "'");
   }
   if (o.max_lexer_states < 1) {
@@ -332,9 +395,8 @@ class MemoryBudget {
   static bool& Set() { static bool b = false; return b; }
 };
 
-template <class Tokenizer>
-Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenizer,
-                      const CompileOptions& options, bool streamline, CompiledStore* out,
+Status CompileGuarded(const std::string& grammar_path, const TokenizerSource& tokenizer,
+                      const CompileOptions& options, bool streamline, StoreSink* out,
                       CompileDetails* details) {
   CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
   const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMaxMemory();
@@ -350,57 +412,91 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
   };
   try {
     MemoryBudget guard(budget);
-    Grammar grammar;
-    tracked.grammar_out = &grammar;
-    CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
-    Status fin = Finish(tracked, streamline, grammar, out, details);
+    Status fin = RunPipeline(grammar_path, tokenizer, tracked, Until::kStreamline, streamline, out,
+                             details);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
-      *out = CompiledStore();
+      out->Clear();
       return Status(ErrorCode::kResourceLimit,
                     grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
                         " s (max_seconds, --max-seconds) in the streamline phase");
     }
     return fin;
   } catch (const std::bad_alloc&) {
-    *out = CompiledStore();
+    out->Clear();
     return Status(ErrorCode::kResourceLimit,
                   grammar_path + ": out of memory in the " + phase + " phase of the compile " +
                       "(memory limit " + std::to_string(budget) +
                       " bytes; raise it with --max-memory / max_memory)");
   } catch (...) {  // from the progress callback
-    *out = CompiledStore();
+    out->Clear();
     throw;
   }
 }
 
 }  // namespace
 
+namespace {
+
+// The tokenizer read from `tokenizer_path` (without its trie for a
+// vocabulary subset: the store phases build their own), `eos` applied.
+TokenizerSource ReadTokenizer(const std::string& tokenizer_path, const CompileOptions& options,
+                              const std::string& eos) {
+  return {[&tokenizer_path, &options, &eos](StorePhaseInput* in) {
+            auto prepared = std::make_unique<PreparedTokenizer>();
+            CFGMASK_RETURN_IF_ERROR(
+                PrepareTokenizer(tokenizer_path, prepared.get(), options.vocab_subset.empty()));
+            if (!eos.empty()) CFGMASK_RETURN_IF_ERROR(SetEos(eos, prepared.get()));
+            in->tokenizer = prepared.get();
+            in->owned_tokenizer = std::move(prepared);
+            return Status::Ok();
+          },
+          false};
+}
+
+// A tokenizer prepared once for many compiles; with `eos`, a copy of it
+// with that EOS.
+TokenizerSource PreparedSource(const PreparedTokenizer& tokenizer, const std::string& eos) {
+  if (eos.empty()) {
+    return {[&tokenizer](StorePhaseInput* in) {
+              in->tokenizer = &tokenizer;
+              return Status::Ok();
+            },
+            true};
+  }
+  return {[&tokenizer, &eos](StorePhaseInput* in) {
+            auto copy = std::make_unique<PreparedTokenizer>(tokenizer);
+            CFGMASK_RETURN_IF_ERROR(SetEos(eos, copy.get()));
+            in->tokenizer = copy.get();
+            in->owned_tokenizer = std::move(copy);
+            return Status::Ok();
+          },
+          true};
+}
+
+}  // namespace
+
 Status CompileStore(const std::string& grammar_path, const std::string& tokenizer_path,
                     const CompileOptions& options, CompiledStore* out) {
-  PreparedTokenizer prepared;
-  return CompileStoreWith(
-      grammar_path,
-      [&](const PreparedTokenizer** tok) {
-        CFGMASK_RETURN_IF_ERROR(
-            PrepareTokenizer(tokenizer_path, &prepared, options.vocab_subset.empty()));
-        *tok = &prepared;
-        return Status::Ok();
-      },
-      options, out);
+  const std::string no_eos;
+  StoreSink sink(out);
+  return RunPipeline(grammar_path, ReadTokenizer(tokenizer_path, options, no_eos), options,
+                     Until::kStore, false, &sink, nullptr);
 }
 
 Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                     const CompileOptions& options, CompiledStore* out) {
-  const Status st = CompileStoreWith(
-      grammar_path,
-      [&](const PreparedTokenizer** tok) {
-        *tok = &tokenizer;
-        return Status::Ok();
-      },
-      options, out);
-  if (st.ok()) out->stats.seconds_tokenizer = 0;
-  return st;
+  const std::string no_eos;
+  StoreSink sink(out);
+  return RunPipeline(grammar_path, PreparedSource(tokenizer, no_eos), options, Until::kStore,
+                     false, &sink, nullptr);
+}
+
+bool IsIndenterChoice(std::string_view v) {
+  for (std::string_view c : defaults::kIndenterChoices) {
+    if (v == c) return true;
+  }
+  return false;
 }
 
 int64_t DefaultMaxMemory() {
@@ -409,65 +505,29 @@ int64_t DefaultMaxMemory() {
   return static_cast<int64_t>(pages) * page / 4 * 3;
 }
 
-namespace {
-
-// Makes the token `eos` names (decimal id, or exact text) the only EOS.
-Status SetEos(const std::string& eos, PreparedTokenizer* tok) {
-  Vocabulary& v = tok->vocab;
-  int64_t id = -1;
-  const bool digits = eos.find_first_not_of("0123456789") == std::string::npos && eos.size() < 10;
-  if (digits) {
-    id = std::stoll(eos);
-  } else {
-    // By the token's bytes, or by a special token's text ("<|endoftext|>",
-    // whose bytes are empty).
-    for (int32_t t = 0; t < v.size() && id < 0; ++t) {
-      if (v.tokens[t] == eos) id = t;
-    }
-    for (int32_t t = 0; t < static_cast<int32_t>(v.special_names.size()) && id < 0; ++t) {
-      if (v.special_names[t] == eos) id = t;
-    }
-  }
-  if (id < 0 || id >= v.size()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "eos: no token " + (digits ? "id " + eos : "'" + eos + "'") +
-                      " in the tokenizer's vocabulary of " + std::to_string(v.size()));
-  }
-  v.special.resize(v.tokens.size(), 0);
-  v.special[id] = 1;
-  v.eos_ids = {static_cast<int32_t>(id)};
-  v.tokens[id].clear();  // as the readers treat the EOS they find: never text
-  tok->tokens.eos_ids = v.eos_ids;
-  tok->tokens.token_special.resize(v.tokens.size(), 0);
-  tok->tokens.token_special[id] = 1;
-  tok->trie = VocabTrie::Build(v);
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos, CompileDetails* details) {
-  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer_path, options, streamline, out, details);
-  CFGMASK_RETURN_IF_ERROR(CheckOptions(options));
-  PreparedTokenizer tok;
-  try {
-    CFGMASK_RETURN_IF_ERROR(PrepareTokenizer(tokenizer_path, &tok));
-  } catch (const std::bad_alloc&) {
-    return Status(ErrorCode::kResourceLimit, tokenizer_path + ": out of memory reading the tokenizer");
-  }
-  CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
-  return CompileGuarded(grammar_path, tok, options, streamline, out, details);
+  StoreSink sink(out);
+  return CompileGuarded(grammar_path, ReadTokenizer(tokenizer_path, options, eos), options,
+                        streamline, &sink, details);
+}
+
+Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
+                      const CompileOptions& options, bool streamline,
+                      std::unique_ptr<CompiledStore>* out, const std::string& eos,
+                      CompileDetails* details) {
+  StoreSink sink(out);
+  return CompileGuarded(grammar_path, ReadTokenizer(tokenizer_path, options, eos), options,
+                        streamline, &sink, details);
 }
 
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos, CompileDetails* details) {
-  if (eos.empty()) return CompileGuarded(grammar_path, tokenizer, options, streamline, out, details);
-  PreparedTokenizer tok = tokenizer;
-  CFGMASK_RETURN_IF_ERROR(SetEos(eos, &tok));
-  return CompileGuarded(grammar_path, tok, options, streamline, out, details);
+  StoreSink sink(out);
+  return CompileGuarded(grammar_path, PreparedSource(tokenizer, eos), options, streamline, &sink,
+                        details);
 }
 
 Status WriteCompiledStore(const CompiledStore& store, const std::string& path) {

@@ -1,31 +1,39 @@
 // The compile driver: the whole offline pipeline behind `cfgmask compile`
-// and the Python package's compile_grammar, in one place.  Its phases, each
-// taking what the earlier ones made and timed into the store's statistics:
+// and the Python package's compile_grammar, in one place.  Its phases, in
+// layer order, each taking what the earlier ones made and timed into the
+// store's statistics:
 //
 //   grammar    the .lark file read into BNF, the indenter decided (grammar/)
 //   lalr       LALR(1) tables (parser/lalr.h)
-//   automaton  the terminal automaton (lexer/terminal_automaton.h)
-//   tokenizer  the tokenizer read and prepared (maskstore/prepared_tokenizer.h)
-//              and the store's grammar side: terminal and parse tables, each
-//              parser state's scanner, table surgery
-//              (maskstore/scanner_tables.h, parser/dead_states.h)
+//   automaton  the terminal automaton and what may follow each terminal
+//              (lexer/terminal_automaton.h, lexer/terminal_successors.h)
+//   tokenizer  the tokenizer read and prepared, --eos applied
+//              (maskstore/prepared_tokenizer.h), and the store's grammar
+//              side: terminal and parse tables, each parser state's scanner,
+//              table surgery (maskstore/scanner_tables.h)
 //   walk       the vocabulary walk: nfa_transition and the mask-store rows
 //              (maskstore/vocab_walk.h, with its own WalkOptions)
 //   store      the automaton frozen, items and sequences numbered
 //   streamline the streamlining pass (streamline/streamline.h), unless off
 //
-// and the store file written (WriteCompiledStore).  Every phase is a
-// function of a lower folder that returns to this driver; no phase calls
-// back up.  Progress goes to options.progress, phase by phase, with seconds
-// counted from the start of the whole compile.  Defaults are
-// maskstore/defaults.h.  Tested by compile_test.cc, vocab_walk_test.cc and
-// resource_limits_test.cc.
+// and the store file written (WriteCompiledStore, store_writer.h).  Every
+// phase is a function of a lower folder that returns to this driver; no
+// phase calls back up.  Each product is released by the phase that uses it
+// last: the store phases own the parse tables, successors, automaton and
+// tokenizer (maskstore/store_input.h), the streamlining pass the grammar
+// (StreamlineCompiledStore), so that the driver enters each folder once, in
+// layer order; the store itself is made when the store phases begin.
+// Progress goes to options.progress, phase by phase, with seconds counted
+// from the start of the whole compile.  Defaults are maskstore/defaults.h.
+// Tested by compile_test.cc, vocab_walk_test.cc and resource_limits_test.cc.
 #ifndef CFGMASK_RUNTIME_COMPILE_COMPILE_H_
 #define CFGMASK_RUNTIME_COMPILE_COMPILE_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -118,6 +126,10 @@ Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& to
 // kResourceLimit error naming the phase, with `out` left empty.
 int64_t DefaultMaxMemory();  // three quarters of the physical memory
 
+// Is `v` an indenter the compile accepts (defaults::kIndenterChoices)?  The
+// command line and the binding check their arguments with it.
+bool IsIndenterChoice(std::string_view v);
+
 
 // What a compile found beyond the store's own statistics: the streamlining
 // pass's named steps (the seed's figure 6) and the interchangeable terminal
@@ -137,13 +149,21 @@ struct CompileDetails {
 Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos = "", CompileDetails* details = nullptr);
+// The same into a store the compile makes when its store phases begin (null
+// after an error): for a caller that needs the store only from the compile on
+// (`cfgmask compile`).
+Status CompileGrammar(const std::string& grammar_path, const std::string& tokenizer_path,
+                      const CompileOptions& options, bool streamline,
+                      std::unique_ptr<CompiledStore>* out, const std::string& eos = "",
+                      CompileDetails* details = nullptr);
 // The same with a tokenizer prepared once (PrepareTokenizer) for many grammars.
 Status CompileGrammar(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                       const CompileOptions& options, bool streamline, CompiledStore* out,
                       const std::string& eos = "", CompileDetails* details = nullptr);
 
 // The last step of the pipeline: the store written to `path`
-// (maskstore/store_file.cc), nothing left behind on failure.
+// (store_writer.h: the format of maskstore/store_format.h, the file replaced
+// atomically), nothing left behind on failure.
 Status WriteCompiledStore(const CompiledStore& store, const std::string& path);
 
 }  // namespace cfgmask

@@ -30,6 +30,7 @@
 #include "grammar/base/utf8.h"
 #include "runtime/completion.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "runtime/jump_forward.h"
 #include "runtime/mask_kernels.h"
 #include "runtime/tools/report.h"

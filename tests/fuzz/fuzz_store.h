@@ -14,6 +14,7 @@
 
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
+#include "runtime/compile/store_writer.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace cfgmask {
