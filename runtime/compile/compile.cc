@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
 
+#include "grammar/base/stop_check.h"
 #include "grammar/lark_reader.h"
 #include "lexer/terminal_automaton.h"
 #include "maskstore/row_codec.h"
@@ -74,10 +76,11 @@ Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& o
 
 // Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
 Status BuildAutomatonPhase(const GrammarPhase& gp, const CompileOptions& options,
-                           std::shared_ptr<TerminalAutomaton>* out) {
+                           StopCheck* stop, std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
+  ao.stop = stop;
   CFGMASK_RETURN_IF_ERROR(
       TerminalAutomaton::Build(gp.g, gp.indenter.nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
@@ -89,6 +92,20 @@ std::string SecondsText(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", s);
   return buf;
+}
+
+// The budget (and `hook`, the progress report where Python looks for
+// signals) inside the long loops of the automaton, LALR and streamline
+// phases, counted from `start`.
+StopCheck BudgetCheck(const std::string& grammar_path, const CompileOptions& options,
+                      std::chrono::steady_clock::time_point start,
+                      std::function<void(const char*)> hook) {
+  return StopCheck(options.max_seconds > 0,
+                   start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(options.max_seconds)),
+                   grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
+                       " s (max_seconds, --max-seconds)",
+                   std::move(hook));
 }
 
 // The vocabulary walk's share of the compile's options.
@@ -137,6 +154,7 @@ Status CompileStoreWith(const std::string& grammar_path,
                       " s (max_seconds, --max-seconds) in the " + phase + " phase");
   };
 
+  StopCheck stop = BudgetCheck(grammar_path, options, start, progress);
   progress("grammar");
   GrammarPhase gp;
   CFGMASK_RETURN_IF_ERROR(ReadGrammarPhase(grammar_path, options, &gp));
@@ -151,7 +169,9 @@ Status CompileStoreWith(const std::string& grammar_path,
   ParseTables pt;
   // The LALR construction's limits (table bytes, states, seconds) concern
   // the whole grammar: no position, but the file is named.
-  if (Status st = BuildParseTables(gp.g, &pt); !st.ok()) {
+  LalrLimits lalr_limits;
+  lalr_limits.stop = &stop;
+  if (Status st = BuildParseTables(gp.g, &pt, nullptr, lalr_limits); !st.ok()) {
     if (st.code() != ErrorCode::kResourceLimit || st.message().rfind(grammar_path, 0) == 0) {
       return st;
     }
@@ -164,7 +184,7 @@ Status CompileStoreWith(const std::string& grammar_path,
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
-  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &a));
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(gp, options, &stop, &a));
   CFGMASK_RETURN_IF_ERROR(over_time("automaton"));
 
   const auto tok0 = Clock::now();
@@ -220,7 +240,7 @@ Status CompileStoreWith(const std::string& grammar_path,
 // Phase "streamline": streamlining (unless turned off) and the statistics,
 // after the store build.
 Status Finish(const CompileOptions& options, bool streamline, const Grammar& grammar,
-              CompiledStore* out, CompileDetails* details) {
+              StopCheck* stop, CompiledStore* out, CompileDetails* details) {
   Status st;
   auto& stats = out->stats;
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
@@ -232,6 +252,7 @@ Status Finish(const CompileOptions& options, bool streamline, const Grammar& gra
   StreamlineOptions so;
   so.grammar = &grammar;  // the interchangeable step reports its classes
   so.num_threads = options.num_threads;
+  so.stop = stop;
   st = StreamlineStore(out, so, &sl);
   if (!st.ok()) return st;
   if (details) {
@@ -353,7 +374,11 @@ Status CompileGuarded(const std::string& grammar_path, const Tokenizer& tokenize
     Grammar grammar;
     tracked.grammar_out = &grammar;
     CFGMASK_RETURN_IF_ERROR(CompileStore(grammar_path, tokenizer, tracked, out));
-    Status fin = Finish(tracked, streamline, grammar, out, details);
+    StopCheck stop = BudgetCheck(grammar_path, options, start, [&](const char* phase) {
+      tracked.progress(CompileProgress{phase, 1, 0});
+    });
+    Status fin = Finish(tracked, streamline, grammar, &stop, out, details);
+    if (!fin.ok()) *out = CompiledStore();  // a pass stopped half way
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
       *out = CompiledStore();
