@@ -9,8 +9,9 @@
 // SharedSession calls themselves.  Both threads start together on one
 // session.  Checked:
 //  - every call succeeds, is refused (kInvalidToken), or finds the session
-//    busy (kBusy, "in use by another thread"); nothing else (a limit of the
-//    session, kResourceLimit, is allowed when the replay meets it too);
+//    busy (kBusy, "in use by another thread"); nothing else but the errors
+//    its arguments decide (a rollback past the history) or a limit of the
+//    session (kResourceLimit), which the replay must meet too;
 //  - no refusal comes from contention: the calls that held the session ran
 //    one at a time, in the order of a counter taken under the hold, and a
 //    fresh session replaying them in that order alone gives the same result
@@ -24,6 +25,8 @@
 // At most 64 records.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -46,6 +49,10 @@ using cfgmask::SharedSession;
 using cfgmask::Status;
 
 constexpr int kOps = 15;
+
+// Calls made and calls that found the session busy, over the run (printed
+// at exit: the share of contention the run reached).
+std::atomic<int64_t> g_calls{0}, g_busy{0};
 
 struct Call {
   uint8_t op;
@@ -89,8 +96,13 @@ cfgmask::Completer& SharedCompleter(std::unique_lock<std::mutex>* lock) {
   return *completer;
 }
 
+// What a call that held the session may answer: success, a refusal, or an
+// error its arguments or a limit decide (a rollback past the history is
+// kInvalidArgument, a session over max_live_states kResourceLimit), which
+// the replay must meet too.  Never kBusy there, never a damaged store.
 bool AllowedOk(ErrorCode c) {
-  return c == ErrorCode::kOk || c == ErrorCode::kInvalidToken || c == ErrorCode::kResourceLimit;
+  return c == ErrorCode::kOk || c == ErrorCode::kInvalidToken ||
+         c == ErrorCode::kInvalidArgument || c == ErrorCode::kResourceLimit;
 }
 
 // Runs `c` on `s` (held by the caller): the result and whether it changed
@@ -241,12 +253,15 @@ void RunThread(const CompiledStore& store, SharedSession& shared, const std::vec
   while (ready->load() < 2) {
   }
   for (const Call& c : calls) {
+    ++g_calls;
     if (c.op % kOps >= 13) {
       out->push_back(RunUnordered(store, shared, c));
+      g_busy += out->back().busy;
       continue;
     }
     SharedSession::Hold h = shared.Take();
     if (!h.ok()) {
+      ++g_busy;
       CheckBusy(h.status());
       Outcome o;
       o.busy = true;
@@ -265,6 +280,10 @@ void RunThread(const CompiledStore& store, SharedSession& shared, const std::vec
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  std::atexit([] {
+    std::fprintf(stderr, "shared_matcher_fuzz: %lld calls on a shared session, %lld found it busy\n",
+                 static_cast<long long>(g_calls.load()), static_cast<long long>(g_busy.load()));
+  });
   cfgmask::FuzzStore();
   std::unique_lock<std::mutex> lock;
   SharedCompleter(&lock);
