@@ -333,9 +333,18 @@ TEST(LarkReaderTest, QuotedTextInMessagesStaysOnOneLine) {
   Grammar g;
   Status st = ReadLarkString(text, "nul.lark", options, &g);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.message().rfind("nul.lark:2:6: ", 0), 0u) << st.message();
-  EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("(?ETT\\nHTR"), std::string::npos) << st.message();
+  // The whole literal reaches the reader (NUL bytes included): Lark's first
+  // objection is the newline without the x flag.
+  EXPECT_EQ(st.message(), "nul.lark:2:6: newlines in a regular expression need the `x` (verbose) flag");
+  // With the x flag, the NUL is refused, the literal quoted on one line.
+  const std::string verbose = "// TODO: LETT\nHTR: /\"(?ETT\nHTR:00-\\x1F]|\\" +
+                              std::string(18, '\0') + "\\[\"\\\\\\\\\\l]/x+\n";
+  st = ReadLarkString(verbose, "nul.lark", options, &g);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("nul.lark:3:15: NUL byte in regular expression /\"(?ETT\\nHTR", 0), 0u)
+      << st.message();
+  EXPECT_NE(st.message().find("\\x00\\x00"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("l]/x ("), std::string::npos) << st.message();
   for (char c : st.message()) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\t');
 }
 
