@@ -151,7 +151,7 @@ RE_ITEM     ([^/\\]|\\(.|\n))
 _?[a-z]{NAME_TAIL}                  { return Parser::make_RULE(yytext, LOC); }
 _?[A-Z][_A-Z0-9]*                   { return Parser::make_TERMINAL(yytext, LOC); }
 
-\"{STR_ITEM}*\"i?                   { return Parser::make_STRING(yytext, LOC); }
+\"{STR_ITEM}*\"i?                   { return Parser::make_STRING(std::string(yytext, yyleng), LOC); }
 \"{STR_ITEM}*                       {
     std::string text(yytext, yyleng);
     int length = LazyQuotedMatch(text, '"', false);
@@ -167,7 +167,7 @@ _?[A-Z][_A-Z0-9]*                   { return Parser::make_TERMINAL(yytext, LOC);
     Rewind(yyextra, yytext, length);
     return Parser::make_STRING(text.substr(0, length), LOC);
   }
-\/{RE_ITEM}{RE_ITEM}*\/[imslux]*    { return Parser::make_REGEXP(yytext, LOC); }
+\/{RE_ITEM}{RE_ITEM}*\/[imslux]*    { return Parser::make_REGEXP(std::string(yytext, yyleng), LOC); }
 \/{RE_ITEM}{RE_ITEM}*               {
     std::string text(yytext, yyleng);
     int length = LazyQuotedMatch(text, '/', true);

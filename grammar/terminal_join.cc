@@ -264,6 +264,32 @@ Status EvalEscaping(const std::string& s, const SourcePos& pos, std::string* out
   return EvalPythonString(w, pos, out);
 }
 
+// Lark evaluates a literal's text as a Python string (literal_eval), which
+// refuses a raw NUL byte ("source code string cannot contain null bytes"):
+// so does this reader, for strings, regexps and range bounds alike, at the
+// NUL's own position, quoting the whole literal (closing quote and flags
+// kept, the NUL written \x00).  An escaped \x00 is a NUL character.
+static Status RefuseNul(const Node& token) {
+  const std::string& v = token.text;
+  const size_t at = v.find('\0');
+  if (at == std::string::npos) return Status::Ok();
+  SourcePos pos = token.pos;
+  for (size_t i = 0; i < at; ++i) {
+    if (v[i] == '\n') {
+      ++pos.line;
+      pos.column = 1;
+    } else if ((static_cast<unsigned char>(v[i]) & 0xC0) != 0x80) {
+      ++pos.column;
+    }
+  }
+  std::string quoted;
+  for (char c : v) quoted += c == '\0' ? std::string("\\x00") : std::string(1, c);
+  return ErrorAt(ErrorCode::kGrammarSyntax, pos,
+                 std::string("NUL byte in ") +
+                     (token.data == "STRING" ? "string literal " : "regular expression ") +
+                     quoted + " (Lark refuses it; write \\x00 for the character)");
+}
+
 Status LiteralToPattern(const Node& token, Pattern* out) {
   const std::string& v = token.text;
   const bool is_string = token.data == "STRING";
@@ -282,6 +308,7 @@ Status LiteralToPattern(const Node& token, Pattern* out) {
   }
   std::string body = v.substr(1, flag_start - 2);
   std::string s;
+  CFGMASK_RETURN_IF_ERROR(RefuseNul(token));  // after the newline checks, as Lark
   CFGMASK_RETURN_IF_ERROR(EvalEscaping(body, token.pos, &s));
   if (s.empty()) {
     return ErrorAt(ErrorCode::kGrammarSemantics, token.pos,
@@ -298,6 +325,8 @@ Status LiteralToPattern(const Node& token, Pattern* out) {
 Status RangeToPattern(const Node& range, Pattern* out) {
   const std::string& a = range.children[0]->text;
   const std::string& b = range.children[1]->text;
+  CFGMASK_RETURN_IF_ERROR(RefuseNul(*range.children[0]));
+  CFGMASK_RETURN_IF_ERROR(RefuseNul(*range.children[1]));
   std::string start = a.substr(1, a.size() - 2);
   std::string end = b.substr(1, b.size() - 2);
   std::string es, ee;

@@ -292,7 +292,10 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     for (unsigned char ch : s) c += (ch & 0xC0) != 0x80;
     return c;
   };
+  StopCheck never;
+  StopCheck& stop = options.stop != nullptr ? *options.stop : never;
   for (int32_t t = 0; t < n; ++t) {
+    CFGMASK_RETURN_IF_ERROR(stop.Now("automaton"));
     const TerminalDef& def = grammar.terminals[t];
     if (def.kind == PatternKind::kDeclared) continue;
     a->is_string_[t] = def.kind == PatternKind::kString;
@@ -347,6 +350,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     if (a->is_string_[r]) continue;
     const TerminalDef& rd = grammar.terminals[r];
     for (int32_t k : lexed) {
+      CFGMASK_RETURN_IF_ERROR(stop.Poll("automaton"));
       if (!a->is_string_[k]) continue;
       const TerminalDef& kd = grammar.terminals[k];
       if (kd.priority != rd.priority) continue;
@@ -362,6 +366,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
   a->tables_.resize(n);
   LexState init;
   for (int32_t t : lexed) {
+    CFGMASK_RETURN_IF_ERROR(stop.Now("automaton"));
     auto table = std::make_unique<TermTable>();
     table->nfa = &a->nfas_[t];
     table->InitDead();

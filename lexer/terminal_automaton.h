@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/base/stop_check.h"
 #include "grammar/grammar.h"
 #include "grammar/base/status.h"
 #include "lexer/regex/regex.h"
@@ -95,6 +96,9 @@ struct ColumnDelta {
 
 struct TerminalAutomatonOptions {
   int32_t max_lexer_states = 2000000;  // resource bound on hash-consed states
+  // The compile's budget and interrupt (grammar/base/stop_check.h), looked at
+  // per terminal and per pair of terminals while Build runs; null: none.
+  StopCheck* stop = nullptr;
 };
 
 class TerminalAutomaton {

@@ -39,7 +39,8 @@ std::string TerminalName(const Grammar& grammar, int32_t terminal) {
 namespace lalr_internal {
 
 Status ResolveConflicts(const AugmentedGrammar& g, const Lr0Automaton& lr0,
-                        const Lookaheads& la, ParseTables* out, ConflictCounts* counts) {
+                        const Lookaheads& la, ParseTables* out, ConflictCounts* counts,
+                        StopCheck* stop) {
   const Grammar& grammar = *g.grammar;
   ParseTables& t = *out;
   t = ParseTables();
@@ -61,6 +62,7 @@ Status ResolveConflicts(const AugmentedGrammar& g, const Lr0Automaton& lr0,
   }
 
   for (int32_t p = 0; p < t.num_states; ++p) {
+    if (stop != nullptr) CFGMASK_RETURN_IF_ERROR(stop->Poll("lalr"));
     for (int32_t i = lr0.trans_begin[p]; i < lr0.trans_begin[p + 1]; ++i) {
       const int32_t sym = lr0.trans_symbol[i];
       const int32_t target = lr0.trans_target[i];
@@ -80,6 +82,7 @@ Status ResolveConflicts(const AugmentedGrammar& g, const Lr0Automaton& lr0,
   std::vector<ParseTables::Conflict> unresolved;
   std::vector<int32_t> rules;
   for (int32_t q = 0; q < t.num_states; ++q) {
+    if (stop != nullptr) CFGMASK_RETURN_IF_ERROR(stop->Poll("lalr"));
     if (la.reduce_begin[q] == la.reduce_begin[q + 1]) continue;
     for (int32_t term = 0; term < t.num_terminals; ++term) {
       rules.clear();

@@ -62,8 +62,10 @@ struct Relation {
 // DeRemer & Pennello's DIGRAPH / TRAVERSE, iterative: on return,
 // F(x) = F0(x) u U{ F(y) | x R y }, with F given as F0 on entry.  Returns the
 // number of nodes in strongly connected components of two or more nodes.
+// With `stop`, polled per root; its error stops the traversal (in *stopped).
 int32_t Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets,
-                std::vector<int32_t>* component = nullptr) {
+                std::vector<int32_t>* component = nullptr, StopCheck* stop = nullptr,
+                Status* stopped = nullptr) {
   const int32_t num_nodes = static_cast<int32_t>(rel.begin.size()) - 1;
   constexpr int32_t kDone = INT32_MAX;
   std::vector<int32_t> depth(num_nodes, 0);
@@ -80,6 +82,7 @@ int32_t Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets,
     for (int32_t w = 0; w < words; ++w) a[w] |= b[w];
   };
   for (int32_t root = 0; root < num_nodes; ++root) {
+    if (stop != nullptr && !(*stopped = stop->Poll("lalr")).ok()) return in_cycles;
     if (depth[root] != 0) continue;
     stack.push_back(root);
     depth[root] = static_cast<int32_t>(stack.size());
@@ -130,6 +133,16 @@ int32_t Digraph(const Relation& rel, int32_t words, std::vector<uint64_t>* sets,
 
 Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0) {
   Lookaheads la;
+  CFGMASK_CHECK(ComputeLookaheads(g, lr0, nullptr, &la).ok());
+  return la;
+}
+
+Status ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0, StopCheck* stop,
+                         Lookaheads* out) {
+  Status stopped;
+  auto poll = [&] { return stop == nullptr || (stopped = stop->Poll("lalr")).ok(); };
+  Lookaheads& la = *out;
+  la = Lookaheads();
   la.words = (g.num_terminals + 63) / 64;
   const int32_t words = la.words;
   const int32_t end = g.num_terminals - 1;
@@ -182,12 +195,14 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
   }
   std::vector<int32_t> reads_component(num_ntx);
   la.reads_cycle_transitions =
-      Digraph(Relation::FromEdges(num_ntx, edges), words, &follow, &reads_component);
+      Digraph(Relation::FromEdges(num_ntx, edges), words, &follow, &reads_component, stop, &stopped);
+  CFGMASK_RETURN_IF_ERROR(stopped);
 
   // includes and lookback, walking each B-item of p' along its right side.
   edges.clear();
   std::vector<std::pair<int32_t, int32_t>> lookback;  // (reduction, transition)
   for (int32_t x = 0; x < num_ntx; ++x) {
+    if (!poll()) return stopped;
     const int32_t p = ntx_state[x];
     const int32_t b = ntx_symbol[x] - g.num_terminals;
     for (int32_t c = lr0.closure_begin[p]; c < lr0.closure_begin[p + 1]; ++c) {
@@ -226,7 +241,8 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
   for (const auto& [from, to] : edges) {
     merged_edges.emplace_back(reads_component[from], reads_component[to]);
   }
-  Digraph(Relation::FromEdges(num_ntx, merged_edges), words, &follow);
+  Digraph(Relation::FromEdges(num_ntx, merged_edges), words, &follow, nullptr, stop, &stopped);
+  CFGMASK_RETURN_IF_ERROR(stopped);
   for (int32_t x = 0; x < num_ntx; ++x) {
     const size_t rep = static_cast<size_t>(reads_component[x]) * words;
     std::copy(follow.begin() + rep, follow.begin() + rep + words,
@@ -235,6 +251,7 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
   auto lookaheads_from = [&](const std::vector<uint64_t>& follow_sets) {
     std::vector<uint64_t> sets(la.reduce_rule.size() * words, 0);
     for (const auto& [k, x] : lookback) {
+      if (!poll()) return sets;
       uint64_t* into = sets.data() + static_cast<size_t>(k) * words;
       const uint64_t* from = follow_sets.data() + static_cast<size_t>(x) * words;
       for (int32_t w = 0; w < words; ++w) into[w] |= from[w];
@@ -242,16 +259,19 @@ Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0)
     return sets;
   };
   la.sets = lookaheads_from(follow);
+  CFGMASK_RETURN_IF_ERROR(stopped);
 
   // DeRemer-Pennello's own Follow, to count what the merge added.
   if (la.reads_cycle_transitions > 0) {
-    Digraph(Relation::FromEdges(num_ntx, edges), words, &read);
+    Digraph(Relation::FromEdges(num_ntx, edges), words, &read, nullptr, stop, &stopped);
+    CFGMASK_RETURN_IF_ERROR(stopped);
     const std::vector<uint64_t> exact = lookaheads_from(read);
+    CFGMASK_RETURN_IF_ERROR(stopped);
     for (size_t w = 0; w < exact.size(); ++w) {
       la.lark_extra_lookaheads += __builtin_popcountll(la.sets[w] & ~exact[w]);
     }
   }
-  return la;
+  return Status::Ok();
 }
 
 }  // namespace lalr_internal

@@ -12,6 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/base/status.h"
+#include "grammar/base/stop_check.h"
 
 namespace cfgmask {
 
@@ -81,6 +82,9 @@ struct LalrLimits {
   int64_t max_items = 100000000;         // LR(0) closure items, all states together
   int64_t max_table_bytes = int64_t{4} << 30;  // lookahead sets + action/goto tables
   double max_seconds = 600;              // wall time of the whole construction
+  // The compile's budget and interrupt (grammar/base/stop_check.h), polled
+  // inside the construction's loops; null: none.
+  StopCheck* stop = nullptr;
 };
 
 // Builds LALR(1) tables.  An unresolved reduce/reduce conflict is an error

@@ -92,6 +92,9 @@ struct Lookaheads {
 };
 
 Lookaheads ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0);
+// The same, polling `stop` (may be null) in its loops: its error, if any.
+Status ComputeLookaheads(const AugmentedGrammar& g, const Lr0Automaton& lr0, StopCheck* stop,
+                         Lookaheads* out);
 
 struct ConflictCounts {
   int32_t shift_reduce = 0;    // Bison's count: (state, terminal) pairs
@@ -103,7 +106,8 @@ struct ConflictCounts {
 // unresolved reduce/reduce conflict is a kGrammarSemantics error; `counts` is
 // filled either way.
 Status ResolveConflicts(const AugmentedGrammar& g, const Lr0Automaton& lr0,
-                        const Lookaheads& la, ParseTables* out, ConflictCounts* counts);
+                        const Lookaheads& la, ParseTables* out, ConflictCounts* counts,
+                        StopCheck* stop = nullptr);
 
 // Shortest sequence of symbol names that leads from a start state to `state`.
 std::string SampleReaching(const AugmentedGrammar& g, const Lr0Automaton& lr0, int32_t state);

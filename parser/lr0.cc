@@ -295,7 +295,10 @@ Status BuildLr0(const AugmentedGrammar& g, const LalrLimits& limits, double seco
     } else if (static_cast<int64_t>(a.closure.size()) > limits.max_items) {
       exceeded = "items";
       limit = std::to_string(limits.max_items);
-    } else if ((state & 255) == 0 && seconds() > limits.max_seconds) {
+    } else if (limits.stop != nullptr) {
+      CFGMASK_RETURN_IF_ERROR(limits.stop->Poll("lalr"));
+    }
+    if (exceeded == nullptr && (state & 255) == 0 && seconds() > limits.max_seconds) {
       exceeded = "seconds";
       limit = std::to_string(limits.max_seconds);
     }

@@ -48,7 +48,8 @@ Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* sta
   }
 
   phase = std::chrono::steady_clock::now();
-  const lalr_internal::Lookaheads la = lalr_internal::ComputeLookaheads(g, lr0);
+  lalr_internal::Lookaheads la;
+  CFGMASK_RETURN_IF_ERROR(lalr_internal::ComputeLookaheads(g, lr0, limits.stop, &la));
   st.nonterminal_transitions = la.nonterminal_transitions;
   st.reads_cycle_transitions = la.reads_cycle_transitions;
   st.lark_extra_lookaheads = la.lark_extra_lookaheads;
@@ -62,7 +63,7 @@ Status BuildParseTables(const Grammar& grammar, ParseTables* out, LalrStats* sta
   phase = std::chrono::steady_clock::now();
   ParseTables tables;
   lalr_internal::ConflictCounts counts;
-  const Status status = lalr_internal::ResolveConflicts(g, lr0, la, &tables, &counts);
+  const Status status = lalr_internal::ResolveConflicts(g, lr0, la, &tables, &counts, limits.stop);
   st.shift_reduce = counts.shift_reduce;
   st.reduce_reduce = counts.reduce_reduce;
   st.reduce_reduce_resolved = counts.reduce_reduce_resolved;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <exception>
 #include <chrono>
 #include <map>
 #include <set>
@@ -494,11 +495,37 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
 
   st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
                       s.num_roots, 0, 0});
+  // The budget and interrupt, on this thread: between steps, and per row of
+  // the row steps (a helper thread only reads `stopped`).  An exception of
+  // the hook (a signal in Python) waits for the helper, then goes on.
+  StopCheck never_stop;
+  StopCheck& stop = options.stop != nullptr ? *options.stop : never_stop;
+  std::atomic<bool> stopped{false};
+  Status stop_status;
+  std::exception_ptr stop_exception;
+  auto poll = [&](bool every_time) {
+    if (stopped.load(std::memory_order_relaxed)) return false;
+    try {
+      stop_status = every_time ? stop.Now("streamline") : stop.Poll("streamline");
+    } catch (...) {
+      stop_exception = std::current_exception();
+      stop_status = Status(ErrorCode::kResourceLimit, "streamlining interrupted");
+    }
+    if (stop_status.ok()) return true;
+    stopped.store(true, std::memory_order_release);
+    return false;
+  };
+  auto finish_stopped = [&]() -> Status {
+    if (stop_exception) std::rethrow_exception(stop_exception);
+    return stop_status;
+  };
+  if (!poll(true)) return finish_stopped();
   // Lexing conditions first: the exploration then proves folds on the
   // simpler sequences too (and a second pass finds nothing more).
   if (options.lexing_conditions) {
     const auto t_lex = std::chrono::steady_clock::now();
     st.items_canonical = CanonicalLexingConditions(&s, ThreadCount(options.num_threads));
+    if (!poll(true)) return finish_stopped();
     st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
                         SecondsSince(t_lex)});
@@ -527,6 +554,10 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   double never_seconds = 0;
   auto run_never = [&] {
     for (int32_t r = 0; r < root_rows; ++r) {
+      if (!poll(false)) {
+        never_rows.store(root_rows, std::memory_order_release);  // the helper stops too
+        break;
+      }
       const int32_t seq = s.row_seq[r];
       if (dead[seq] < 0) {
         never_x.TrimMemo(options.memo_bytes);
@@ -538,9 +569,10 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   };
   // Always legal: per sequence left, the length of the prefix it folds into
   // (0 for a deleted one).
-  auto run_always = [&] {
+  auto run_always = [&](bool on_this_thread) {
     for (int32_t r = 0; r < root_rows; ++r) {
       while (never_rows.load(std::memory_order_acquire) <= r) std::this_thread::yield();
+      if (on_this_thread ? !poll(false) : stopped.load(std::memory_order_acquire)) return;
       const int32_t seq = s.row_seq[r];
       if (fold_len[seq] >= 0) continue;
       always_x.TrimMemo(options.memo_bytes);
@@ -551,14 +583,15 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   };
   const int32_t threads = ThreadCount(options.num_threads);
   // Without a second thread the steps run one after the other.
-  std::thread follower = threads > 1 ? TryThread(run_always) : std::thread();
+  std::thread follower = threads > 1 ? TryThread([&] { run_always(false); }) : std::thread();
   const bool beside = follower.joinable();
   run_never();
   if (beside) {
     follower.join();
-  } else {
-    run_always();
+  } else if (!stopped) {
+    run_always(true);
   }
+  if (stopped || !poll(true)) return finish_stopped();
   int64_t rows_live = 0, bytes_live = 0;
   for (int32_t r = 0; r < root_rows; ++r) {
     if (!dead[s.row_seq[r]]) ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
@@ -630,6 +663,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.proved += fold_len[seq] > 0 && fold_len[seq] < s.seq_offsets[seq + 1] - s.seq_offsets[seq];
   }
   CompactSequences(&s);
+  if (!poll(true)) return finish_stopped();
   st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
                       SecondsSince(t_step) - (beside ? 0 : never_seconds)});
@@ -641,6 +675,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
                         RowPayloadBytes(s), st.steps.back().keys, s.num_roots, 0,
                         SecondsSince(t_step)});
   }
+  if (!poll(true)) return finish_stopped();
   st.rows_after = static_cast<int64_t>(s.row_seq.size());
   st.bytes_after = RowPayloadBytes(s);
 

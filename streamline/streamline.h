@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "grammar/base/status.h"
+#include "grammar/base/stop_check.h"
 #include "grammar/grammar.h"
 #include "maskstore/compiled_store.h"
 #include "maskstore/defaults.h"
@@ -57,6 +58,11 @@ struct StreamlineOptions {
   // When set (the grammar the store was compiled from), the interchangeable
   // step reports its classes.
   const Grammar* grammar = nullptr;
+  // The compile's budget and interrupt (grammar/base/stop_check.h), polled
+  // per row of the never- and always-legal steps and between steps, on the
+  // calling thread only; null: none.  When it stops the pass, the store is
+  // left half streamlined: the caller discards it.
+  StopCheck* stop = nullptr;
 };
 
 // One named step of the pass: the rows and row payload bytes after it.

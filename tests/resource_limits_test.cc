@@ -16,12 +16,15 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/base/stop_check.h"
 #include "grammar/lark_reader.h"
+#include "lexer/terminal_automaton.h"
 #include "lexer/regex/regex.h"
 #include "maskstore/compiled_store.h"
 #include "runtime/compile/compile.h"
 #include "parser/lalr.h"
 #include "runtime/session.h"
+#include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
 
 namespace cfgmask {
@@ -178,6 +181,107 @@ TEST(SessionLimits, LiveStatesBoundEnforced) {
   EXPECT_EQ(bounded.Mask(), mask);
   EXPECT_EQ(bounded.AdvanceBytes("a").code(), ErrorCode::kResourceLimit);
   EXPECT_EQ(bounded.text(), "");
+}
+
+// Issue 34, items 8 and 11: the wall-clock budget and the interrupt (Python's
+// signals, through the progress hook) are looked at inside the long loops of
+// the automaton, LALR and streamline phases, not only as each phase ends.
+// A StopCheck past its deadline stops each phase with the budget's message;
+// a hook that throws at its n-th call, for every n up to the number of looks
+// a phase makes, leaves that phase by the exception (with two streamlining
+// threads too: the helper is joined first).
+StopCheck ExpiredBudget() {
+  return StopCheck(true, StopCheck::Clock::now() - std::chrono::seconds(1),
+                   "limits.lark: compile exceeded 1 s (max_seconds, --max-seconds)", nullptr, 1);
+}
+struct Interrupted {};
+// Calls the hook at every look (every poll reads the clock); it throws at
+// call `throw_at` (0: never) and counts the calls.
+StopCheck CountingHook(int throw_at, int* calls) {
+  *calls = 0;
+  return StopCheck(
+      false, {}, "",
+      [=](const char*) {
+        if (++*calls == throw_at) throw Interrupted{};
+      },
+      1, 0.0);
+}
+
+TEST(CompileBudget, Item8BudgetAndInterruptInsideTheLalrPhase) {
+  const Grammar g = Read(ChainGrammar(400));
+  ParseTables t;
+  LalrLimits limits;
+  StopCheck expired = ExpiredBudget();
+  limits.stop = &expired;
+  const Status st = BuildParseTables(g, &t, nullptr, limits);
+  ASSERT_EQ(st.code(), ErrorCode::kResourceLimit) << st.message();
+  EXPECT_EQ(st.message(),
+            "limits.lark: compile exceeded 1 s (max_seconds, --max-seconds) in the lalr phase");
+  int looks = 0;
+  StopCheck counting = CountingHook(0, &looks);
+  limits.stop = &counting;
+  ASSERT_TRUE(BuildParseTables(g, &t, nullptr, limits).ok());
+  EXPECT_GT(looks, 3 * 800);  // LR(0) states, lookahead sets and table rows
+  for (int n : {1, looks / 3, 2 * looks / 3, looks}) {
+    int calls = 0;
+    StopCheck throwing = CountingHook(n, &calls);
+    limits.stop = &throwing;
+    EXPECT_THROW(BuildParseTables(g, &t, nullptr, limits), Interrupted) << n;
+    EXPECT_EQ(calls, n);
+  }
+}
+
+TEST(CompileBudget, Item8BudgetAndInterruptInsideTheAutomatonPhase) {
+  const Grammar g = Read("start: A B C D\nA: \"a\"\nB: /b+/\nC: /[a-c]+d/\nD: \"d\"\n");
+  TerminalAutomatonOptions options;
+  StopCheck expired = ExpiredBudget();
+  options.stop = &expired;
+  std::unique_ptr<TerminalAutomaton> a;
+  const Status st = TerminalAutomaton::Build(g, -1, options, &a);
+  ASSERT_EQ(st.code(), ErrorCode::kResourceLimit) << st.message();
+  EXPECT_EQ(st.message(),
+            "limits.lark: compile exceeded 1 s (max_seconds, --max-seconds) in the automaton phase");
+  int looks = 0;
+  StopCheck counting = CountingHook(0, &looks);
+  options.stop = &counting;
+  ASSERT_TRUE(TerminalAutomaton::Build(g, -1, options, &a).ok());
+  EXPECT_GE(looks, 2 * 4);  // per terminal, twice, and per pair
+  for (int n = 1; n <= looks; ++n) {
+    int calls = 0;
+    StopCheck throwing = CountingHook(n, &calls);
+    options.stop = &throwing;
+    EXPECT_THROW(TerminalAutomaton::Build(g, -1, options, &a), Interrupted) << n;
+  }
+}
+
+TEST(CompileBudget, Item8BudgetAndInterruptInsideTheStreamlinePhase) {
+  CompiledStore built;
+  ASSERT_TRUE(CompileText(kSmall, CompileOptions(), &built).ok());
+  for (int32_t threads : {1, 2}) {
+    StreamlineOptions options;
+    options.num_threads = threads;
+    StopCheck expired = ExpiredBudget();
+    options.stop = &expired;
+    CompiledStore s = built;
+    const Status st = StreamlineStore(&s, options, nullptr);
+    ASSERT_EQ(st.code(), ErrorCode::kResourceLimit) << st.message();
+    EXPECT_EQ(st.message(),
+              "limits.lark: compile exceeded 1 s (max_seconds, --max-seconds) in the streamline "
+              "phase");
+    int looks = 0;
+    StopCheck counting = CountingHook(0, &looks);
+    options.stop = &counting;
+    s = built;
+    ASSERT_TRUE(StreamlineStore(&s, options, nullptr).ok());
+    EXPECT_GE(looks, 4);  // between the steps, and per row of the row steps
+    for (int n = 1; n <= looks; ++n) {
+      int calls = 0;
+      StopCheck throwing = CountingHook(n, &calls);
+      options.stop = &throwing;
+      s = built;
+      EXPECT_THROW(StreamlineStore(&s, options, nullptr), Interrupted) << threads << " " << n;
+    }
+  }
 }
 
 }  // namespace

@@ -14,17 +14,20 @@
 // Needs $CFGMASK_PYTHON (Lark) and a real tokenizer ($CFGMASK_TOK_LLAMA_SPM).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/compile/compile.h"
 #include "runtime/completion.h"
 #include "runtime/session.h"
+#include "runtime/shared_session.h"
 #include "tests/exactness_harness.h"
 
 namespace cfgmask {
@@ -336,6 +339,77 @@ TEST_F(SessionTest, SuffixEndMatchesSlowReference) {
     EXPECT_GT(ends, 0) << g;
     EXPECT_LT(ends, checks) << g;
   }
+}
+
+// Issue 34, item 1, in the decode library: a shared session held by one call
+// answers every other call with kBusy ("in use by another thread"), never a
+// refusal (kInvalidToken) and never a change; two threads on one session see
+// only successes and kBusy for "[", valid whatever the other thread did.
+TEST_F(SessionTest, SharedSessionBusyIsAnErrorNeverARefusal) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_NE(store, nullptr);
+  SharedSession shared(store);
+  std::vector<uint32_t> mask(store->mask_words());
+  ASSERT_TRUE(shared.FillMask(mask.data()).ok());
+  int32_t valid = -1;
+  for (int32_t t = 0; t < store->vocab_size && valid < 0; ++t) {
+    if (MaskAllows(mask, t) && store->TokenBytes(t) == "[") valid = t;
+  }
+  ASSERT_GE(valid, 0);
+  {
+    SharedSession::Hold held = shared.Take();
+    ASSERT_TRUE(held.ok());
+    EXPECT_FALSE(shared.Take().ok());
+    for (const Status& st :
+         {shared.Advance(valid), shared.AdvanceBytes("["), shared.Rollback(0),
+          shared.FillMask(mask.data()), shared.Reset(), shared.SetSuffix("]")}) {
+      EXPECT_EQ(st.code(), ErrorCode::kBusy);
+      EXPECT_NE(st.message().find("in use by another thread"), std::string::npos) << st.message();
+    }
+    bool b = false;
+    std::string text;
+    std::unique_ptr<SharedSession> fork;
+    int32_t n = 0;
+    EXPECT_EQ(shared.CanEnd(&b).code(), ErrorCode::kBusy);
+    EXPECT_EQ(shared.IsTerminated(&b).code(), ErrorCode::kBusy);
+    EXPECT_EQ(shared.JumpForwardString(8, &text).code(), ErrorCode::kBusy);
+    EXPECT_EQ(shared.Text(&text).code(), ErrorCode::kBusy);
+    EXPECT_EQ(shared.HistoryLength(&n).code(), ErrorCode::kBusy);
+    EXPECT_EQ(shared.Fork(&fork).code(), ErrorCode::kBusy);
+    EXPECT_EQ(fork, nullptr);
+    EXPECT_EQ(held->text(), "");
+    EXPECT_EQ(held->HistoryLength(), 0);
+  }
+  ASSERT_TRUE(shared.Advance(valid).ok());
+  ASSERT_TRUE(shared.Rollback(1).ok());
+  // Two threads: each advances by the valid token and rolls it back.
+  std::atomic<int64_t> refused{0}, busy{0}, other{0};
+  auto run = [&] {
+    for (int i = 0; i < (Quick() ? 2000 : 20000); ++i) {
+      const Status st = shared.Advance(valid);
+      if (st.code() == ErrorCode::kBusy) {
+        ++busy;
+        continue;
+      }
+      if (st.code() == ErrorCode::kInvalidToken) ++refused;
+      if (!st.ok()) {
+        ++other;
+        continue;
+      }
+      Status back;
+      while ((back = shared.Rollback(1)).code() == ErrorCode::kBusy) ++busy;
+      if (!back.ok()) ++other;
+    }
+  };
+  std::thread a(run), b(run);
+  a.join();
+  b.join();
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(other.load(), 0);
+  int32_t n = -1;
+  ASSERT_TRUE(shared.HistoryLength(&n).ok());
+  EXPECT_EQ(n, 0);
 }
 
 }  // namespace

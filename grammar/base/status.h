@@ -23,6 +23,7 @@ enum class ErrorCode {
   kResourceLimit,     // a configured limit (states, memory) was exceeded
   kIo,                // file could not be read or written
   kInvalidArgument,   // bad command-line or API argument
+  kBusy,              // a shared session is in use by another thread (runtime/shared_session.h)
 };
 
 class Status {

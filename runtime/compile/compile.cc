@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
 
+#include "grammar/base/stop_check.h"
 #include "grammar/lark_reader.h"
 #include "lexer/terminal_automaton.h"
 #include "maskstore/row_codec.h"
@@ -74,10 +76,11 @@ Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& o
 
 // Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
 Status BuildAutomatonPhase(const Grammar& g, int32_t indenter_nl, const CompileOptions& options,
-                           std::shared_ptr<TerminalAutomaton>* out) {
+                           StopCheck* stop, std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
+  ao.stop = stop;
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
   return Status::Ok();
@@ -88,6 +91,20 @@ std::string SecondsText(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", s);
   return buf;
+}
+
+// The budget (and `hook`, the progress report where Python looks for
+// signals) inside the long loops of the automaton, LALR and streamline
+// phases, counted from `start`.
+StopCheck BudgetCheck(const std::string& grammar_path, const CompileOptions& options,
+                      std::chrono::steady_clock::time_point start,
+                      std::function<void(const char*)> hook) {
+  return StopCheck(options.max_seconds > 0,
+                   start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(options.max_seconds)),
+                   grammar_path + ": compile exceeded " + SecondsText(options.max_seconds) +
+                       " s (max_seconds, --max-seconds)",
+                   std::move(hook));
 }
 
 // The vocabulary walk's share of the compile's options.
@@ -123,7 +140,7 @@ enum class Until { kStore, kStreamline };
 // Phase "streamline": streamlining (unless turned off) and the statistics,
 // after the store build; the pass owns the grammar and releases it.
 Status StreamlinePhase(const CompileOptions& options, bool streamline,
-                       std::unique_ptr<const Grammar> grammar, CompiledStore* out,
+                       std::unique_ptr<const Grammar> grammar, StopCheck* stop, CompiledStore* out,
                        CompileDetails* details) {
   auto& stats = out->stats;
   stats.rows_before_streamlining = static_cast<int64_t>(out->row_seq.size());
@@ -134,6 +151,7 @@ Status StreamlinePhase(const CompileOptions& options, bool streamline,
   StreamlineStats sl;
   StreamlineOptions so;
   so.num_threads = options.num_threads;
+  so.stop = stop;
   // The interchangeable step reports its classes from the grammar.
   CFGMASK_RETURN_IF_ERROR(StreamlineCompiledStore(out, std::move(grammar), so, &sl));
   if (details) {
@@ -212,6 +230,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
                       " s (max_seconds, --max-seconds) in the " + phase + " phase");
   };
 
+  StopCheck stop = BudgetCheck(grammar_path, options, start, progress);
   // grammar/: the BNF grammar, used by every phase up to streamlining.
   progress("grammar");
   auto grammar = std::make_unique<Grammar>();
@@ -228,7 +247,9 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   auto pt = std::make_unique<ParseTables>();
   // The LALR construction's limits (table bytes, states, seconds) concern
   // the whole grammar: no position, but the file is named.
-  if (Status st = BuildParseTables(*grammar, pt.get()); !st.ok()) {
+  LalrLimits lalr_limits;
+  lalr_limits.stop = &stop;
+  if (Status st = BuildParseTables(*grammar, pt.get(), nullptr, lalr_limits); !st.ok()) {
     if (st.code() != ErrorCode::kResourceLimit || st.message().rfind(grammar_path, 0) == 0) {
       return st;
     }
@@ -242,7 +263,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
-  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, indenter.nl, options, &a));
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, indenter.nl, options, &stop, &a));
   auto successors = std::make_unique<TerminalSuccessors>();
   CFGMASK_RETURN_IF_ERROR(
       ComputeTerminalSuccessors(*grammar, indenter.nl, kSuccessorMaxStates, successors.get()));
@@ -313,7 +334,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   if (until == Until::kStore) return Status::Ok();
 
   // streamline/: the pass, the grammar's last user.
-  return StreamlinePhase(options, streamline, std::move(grammar), sink->store(), details);
+  return StreamlinePhase(options, streamline, std::move(grammar), &stop, sink->store(), details);
 }
 
 constexpr int64_t kMinMaxMemory = int64_t{1} << 20;
@@ -414,6 +435,7 @@ Status CompileGuarded(const std::string& grammar_path, const TokenizerSource& to
     MemoryBudget guard(budget);
     Status fin = RunPipeline(grammar_path, tokenizer, tracked, Until::kStreamline, streamline, out,
                              details);
+    if (!fin.ok()) out->Clear();  // a pass stopped half way
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (fin.ok() && options.max_seconds > 0 && took > options.max_seconds) {
       out->Clear();

@@ -10,7 +10,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -32,6 +31,7 @@
 #include "runtime/compile/compile.h"
 #include "runtime/compile/store_writer.h"
 #include "runtime/jump_forward.h"
+#include "runtime/shared_session.h"
 #include "runtime/mask_kernels.h"
 #include "runtime/tools/report.h"
 #include "runtime/row_memo.h"
@@ -145,36 +145,36 @@ constexpr size_t kMaxSuffixBytes = 64 * 1024;
 // A session and the store it reads, kept alive together.
 // A session is used by one thread at a time (stores are shared freely): a
 // call that finds its session busy in another thread raises instead of
-// racing on it.
+// racing on it (the guard is the decode library's, runtime/shared_session.h;
+// `session` is reached only under an InUse).
 struct PySession {
   StorePtr store;
-  Session session;
-  std::atomic<bool> busy{false};
+  SharedSession shared;
+  Session& session = shared.unguarded();
   // Nanoseconds the last `step` spent accepting tokens, filling the mask
   // and masking the logits (what a processor benchmark subtracts).
   int64_t step_ns[3] = {0, 0, 0};
   PySession(StorePtr s, SessionLimits limits)
-      : store(std::move(s)), session(store.get(), limits, MemoFor(store)) {}
-  PySession(StorePtr s, const Session& other) : store(std::move(s)), session(other) {}
+      : store(std::move(s)), shared(store.get(), limits, MemoFor(store)) {}
+  PySession(StorePtr s, Session forked) : store(std::move(s)), shared(std::move(forked)) {}
 };
 
-// Holds a session for the length of one call.
+// Holds a session for the length of one call; a busy session raises
+// (SharedSession's kBusy error, "in use by another thread"), never a False.
 class InUse {
  public:
-  explicit InUse(const PySession& s) : s_(const_cast<PySession&>(s)) {
-    bool expected = false;
-    if (!s_.busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+  explicit InUse(const PySession& s) : hold_(const_cast<PySession&>(s).shared.Take()) {
+    if (!hold_.ok()) {
       throw EngineError(
           "this GrammarMatcher is in use by another thread; a matcher serves one thread at a "
           "time (fork() gives each thread its own)");
     }
   }
-  ~InUse() { s_.busy.store(false, std::memory_order_release); }
   InUse(const InUse&) = delete;
   InUse& operator=(const InUse&) = delete;
 
  private:
-  PySession& s_;
+  SharedSession::Hold hold_;
 };
 
 // A writable, C-contiguous buffer (numpy array, memoryview, ...) of 1 or 2

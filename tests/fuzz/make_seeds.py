@@ -157,6 +157,12 @@ def main():
     # The runtime target starts from a few ops; libFuzzer grows the rest.
     put(os.path.join(out, "session_fuzz"), bytes([3, 0, 0] * 8 + [5, 3, 0, 3, 7, 0]))
     put(os.path.join(out, "session_fuzz"), bytes([0, 1, 0, 4, 9, 0, 7, 0, 0, 6, 65, 0]))
+    # Two threads on one matcher (bit 7 of the op: the second thread):
+    # accepts from the mask, fills, a rollback, a fork, a suffix, a search.
+    shared = os.path.join(out, "shared_matcher_fuzz")
+    put(shared, bytes([1, 3, 0, 129, 5, 0, 4, 0, 0, 132, 0, 0, 1, 7, 0, 133, 2, 0,
+                       5, 2, 0, 135, 1, 0, 8, 9, 0, 138, 0, 0, 11, 20, 0, 141, 1, 0]))
+    put(shared, bytes([2, 1, 0, 130, 2, 0] * 6 + [12, 16, 0, 142, 0, 0, 9, 0, 0, 6, 0, 0]))
 
 
 if __name__ == "__main__":

@@ -663,6 +663,65 @@ def test_item8_compile_wall_clock_budget(tmp_path):
     assert cfgmask._core.DEFAULTS["max_seconds"] == 3600
 
 
+# Grammars whose automaton or LALR(1) phase alone takes seconds: the budget
+# and the signals are looked at inside those phases (StopCheck), not only as
+# each phase ends.  Four terminals of a million NFA instructions each (about
+# 2.5 s apiece in the automaton phase), and 1,000 rules of 60 symbols over
+# 500 keywords (a large LALR(1) table; the grammar phase takes a fraction of
+# that).
+AUTOMATON_HEAVY = "start: A0 | A1 | A2 | A3\n" + "".join(
+    f"A{i}: /(b{{{i}}}a{{1000}}){{1000}}/\n" for i in range(4))
+
+
+def _lalr_heavy():
+    import random
+    rng = random.Random(1)
+    n, length, keywords = 1000, 60, 500
+    lines = ["start: " + " | ".join(f"r{i}" for i in range(n))]
+    for i in range(n):
+        seq = " ".join(f'"w{rng.randrange(keywords)}"' if rng.random() < 0.7
+                       else f"r{rng.randrange(n)}" for _ in range(length))
+        lines.append(f'r{i}: {seq} | "z{i}"')
+    return "\n".join(lines) + "\n"
+
+
+@needs_bin
+@needs_tok
+def test_item8_budget_checked_inside_long_phases(tmp_path):
+    """--max-seconds 1 on a grammar whose automaton phase alone takes about
+    10 s stops inside that phase, with the budget's line.  (The LALR phase's
+    own checks: CompileBudget.Item8BudgetAndInterruptInsideTheLalrPhase, and
+    the reports inside it below; its grammar takes long enough in its
+    grammar phase too that a 1 s budget on a loaded machine can end there.)"""
+    g = tmp_path / "g.lark"
+    g.write_text(AUTOMATON_HEAVY)
+    out = tmp_path / "o.cfgm"
+    line = one_line_error(run("compile", g, "--tokenizer", TOK, "--max-seconds", "1", "-o", out))
+    assert line.endswith("compile exceeded 1 s (max_seconds, --max-seconds) in the automaton phase"), line
+    assert not out.exists()
+
+
+@needs_tok
+@pytest.mark.parametrize("phase", ["automaton", "lalr"])
+def test_item11_signals_looked_at_inside_long_phases(phase):
+    """compile_grammar's progress hook (where signals are looked at) is
+    called inside the automaton and LALR phases, not only as they begin:
+    an exception raised from the third report of that phase stops the
+    compile there."""
+    class Stop(Exception):
+        pass
+    reports = []
+
+    def progress(p, frac, sec):
+        reports.append(p)
+        if reports.count(phase) == 3:
+            raise Stop(p)
+    grammar = AUTOMATON_HEAVY if phase == "automaton" else _lalr_heavy()
+    with pytest.raises(Stop):
+        cfgmask.compile_grammar(grammar, TOK, progress=progress, max_seconds=120)
+    assert reports[-1] == phase and reports.count(phase) == 3, reports
+
+
 @needs_bin
 @needs_tok
 def test_item9_inputs_must_be_regular_files(store, tmp_path):
@@ -871,10 +930,92 @@ def _bad_input_rows(store, tmp_path):
     ]
 
 
+def _generated_bad_rows(store, tmp_path, n):
+    """`n` more rows of the same table, generated (seeded) from the
+    categories the probe used: token ids and rollbacks out of range, texts
+    the grammar refuses, grammars with an undefined rule, a raw NUL in a
+    literal or a byte that is not UTF-8 at a known position, truncated
+    store files; every fifth grammar also through the command line."""
+    import random
+    rng = random.Random(34)
+    good = tmp_path / "good.cfgm"
+    store.save(str(good))
+    data = good.read_bytes()
+    fresh = lambda: cfgmask.GrammarMatcher(store)  # noqa: E731
+    rows = []
+    for i in range(n):
+        kind = i % 7
+        if kind == 0:
+            t = rng.choice([store.vocab_size + rng.randrange(1 << 20), -1 - rng.randrange(1 << 20)])
+            rows.append(("api", f"token id {t}", lambda t=t: fresh().accept_token(t),
+                         ("Error", "out of range")))
+        elif kind == 1:
+            k = 1 + rng.randrange(1000)
+            rows.append(("api", f"rollback {k} of a fresh matcher", lambda k=k: fresh().rollback(k),
+                         ("Error", "roll back")))
+        elif kind == 2:
+            text = rng.choice("]},:") + "".join(rng.choice('[]{}",:0123 truefalsn') for _ in
+                                                range(rng.randrange(12)))
+            rows.append(("api", f"text {text!r}", lambda text=text: fresh().accept_string(text),
+                         False))
+        elif kind == 3:
+            line = 2 + rng.randrange(20)
+            lines = [f'r{j}: "k{j}"' for j in range(line - 2)]
+            text = "start: " + " | ".join(["r_undef"] + [f"r{j}" for j in range(line - 2)]) + "\n"
+            text = "\n".join([text.rstrip("\n")] + lines) + "\n"
+            rows.append(("grammar", f"undefined rule, {line} lines",
+                         lambda text=text: cfgmask.compile_grammar(text, TOK),
+                         ("Error", "<string>:1:8:")))
+        elif kind == 4:
+            word = "".join(rng.choice("abcxyz") for _ in range(1 + rng.randrange(8)))
+            at = rng.randrange(len(word) + 1)
+            lit = word[:at] + "\0" + word[at:]
+            quote = rng.choice('"/')
+            text = f"start: A\nA: {quote}{lit}{quote}\n"
+            where = f"2:{4 + 1 + at}: NUL byte in"
+            rows.append(("grammar", f"NUL in {quote}{word}{quote} at {at}",
+                         lambda text=text: cfgmask.compile_grammar(text, TOK), ("Error", where)))
+            if i % 5 == 0:
+                f = tmp_path / f"nul{i}.lark"
+                f.write_bytes(text.encode())
+                rows.append(("cli", f"NUL in {quote}{word}{quote} at {at}, command line",
+                             ("compile", f, "--tokenizer", TOK, "-o", tmp_path / "o.cfgm"),
+                             ("exit2", f"nul{i}.lark:{where}")))
+        elif kind == 5:
+            line = 1 + rng.randrange(4)
+            lines = ['start: "x" r', 'r: "y"', "// a comment", '%ignore " "']
+            col = 1 + rng.randrange(len(lines[line - 1]) + 1)
+            bad = rng.choice([0x80, 0xbf, 0xc0, 0xff, 0xfe, 0xf8])
+            raw = [x.encode() for x in lines]
+            raw[line - 1] = raw[line - 1][:col - 1] + bytes([bad]) + raw[line - 1][col - 1:]
+            f = tmp_path / f"utf{i}.lark"
+            f.write_bytes(b"\n".join(raw) + b"\n")
+            where = f"utf{i}.lark:{line}:{col}: byte 0x{bad:02x} is not UTF-8"
+            rows.append(("grammar", f"byte 0x{bad:02x} at {line}:{col}",
+                         lambda f=f: cfgmask.compile_grammar(str(f), TOK), ("Error", where)))
+            if i % 5 == 0:
+                rows.append(("cli", f"byte 0x{bad:02x} at {line}:{col}, command line",
+                             ("compile", f, "--tokenizer", TOK, "-o", tmp_path / "o.cfgm"),
+                             ("exit2", where)))
+        else:
+            cut = rng.randrange(len(data))
+            f = tmp_path / f"cut{i}.cfgm"
+            f.write_bytes(data[:cut])
+            rows.append(("store", f"store cut at {cut} of {len(data)} bytes",
+                         lambda f=f: cfgmask.Store.load(str(f)), ("Error", "")))
+            if i % 5 == 0:
+                rows.append(("cli", f"stats of a store cut at {cut}", ("stats", f), ("exit2", "")))
+    return rows
+
+
 @needs_bin
 @needs_tok
 def test_table_of_bad_inputs(store, tmp_path):
+    # The hand-written rows, then 300 generated ones (about 0.4 s in all:
+    # bad grammars fail before the tokenizer is read).
     rows = _bad_input_rows(store, tmp_path)
+    hand = len(rows)
+    rows += _generated_bad_rows(store, tmp_path, 300)
     failures = []
     for kind, what, call, expected in rows:
         try:
@@ -897,7 +1038,36 @@ def test_table_of_bad_inputs(store, tmp_path):
         if not ok:
             failures.append((kind, what, expected, got))
     assert not failures, failures
-    assert len(rows) >= 30
+    assert hand >= 30 and len(rows) >= 300 + hand, (hand, len(rows))
+
+
+@needs_bin
+@needs_tok
+def test_messages_nul_byte_in_a_literal_is_refused_as_lark_does(tmp_path):
+    """A raw NUL inside a string literal or a regexp: Lark refuses it (its
+    literal_eval: "source code string cannot contain null bytes"); so does
+    cfgmask, in one line at the NUL's position that quotes the literal with
+    its closing quote.  An escaped \\x00 is a NUL character for both."""
+    cases = [('start: "a\0b"\n', 'string literal "a\\x00b"'),
+             ('start: /a\0b/\n', 'regular expression /a\\x00b/')]
+    try:
+        import lark
+    except ImportError:
+        lark = None
+    for text, quoted in cases:
+        if lark is not None:
+            with pytest.raises(lark.exceptions.GrammarError, match="null bytes"):
+                lark.Lark(text, parser="lalr", lexer="contextual")
+        with pytest.raises(cfgmask.Error) as e:
+            cfgmask.compile_grammar(text, TOK)
+        assert str(e.value).startswith("<string>:1:10: NUL byte in " + quoted), str(e.value)
+        g = tmp_path / "g.lark"
+        g.write_bytes(text.encode())
+        line = one_line_error(run("compile", g, "--tokenizer", TOK, "-o", tmp_path / "o.cfgm"))
+        assert "g.lark:1:10: NUL byte in " + quoted in line, line
+    if lark is not None:
+        lark.Lark('start: "a\\x00b"\n', parser="lalr", lexer="contextual")
+    cfgmask.compile_grammar('start: "a\\x00b"\n', TOK)
 
 
 @needs_bin
