@@ -104,7 +104,10 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     }
     // `global` fails only with a name after it in the same token.
     bool risky = b.find(kDebug) != std::string_view::npos ||
-                 b.find("nonlocal") != std::string_view::npos;
+                 b.find("nonlocal") != std::string_view::npos ||
+                 b.find("await") != std::string_view::npos ||
+                 b.find("yield") != std::string_view::npos ||
+                 b.find("async") != std::string_view::npos;
     for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
     if (!risky && runs.size() >= 2) {
       bool same = false;
@@ -248,6 +251,14 @@ bool ScopeLayer::Armed(bool* at_word) const {
     if (!word_.empty() && forbidden.count(word_) && word_check()) return true;
   }
   if (seg_debug_) return true;
+  // An await or yield whose verdict waits for a bracket's `for`, `,` or `)`;
+  // `from` after a yield of an async function; a return value in an async
+  // generator.
+  for (const Frame& f : frames_) {
+    if (f.await_wait || f.yield_wait) return true;
+  }
+  if (prev_kind_ == Lex::kKeyword && prev_ == "yield" && yield_owner_async_) return true;
+  if (ReturnArmed()) return true;
   // A nonlocal still without binding fails at a line start that closes the
   // last function able to bind it: while the text is at a line start, any
   // token; elsewhere only tokens with a newline (Filter).
@@ -328,7 +339,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     names(sc->nonlocals);
   }
   if (!word_.empty() && mode_ == Mode::kCode) {
-    for (const char* k : {"nonlocal", "global", kDebug}) {
+    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async"}) {
       const std::string_view kw(k);
       if (kw.size() > word_.size() && kw.substr(0, word_.size()) == word_) {
         if (const auto* ts = index.Finishing(kw.substr(word_.size()))) {
@@ -523,7 +534,18 @@ void ScopeLayer::FieldByte(unsigned char c) {
   }
 }
 
+// Does byte c, read in code where no word or operator is open, begin a
+// value (of a `return`)?
+static bool BeginsValue(unsigned char c) {
+  return !(c == ' ' || c == '\t' || c == '\f' || c == '\r' || c == '\n' || c == '#' ||
+           c == '\\' || c == ';');
+}
+
 void ScopeLayer::CodeByte(unsigned char c) {
+  if (return_pending_ && word_.empty() && op_.empty() && BeginsValue(c)) {
+    ReturnValue();
+    if (dead_) return;
+  }
   if (IsIdent(c)) {
     if (!op_.empty()) FlushOp();
     if (dead_) return;
@@ -544,6 +566,10 @@ void ScopeLayer::CodeByte(unsigned char c) {
     if (c == '\'' || c == '"') raw_ = fstr_ = false;
     FlushWord();
     if (dead_) return;
+    if (return_pending_ && op_.empty() && BeginsValue(c)) {  // `return(`, `return"`
+      ReturnValue();
+      if (dead_) return;
+    }
   }
   // After a whole __debug__ target element only a trailer (or a group's
   // close, blanks, a continuation) may come.
@@ -888,6 +914,7 @@ void ScopeLayer::EndStatement() {
   in_annotation_ = false;
   must_trail_ = false;
   import_first_ = false;
+  return_pending_ = false;
 }
 
 bool ScopeLayer::LambdaTerminator(const std::string& x) const {
@@ -928,6 +955,7 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     case Lex::kKeyword:
       if (first && text == "async") {
         stmt_lexemes_ = 0;  // `async def/for/with`: the next word decides
+        next_async_ = true;
         break;
       }
       Keyword(text);
@@ -1049,6 +1077,28 @@ void ScopeLayer::Name(const std::string& name) {
 
 void ScopeLayer::Keyword(const std::string& kw) {
   const bool first = stmt_lexemes_ == 1;
+  if (kw == "await") {
+    CheckAwait(frames_.size(), "'await' outside async function");
+    if (dead_) return;
+  } else if (kw == "yield") {
+    CheckYield();
+    if (dead_) return;
+  } else if (kw == "from" && prev_kind_ == Lex::kKeyword && prev_ == "yield" &&
+             yield_owner_async_) {
+    Fail("'yield from' inside async function");
+    return;
+  } else if (kw == "async" && !first && !frames_.empty()) {
+    // `async for` in a comprehension: a generator expression may be
+    // asynchronous anywhere; a list, set or dict comprehension needs an
+    // async function (or a comprehension) around it.
+    if (frames_.back().close != ')') {
+      CheckAwait(frames_.size() - 1, "asynchronous comprehension outside of an asynchronous function");
+      if (dead_) return;
+    }
+  }
+  const bool was_async = next_async_;
+  if (first) next_async_ = false;
+  if (first && kw == "return") return_pending_ = true;
   if (first) {
     if (kw == "global") {
       stmt_ = Stmt::kGlobal;
@@ -1080,6 +1130,7 @@ void ScopeLayer::Keyword(const std::string& kw) {
     }
     if (kw == "def" || kw == "class") {
       stmt_ = kw == "def" ? Stmt::kDef : Stmt::kClass;
+      def_async_ = kw == "def" && was_async;
       def_pending_ = false;
       in_header_ = true;
       return;
@@ -1153,6 +1204,12 @@ void ScopeLayer::Keyword(const std::string& kw) {
   if (!frames_.empty()) {
     Frame& f = frames_.back();
     if (kw == "for" && (f.kind == Frame::kDisplay || f.kind == Frame::kCall)) {
+      if (f.comp == 0 && f.yield_wait) {
+        Fail("'yield' inside comprehension");
+        return;
+      }
+      f.await_wait = false;  // a generator expression (or a comprehension: checked at the await)
+      f.yield_wait = false;
       if (f.comp == 0) {
         for (size_t i = f.seg_start; i < seg_.size(); ++i) seg_[i].kept = false;
         f.first_for = true;
@@ -1207,6 +1264,16 @@ void ScopeLayer::Op(const std::string& op) {
       frames_.pop_back();
       last_closed_start_ = static_cast<int64_t>(f.seg_start);
       if (f.kind == Frame::kParams) def_params_ = f.names;
+      // Not a generator expression after all: the await in it is judged
+      // from the frames around it.
+      if (f.await_wait && !AwaitOutward(frames_.size(), true)) {
+        Fail("'await' outside async function");
+        return;
+      }
+      if (f.yield_wait && !frames_.empty() && frames_.back().comp == 0 &&
+          (frames_.back().kind == Frame::kDisplay || frames_.back().kind == Frame::kCall)) {
+        frames_.back().yield_wait = true;
+      }
     }
     return;
   }
@@ -1228,6 +1295,14 @@ void ScopeLayer::Op(const std::string& op) {
     }
     if (!frames_.empty()) {
       Frame& f = frames_.back();
+      f.comma = true;
+      if (f.await_wait && f.comp == 0) {  // a tuple or an argument list, not a generator expression
+        f.await_wait = false;
+        if (!AwaitOutward(frames_.size() - 1, true)) {
+          Fail("'await' outside async function");
+          return;
+        }
+      }
       if (f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body)) {
         f.param_stage = 0;
       }
@@ -1258,7 +1333,10 @@ void ScopeLayer::Op(const std::string& op) {
     }
     return;
   }
-  if (op == "*" || op == "**" || op == "/") return;
+  if (op == "*" || op == "**" || op == "/") {
+    if (!frames_.empty() && frames_.back().after_sep) frames_.back().not_genexp = true;
+    return;
+  }
   if (op == ";") {
     EndStatement();
     return;
@@ -1283,6 +1361,7 @@ void ScopeLayer::Op(const std::string& op) {
         prev_kind_ == Lex::kName && f.kw_candidate && !seg_.empty()) {
       const std::string kw = seg_.back().name;
       seg_.pop_back();
+      f.not_genexp = true;
       if (kw == kDebug) {
         Fail("cannot assign to __debug__");
         return;
@@ -1350,6 +1429,7 @@ void ScopeLayer::Op(const std::string& op) {
         s->kind = kind;
         s->header_col = col;
         if (kind == Scope::kFunction) {
+          s->is_async = def_async_;
           s->params = def_params_;
           s->seen = def_params_;
           s->bound = def_params_;
@@ -1357,6 +1437,7 @@ void ScopeLayer::Op(const std::string& op) {
         scopes_.push_back(std::move(s));
         def_params_.clear();
         def_pending_ = false;
+        def_async_ = false;
       }
       return;
     }
@@ -1406,6 +1487,106 @@ void ScopeLayer::Op(const std::string& op) {
     }
     assign_start_ = seg_.size();
   }
+}
+
+// ------------------------------------------------------------------ await and yield
+
+bool ScopeLayer::AwaitOutward(size_t from, bool mark) {
+  for (size_t i = from; i-- > 0;) {
+    Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body || f.param_stage != 3) return false;  // a lambda is a plain function
+      continue;                                              // a default: the scope around
+    }
+    if (f.comp == 2) continue;  // a comprehension's first iterable: the scope around
+    if (f.comp == 1 || f.comp == 3) {
+      if (f.close == ')') return true;  // a generator expression may be asynchronous
+      continue;  // a list, set or dict comprehension becomes asynchronous: it needs the same
+    }
+    if (f.kind == Frame::kParams) continue;  // defaults and annotations: the scope around
+    const bool candidate = f.close == ')' && (f.kind == Frame::kDisplay || f.kind == Frame::kCall) &&
+                           !f.comma && !f.not_genexp;
+    if (candidate && mark) {
+      // Allowed if it becomes a generator expression; else judged at its `,` or `)`.
+      if (AwaitOutward(i, false)) return true;
+      f.await_wait = true;
+      return true;
+    }
+  }
+  const Scope& s = *scopes_.back();
+  return s.kind == Scope::kFunction && s.is_async;
+}
+
+// Under `from __future__ import annotations` an annotation may hold neither
+// await nor yield.
+static bool InFutureAnnotation(bool future, bool in_annotation, bool param_annotation) {
+  return future && (in_annotation || param_annotation);
+}
+
+void ScopeLayer::CheckAwait(size_t from, const char* what) {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'await expression' can not be used within an annotation");
+    return;
+  }
+  if (!AwaitOutward(from, true)) Fail(what);
+}
+
+void ScopeLayer::CheckYield() {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'yield expression' can not be used within an annotation");
+    return;
+  }
+  if (!frames_.empty()) frames_.back().not_genexp = true;  // `(yield ...)`
+  std::vector<size_t> wait;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body) {  // the lambda's own yield
+        for (size_t w : wait) frames_[w].yield_wait = true;
+        yield_owner_async_ = 0;
+        return;
+      }
+      continue;
+    }
+    if (f.comp == 2) continue;
+    if (f.comp == 1 || f.comp == 3) {
+      Fail("'yield' inside comprehension");
+      return;
+    }
+    if (f.kind == Frame::kDisplay || f.kind == Frame::kCall) wait.push_back(i);
+  }
+  const Scope& cur = *scopes_.back();
+  if (cur.kind != Scope::kFunction) {
+    Fail("'yield' outside function");
+    return;
+  }
+  if (cur.is_async && cur.has_return_value) {
+    Fail("'return' with value in async generator");
+    return;
+  }
+  for (size_t w : wait) frames_[w].yield_wait = true;
+  if (!cur.has_yield) Top().has_yield = true;
+  yield_owner_async_ = cur.is_async ? 1 : 0;
+}
+
+void ScopeLayer::ReturnValue() {
+  return_pending_ = false;
+  const Scope& cur = *scopes_.back();
+  if (cur.kind != Scope::kFunction) return;
+  if (cur.is_async && cur.has_yield) {
+    Fail("'return' with value in async generator");
+    return;
+  }
+  if (!cur.has_return_value) Top().has_return_value = true;
+}
+
+bool ScopeLayer::ReturnArmed() const {
+  const Scope& cur = *scopes_.back();
+  return return_pending_ && cur.is_async && cur.has_yield;
 }
 
 }  // namespace cfgmask

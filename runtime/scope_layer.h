@@ -23,7 +23,17 @@
 //   - duplicate parameter names (def and lambda), a repeated keyword argument;
 //   - `__debug__` as a parameter, keyword, import, def/class name, or target
 //     of an assignment, augmented or annotated assignment, walrus, for, with,
-//     except, del or comprehension (also as an attribute target).
+//     except, del or comprehension (also as an attribute target);
+//   - `await` outside an async function and outside a comprehension (a
+//     lambda, class or plain function in between; a list, set or dict
+//     comprehension with await or `async for` needs an async function or
+//     another comprehension around it, a generator expression does not),
+//     `yield` outside a function or lambda or inside a comprehension,
+//     `yield from` in an async function, a return value in an async
+//     generator (whichever of the two comes second), and await / yield in
+//     an annotation under `from __future__ import annotations`.  Where a
+//     `(` may still become a generator expression the decision waits for its
+//     `for`, `,` or `)`.
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -105,6 +115,9 @@ class ScopeLayer {
   };
   struct Scope {
     enum Kind { kModule, kClass, kFunction } kind = kModule;
+    bool is_async = false;          // an async def
+    bool has_yield = false;         // a yield of its own so far
+    bool has_return_value = false;  // a `return <value>` so far
     int32_t header_col = -1;  // column of its def/class line; body lines are deeper
     NameSet seen;             // every name occurring (use, binding, parameter, annotation)
     NameSet bound;            // bound here (for nonlocal in nested functions)
@@ -142,6 +155,10 @@ class ScopeLayer {
     size_t comp_target_start = 0;
     int32_t param_stage = 0;    // params: 0 name expected, 1 after the name, 2 annotation, 3 default
     bool lambda_body = false;
+    bool comma = false;         // a comma at its own level
+    bool not_genexp = false;    // can no longer become a generator expression
+    bool await_wait = false;    // an await in it is allowed only if it becomes a genexp
+    bool yield_wait = false;    // a yield in it is refused if it becomes a comprehension
     NameSet names;              // parameters / keyword names of this list
   };
   void Name(const std::string& name);
@@ -166,6 +183,15 @@ class ScopeLayer {
   void CheckDebugTargets(size_t from);
   void ResolveBinding(const std::string& name);
   bool LambdaTerminator(const std::string& lexeme) const;
+  // await / async comprehensions: may an await stand here, looking outward
+  // from frame `from` (exclusive: frames below it); false: refused now.
+  // Marks a `(` that may still become a generator expression (await_wait)
+  // and returns true.
+  bool AwaitOutward(size_t from, bool mark);
+  void CheckAwait(size_t from, const char* what);
+  void CheckYield();
+  void ReturnValue();
+  bool ReturnArmed() const;
   void EndLambdas(const std::string& lexeme);
 
   std::vector<std::shared_ptr<Scope>> scopes_;
@@ -193,6 +219,10 @@ class ScopeLayer {
   bool def_pending_ = false;    // def/class name read, its scope not yet open
   Scope::Kind def_kind_ = Scope::kFunction;
   bool future_annotations_ = false;
+  bool next_async_ = false;     // `async` read at a statement start
+  bool def_async_ = false;      // the def being read is async
+  bool return_pending_ = false; // `return` read, its value not yet begun
+  int8_t yield_owner_async_ = 0;  // the last yield's function is async (1) or not (0)
   bool in_annotation_ = false;  // an annotation (not a use under future annotations)
   int32_t ann_depth_ = -1;
   // Lexeme context.
