@@ -107,7 +107,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
                  b.find("nonlocal") != std::string_view::npos ||
                  b.find("await") != std::string_view::npos ||
                  b.find("yield") != std::string_view::npos ||
-                 b.find("async") != std::string_view::npos;
+                 b.find("async") != std::string_view::npos ||
+                 b.find(":=") != std::string_view::npos;
     for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
     if (!risky && runs.size() >= 2) {
       bool same = false;
@@ -127,6 +128,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     }
     if (risky) risky_.push_back(t);
     if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
+    if (b.find(':') != std::string_view::npos) colon_.push_back(t);
+    if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).
     size_t end = 0;
@@ -259,6 +262,13 @@ bool ScopeLayer::Armed(bool* at_word) const {
   }
   if (prev_kind_ == Lex::kKeyword && prev_ == "yield" && yield_owner_async_) return true;
   if (ReturnArmed()) return true;
+  // `:` that one `=` turns into an assignment expression inside brackets;
+  // walrus targets waiting for a comprehension's `for` in a class body.
+  if (scopes_.back()->kind == Scope::kClass) {
+    for (const Frame& f : frames_) {
+      if (!f.walrus_targets.empty()) return true;
+    }
+  }
   // A nonlocal still without binding fails at a line start that closes the
   // last function able to bind it: while the text is at a line start, any
   // token; elsewhere only tokens with a newline (Filter).
@@ -328,6 +338,15 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     }
   };
   for (const Frame& f : frames_) names(f.names);
+  // Assignment expressions: iteration variables they bind (refused as
+  // targets), and inside a comprehension's clauses any `:` or `:=`.
+  for (const Frame& f : frames_) names(f.walrus_targets);
+  if (InComprehension()) {
+    for (int32_t t : index.colon()) check(t);
+    if (op_ == ":") {
+      for (int32_t t : index.eq_lead()) check(t);
+    }
+  }
   if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
     NameSet forbidden;
     DeclForbidden(&forbidden);
@@ -640,6 +659,19 @@ void ScopeLayer::CodeByte(unsigned char c) {
     Fail("cannot assign to __debug__");
     return;
   }
+  // After a name in parentheses, a list display or a call's arguments, a
+  // `:` can only go on as an assignment expression: its checks come here.
+  if (op_ == ":" && prev_kind_ == Lex::kName && !frames_.empty() &&
+      ((frames_.back().kind == Frame::kDisplay && frames_.back().close != '}') ||
+       frames_.back().kind == Frame::kCall)) {
+    ScopeLayer probe = *this;
+    probe.op_.clear();
+    probe.CheckWalrus(prev_);
+    if (probe.dead_) {
+      Fail(probe.why_);
+      return;
+    }
+  }
   if (now) FlushOp();
 }
 
@@ -726,6 +758,12 @@ void ScopeLayer::AddEntry(Entry e) {
   if (e.name == kDebug) {
     seg_debug_ = true;
     if (e.bare && pure) must_trail_ = true;
+  }
+  // An iteration variable that an assignment expression of the
+  // comprehension binds: only a trailer may follow it.
+  if (e.bare && pure && !frames_.empty() &&
+      ForbiddenCompTarget(e.name)) {
+    must_trail_ = true;
   }
   seg_.push_back(std::move(e));
 }
@@ -1210,6 +1248,11 @@ void ScopeLayer::Keyword(const std::string& kw) {
       }
       f.await_wait = false;  // a generator expression (or a comprehension: checked at the await)
       f.yield_wait = false;
+      f.in_iter = false;
+      if (f.comp == 0 && !f.walrus_targets.empty() && WalrusInClassComprehension(frames_.size())) {
+        Fail("assignment expression within a comprehension cannot be used in a class body");
+        return;
+      }
       if (f.comp == 0) {
         for (size_t i = f.seg_start; i < seg_.size(); ++i) seg_[i].kept = false;
         f.first_for = true;
@@ -1222,12 +1265,22 @@ void ScopeLayer::Keyword(const std::string& kw) {
     }
     if (kw == "in" && f.comp == 1) {
       CheckDebugTargets(f.comp_target_start);
+      for (size_t i = f.comp_target_start; i < seg_.size() && !dead_; ++i) {
+        if (!seg_[i].bare || seg_[i].attr) continue;
+        if (ForbiddenCompTarget(seg_[i].name)) {
+          Fail("comprehension inner loop cannot rebind assignment expression target");
+        }
+        f.comp_targets.insert(seg_[i].name);
+      }
+      if (dead_) return;
+      f.in_iter = true;
       must_trail_ = false;
       f.comp = f.first_for ? 2 : 3;
       return;
     }
     if (kw == "if" && f.comp != 0) {
       f.comp = 3;
+      f.in_iter = false;
       return;
     }
   }
@@ -1269,6 +1322,10 @@ void ScopeLayer::Op(const std::string& op) {
       if (f.await_wait && !AwaitOutward(frames_.size(), true)) {
         Fail("'await' outside async function");
         return;
+      }
+      if (!f.walrus_targets.empty() && !frames_.empty() && frames_.back().kind != Frame::kLambda) {
+        Frame& up = frames_.back();
+        up.walrus_targets.insert(f.walrus_targets.begin(), f.walrus_targets.end());
       }
       if (f.yield_wait && !frames_.empty() && frames_.back().comp == 0 &&
           (frames_.back().kind == Frame::kDisplay || frames_.back().kind == Frame::kCall)) {
@@ -1378,6 +1435,8 @@ void ScopeLayer::Op(const std::string& op) {
         Fail("cannot assign to __debug__");
         return;
       }
+      CheckWalrus(seg_.back().name);
+      if (dead_) return;
       seg_.back().bare = false;
       BindName(seg_.back().name);
       return;
@@ -1584,9 +1643,64 @@ void ScopeLayer::ReturnValue() {
   if (!cur.has_return_value) Top().has_return_value = true;
 }
 
+void ScopeLayer::CheckWalrus(const std::string& name) {
+  bool comprehension = false;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body) return;  // binds in the lambda
+      continue;
+    }
+    if (f.comp == 2 || (f.comp == 3 && f.in_iter)) {
+      Fail("assignment expression cannot be used in a comprehension iterable expression");
+      return;
+    }
+    if (f.comp != 0) {
+      if (f.comp_targets.count(name)) {
+        Fail("assignment expression cannot rebind comprehension iteration variable '" + name + "'");
+        return;
+      }
+      comprehension = true;
+    }
+    if (f.kind == Frame::kDisplay || f.kind == Frame::kCall || f.comp != 0) f.walrus_targets.insert(name);
+  }
+  if (comprehension && scopes_.back()->kind == Scope::kClass) {
+    Fail("assignment expression within a comprehension cannot be used in a class body");
+  }
+}
+
+bool ScopeLayer::InComprehension() const {
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda && f.lambda_body) return false;
+    if (f.comp != 0) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::ForbiddenCompTarget(const std::string& name) const {
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda && f.lambda_body) return false;
+    if (f.walrus_targets.count(name)) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::WalrusInClassComprehension(size_t from) const {
+  for (size_t i = from; i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda && f.lambda_body) return false;
+  }
+  return scopes_.back()->kind == Scope::kClass;
+}
+
 bool ScopeLayer::ReturnArmed() const {
   const Scope& cur = *scopes_.back();
-  return return_pending_ && cur.is_async && cur.has_yield;
+  // A statement start (the word may become `return`) or a return whose value
+  // has not begun, in an async generator.
+  return (return_pending_ || stmt_lexemes_ == 0) && cur.kind == Scope::kFunction && cur.is_async &&
+         cur.has_yield;
 }
 
 }  // namespace cfgmask

@@ -33,7 +33,10 @@
 //     generator (whichever of the two comes second), and await / yield in
 //     an annotation under `from __future__ import annotations`.  Where a
 //     `(` may still become a generator expression the decision waits for its
-//     `for`, `,` or `)`.
+//     `for`, `,` or `)`;
+//   - an assignment expression in a comprehension's iterable, to one of its
+//     iteration variables (either order; any comprehension around it too),
+//     or in a comprehension of a class body.
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -68,7 +71,9 @@ class ScopeTokenIndex {
  public:
   explicit ScopeTokenIndex(const CompiledStore& store);
   const std::vector<int32_t>& risky() const { return risky_; }
-  const std::vector<int32_t>& newline() const { return newline_; }  // tokens with a '\n' 
+  const std::vector<int32_t>& newline() const { return newline_; }
+  const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
+  const std::vector<int32_t>& eq_lead() const { return eq_lead_; }  // tokens starting with '='  // tokens with a '\n' 
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -78,7 +83,7 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
@@ -159,6 +164,9 @@ class ScopeLayer {
     bool not_genexp = false;    // can no longer become a generator expression
     bool await_wait = false;    // an await in it is allowed only if it becomes a genexp
     bool yield_wait = false;    // a yield in it is refused if it becomes a comprehension
+    bool in_iter = false;       // comprehensions: in an iterable (after `in`)
+    NameSet comp_targets;       // comprehensions: the iteration variables so far
+    NameSet walrus_targets;     // assignment expressions in it (or in brackets it holds)
     NameSet names;              // parameters / keyword names of this list
   };
   void Name(const std::string& name);
@@ -190,6 +198,12 @@ class ScopeLayer {
   bool AwaitOutward(size_t from, bool mark);
   void CheckAwait(size_t from, const char* what);
   void CheckYield();
+  // An assignment expression to `name` inside brackets: CPython's
+  // comprehension checks (symtable.c, symtable_extend_namedexpr_scope).
+  void CheckWalrus(const std::string& name);
+  bool ForbiddenCompTarget(const std::string& name) const;
+  bool WalrusInClassComprehension(size_t from) const;
+  bool InComprehension() const;  // a comprehension's clauses around, up to a lambda body
   void ReturnValue();
   bool ReturnArmed() const;
   void EndLambdas(const std::string& lexeme);

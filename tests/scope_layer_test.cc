@@ -84,6 +84,12 @@ const char* const kAccepted[] = {
     "def f():\n    [lambda: (yield) for x in y]\n",
     "def f():\n    return\n    yield\n",
     "async def f():\n    await x\n    yield 1\n",
+    // assignment expressions
+    "x = (y := 1)\nf(a, b := 1)\na[b := 1]\n[x := 1, 2]\n(x := 1, 2)\n",
+    "T = _sum((d := x - c) * d for x in data)\n[y := f(x) for x in z]\n",
+    "[y for x in z if (y := f(x))]\n[[w := 1 for x in a] for y in b]\n",
+    "class A:\n    x = (y := 1)\n    z = [lambda: (w := 1) for v in u]\n",
+    "[lambda: (y := 1) for y in z]\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -182,6 +188,14 @@ const char* const kRefused[] = {
     "async def f():\n    return None\n    x = (yield|)\n",
     "from __future__ import annotations\ndef f():\n    x: (yield|) = 1\n",
     "from __future__ import annotations\nasync def f():\n    def g(x: await| y):\n        pass\n",
+    "[x for x in (y |:= z)]\n",
+    "[x for w in v for x in (y |:= z)]\n",
+    "[x for y in z if (y |:= 1)]\n",
+    "[(y := 1) for y |in z]\n",
+    "[(y := 1) for (y) |in z]\n",
+    "[[y := 1 for x in a] for y |in b]\n",
+    "class A:\n    [y := 1 for| x in z]\n",
+    "class A:\n    [x for x in z if (y |:= 1)]\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
@@ -262,6 +276,22 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
   EXPECT_FALSE(fork.AdvanceBytes("a)").ok());
   EXPECT_TRUE(fork.AdvanceBytes("b)").ok());
   EXPECT_EQ(s.JumpForwardString(), "");
+  // The same at the states where await, yield and assignment expressions
+  // are decided: module-level await waiting for a generator expression,
+  // a return after an async generator's yield, `from` after its yield, an
+  // iteration variable an assignment expression binds, a comprehension's
+  // iterable, a partial `awai` at module level.
+  for (const char* prefix :
+       {"x = (await y", "async def f():\n    yield 1\n    return", "async def f():\n    x = yield",
+        "x = [(y := 1) for ", "def f():\n    return [x for x in (y", "[x for x in z if (x", "[x for x in z if (w :",
+        "awai", "class A:\n    x = [(y := 1) ", "def f():\n    return [(yield) "}) {
+    Session p(store);
+    ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
+    const std::vector<uint32_t> mask = p.Mask();
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      ASSERT_EQ(MaskAllows(mask, t), p.AllowsSlow(t)) << prefix << " | " << t << " " << store->TokenBytes(t);
+    }
+  }
 }
 
 }  // namespace

@@ -209,9 +209,12 @@ SNIPPETS = [
     ("from __future__ import braces\n", False),
     ("from x import *\n", True), ("def f():\n    from x import *\n", False),
     ("class A:\n    from x import *\n", False),
-    ("if n := 10:\n    pass\n", True), ("n := 10\n", False), ("f(n := 1)\n", False),
+    ("if n := 10:\n    pass\n", True), ("n := 10\n", False), ("f(n := 1)\n", True),
+    ("x = y := 1\n", False), ("f(a=b := 1)\n", False), ("lambda: x := 1\n", False), ("{a: b := 1}\n", False),
+    ("x = (y := 1), [z := 2, 3], {w := 4}, a[b := 5], (c := 6, 7)\n", True),
+    ("@d := null\ndef f():\n    pass\n", True), ("x[a := 1:2]\n", False), ("(a.b := 1)\n", False),
     ("if (m := f()) is not None and m.x:\n    pass\n", True), ("while (x := g()) != '':\n    pass\n", True),
-    ("if (x.y := 1):\n    pass\n", False), ("x = (y := 1)\n", False),   # subset: walrus outside a condition
+    ("if (x.y := 1):\n    pass\n", False),
     ("import __future__\nx = __future__.all_feature_names\n", True),
     ("x = 1.5e3j + 0x_1 + 0o7 + 0b1 + 1_000 + 0_0 + .5 + 1. + 1e5\n", True),
     ("x = 01\n", False), ("x = 1_\n", False), ("x = 1.real\n", False), ("x = 1 .real\n", True),
@@ -295,7 +298,7 @@ def test_refused_invalid_python_is_invalid():
               # them (a number glued to a keyword, invalid escapes)
               "x = 1if 2else 3\n", "x = '\\d'\n", "x = '\\477'\n",
               # subset: yield in an async function, walrus as an argument
-              "f(n := 1)\n", "x = (y := 1)\n"}
+              }
     for text, expected in SNIPPETS:
         if not expected and text not in subset:
             assert cpython_error(text) is not None, text
@@ -367,6 +370,14 @@ PROBE = [
     ("walrus in an if condition", "if (t := type(a)) is not None and t.x:\n    pass\n"),
     ("walrus in a call argument", "f(n := 1)\n"),
     ("walrus in a comprehension iterable", "[x for x in (y := z)]\n"),
+    ("walrus in parentheses at statement level", "(a := 10)\n"),
+    ("walrus as a decorator", "@d := null\ndef f():\n    pass\n"),
+    ("walrus in a generator expression's element", "T = sum((d := x - c) * d for x in data)\n"),
+    ("walrus in a comprehension condition", "[y for x in z if (y := f(x))]\n"),
+    ("walrus rebinding an iteration variable", "[x for x in z if (x := f(x))]\n"),
+    ("iteration variable bound by a walrus before it", "[(y := 1) for y in z]\n"),
+    ("walrus in a comprehension in a class body", "class A:\n    x = [y := 1 for z in w]\n"),
+    ("walrus in a class body", "class A:\n    x = (y := 1)\n"),
     ("async comprehension", "async def f():\n    return [p async for p in s]\n"),
     ("await at module level", "await x\n"),
     ("await in a lambda inside an async function", "async def f():\n    g = lambda: await x\n"),
