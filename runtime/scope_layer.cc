@@ -1323,10 +1323,6 @@ void ScopeLayer::Op(const std::string& op) {
         Fail("'await' outside async function");
         return;
       }
-      if (!f.walrus_targets.empty() && !frames_.empty() && frames_.back().kind != Frame::kLambda) {
-        Frame& up = frames_.back();
-        up.walrus_targets.insert(f.walrus_targets.begin(), f.walrus_targets.end());
-      }
       if (f.yield_wait && !frames_.empty() && frames_.back().comp == 0 &&
           (frames_.back().kind == Frame::kDisplay || frames_.back().kind == Frame::kCall)) {
         frames_.back().yield_wait = true;
@@ -1679,10 +1675,14 @@ bool ScopeLayer::InComprehension() const {
 }
 
 bool ScopeLayer::ForbiddenCompTarget(const std::string& name) const {
+  // The comprehension whose target list is being read: an assignment
+  // expression inside it (its element or clauses, at any depth short of a
+  // lambda) binds `name`.  (Its walrus_targets hold exactly those: CheckWalrus
+  // records a target on every frame between the expression and the nearest
+  // lambda body.)
   for (size_t i = frames_.size(); i-- > 0;) {
     const Frame& f = frames_[i];
-    if (f.kind == Frame::kLambda && f.lambda_body) return false;
-    if (f.walrus_targets.count(name)) return true;
+    if (f.comp == 1) return f.walrus_targets.count(name) > 0;
   }
   return false;
 }

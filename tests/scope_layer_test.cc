@@ -90,6 +90,8 @@ const char* const kAccepted[] = {
     "[y for x in z if (y := f(x))]\n[[w := 1 for x in a] for y in b]\n",
     "class A:\n    x = (y := 1)\n    z = [lambda: (w := 1) for v in u]\n",
     "[lambda: (y := 1) for y in z]\n",
+    "if (a := [b.a for a in [x for a in f'{a}']]):\n    pass\n",
+    "x = [(a := 1), [0 for a in b]]\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
