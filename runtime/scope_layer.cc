@@ -655,7 +655,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
   if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
   // `(__debug__ :` can only go on as a walrus.
   if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
-      frames_.back().kind == Frame::kDisplay && frames_.back().close == ')') {
+      frames_.back().kind == Frame::kDisplay && frames_.back().close == ')' && !LocalAnnotation()) {
     Fail("cannot assign to __debug__");
     return;
   }
@@ -1427,7 +1427,7 @@ void ScopeLayer::Op(const std::string& op) {
       return;
     }
     if (op == ":=" && !seg_.empty() && prev_kind_ == Lex::kName) {
-      if (seg_.back().name == kDebug) {
+      if (seg_.back().name == kDebug && !LocalAnnotation()) {  // (an annotation there is not compiled)
         Fail("cannot assign to __debug__");
         return;
       }
@@ -1585,6 +1585,23 @@ void ScopeLayer::CheckAwait(size_t from, const char* what) {
     Fail("'await expression' can not be used within an annotation");
     return;
   }
+  // A variable annotation in a function body is never compiled (the
+  // compiler's await checks do not reach it), but the symbol table marks the
+  // function a coroutine (then a yield and a return value conflict as in an
+  // async generator).  The mark is set for any await in the annotation, also
+  // one inside a lambda or generator expression there, which CPython does
+  // not mark: stricter, never looser.
+  if (LocalAnnotation()) {
+    if (!scopes_.back()->coroutine_mark) {
+      const Scope& cur = *scopes_.back();
+      if (cur.has_yield && cur.has_return_value) {
+        Fail("'return' with value in async generator");
+        return;
+      }
+      Top().coroutine_mark = true;
+    }
+    return;
+  }
   if (!AwaitOutward(from, true)) Fail(what);
 }
 
@@ -1619,20 +1636,25 @@ void ScopeLayer::CheckYield() {
     Fail("'yield' outside function");
     return;
   }
-  if (cur.is_async && cur.has_return_value) {
+  // In a variable annotation of a function body the yield still makes the
+  // function a generator (symbol table), but `yield from` is not checked
+  // against an async function (compiler).
+  const bool local_ann = LocalAnnotation();
+  if ((cur.is_async || cur.coroutine_mark) && cur.has_return_value) {
     Fail("'return' with value in async generator");
     return;
   }
   for (size_t w : wait) frames_[w].yield_wait = true;
+  const bool is_async = cur.is_async;
   if (!cur.has_yield) Top().has_yield = true;
-  yield_owner_async_ = cur.is_async ? 1 : 0;
+  yield_owner_async_ = is_async && !local_ann ? 1 : 0;
 }
 
 void ScopeLayer::ReturnValue() {
   return_pending_ = false;
   const Scope& cur = *scopes_.back();
   if (cur.kind != Scope::kFunction) return;
-  if (cur.is_async && cur.has_yield) {
+  if ((cur.is_async || cur.coroutine_mark) && cur.has_yield) {
     Fail("'return' with value in async generator");
     return;
   }
@@ -1640,6 +1662,12 @@ void ScopeLayer::ReturnValue() {
 }
 
 void ScopeLayer::CheckWalrus(const std::string& name) {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'named expression' can not be used within an annotation");
+    return;
+  }
   bool comprehension = false;
   for (size_t i = frames_.size(); i-- > 0;) {
     Frame& f = frames_[i];
@@ -1663,6 +1691,10 @@ void ScopeLayer::CheckWalrus(const std::string& name) {
   if (comprehension && scopes_.back()->kind == Scope::kClass) {
     Fail("assignment expression within a comprehension cannot be used in a class body");
   }
+}
+
+bool ScopeLayer::LocalAnnotation() const {
+  return in_annotation_ && stmt_ == Stmt::kExpr && scopes_.back()->kind == Scope::kFunction;
 }
 
 bool ScopeLayer::InComprehension() const {
@@ -1699,8 +1731,8 @@ bool ScopeLayer::ReturnArmed() const {
   const Scope& cur = *scopes_.back();
   // A statement start (the word may become `return`) or a return whose value
   // has not begun, in an async generator.
-  return (return_pending_ || stmt_lexemes_ == 0) && cur.kind == Scope::kFunction && cur.is_async &&
-         cur.has_yield;
+  return (return_pending_ || stmt_lexemes_ == 0) && cur.kind == Scope::kFunction &&
+         (cur.is_async || cur.coroutine_mark) && cur.has_yield;
 }
 
 }  // namespace cfgmask

@@ -123,6 +123,7 @@ class ScopeLayer {
     bool is_async = false;          // an async def
     bool has_yield = false;         // a yield of its own so far
     bool has_return_value = false;  // a `return <value>` so far
+    bool coroutine_mark = false;    // an await in a variable annotation (symtable: a coroutine)
     int32_t header_col = -1;  // column of its def/class line; body lines are deeper
     NameSet seen;             // every name occurring (use, binding, parameter, annotation)
     NameSet bound;            // bound here (for nonlocal in nested functions)
@@ -203,7 +204,8 @@ class ScopeLayer {
   void CheckWalrus(const std::string& name);
   bool ForbiddenCompTarget(const std::string& name) const;
   bool WalrusInClassComprehension(size_t from) const;
-  bool InComprehension() const;  // a comprehension's clauses around, up to a lambda body
+  bool InComprehension() const;
+  bool LocalAnnotation() const;  // a variable annotation in a function body  // a comprehension's clauses around, up to a lambda body
   void ReturnValue();
   bool ReturnArmed() const;
   void EndLambdas(const std::string& lexeme);

@@ -92,6 +92,8 @@ const char* const kAccepted[] = {
     "[lambda: (y := 1) for y in z]\n",
     "if (a := [b.a for a in [x for a in f'{a}']]):\n    pass\n",
     "x = [(a := 1), [0 for a in b]]\n",
+    "def f():\n    a: (await y, [x async for x in z]) = 1\nasync def g():\n    y: (yield from x) = 1\n",
+    "async def f():\n    b: (__debug__ := 4) = (b := (yield 1))\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -191,6 +193,9 @@ const char* const kRefused[] = {
     "from __future__ import annotations\ndef f():\n    x: (yield|) = 1\n",
     "from __future__ import annotations\nasync def f():\n    def g(x: await| y):\n        pass\n",
     "[x for x in (y |:= z)]\n",
+    "async def f():\n    x: (yield) = 1\n    return |1\n",
+    "def f():\n    x: [(yield) for| y in z] = 1\n",
+    "def f():\n    a: await z = 1\n    yield\n    return |1\n",
     "[x for w in v for x in (y |:= z)]\n",
     "[x for y in z if (y |:= 1)]\n",
     "[(y := 1) for y |in z]\n",

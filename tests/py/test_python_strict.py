@@ -627,13 +627,17 @@ def test_walks_qwen2(parser, tmp_path_factory, tmp_path):
 # ------------------------------------------------------------------ scope checks
 
 
-def test_scope_checks_against_cpython(store_llama, parser, tmp_path):
+@pytest.mark.parametrize("kind", ["names", "contexts"])
+def test_scope_checks_against_cpython(store_llama, parser, tmp_path, kind):
     """The scope layer against CPython's compile(), both ways, on programs
-    where names collide on purpose (about 70% hit a symbol-table check)."""
+    where names collide on purpose (about 70% hit a symbol-table check), and
+    on programs that put await, yield, async comprehensions, return values
+    and assignment expressions in every kind of place (about 55% rejected)."""
     from collections import Counter
     sys.path.insert(0, str(ROOT / "tests" / "pycorpus"))
-    from scope_programs import programs
-    texts = programs(31, SCOPE_PROGRAMS)
+    from scope_programs import context_programs, programs
+    texts = (programs(31, SCOPE_PROGRAMS) if kind == "names"
+             else context_programs(32, SCOPE_PROGRAMS))
     files = []
     for k, text in enumerate(texts):
         assert lark_ok(parser, text), text      # the generator stays in the grammar
