@@ -105,10 +105,19 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     // `global` fails only with a name after it in the same token.
     bool risky = b.find(kDebug) != std::string_view::npos ||
                  b.find("nonlocal") != std::string_view::npos ||
-                 b.find("await") != std::string_view::npos ||
-                 b.find("yield") != std::string_view::npos ||
-                 b.find("async") != std::string_view::npos ||
                  b.find(":=") != std::string_view::npos;
+    // `await`, `yield` (and `from` after it), `async`: only a token in which
+    // the keyword is complete (a non-name byte follows it there) can fail
+    // on it; one that ends with the keyword leaves it to the next token
+    // (the partial-word lists of Filter).
+    for (const char* k : {"await", "yield", "async"}) {
+      const std::string_view kw(k);
+      for (size_t i = b.find(kw); i != std::string_view::npos && !risky; i = b.find(kw, i + 1)) {
+        const bool starts = i == 0 || !IsIdent(static_cast<unsigned char>(b[i - 1]));
+        const size_t e = i + kw.size();
+        risky = starts && e < b.size() && !IsIdent(static_cast<unsigned char>(b[e]));
+      }
+    }
     for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
     if (!risky && runs.size() >= 2) {
       bool same = false;
@@ -357,8 +366,21 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     names(sc->globals);
     names(sc->nonlocals);
   }
+  // A statement start in an async generator: `return` with a value.
+  const Scope& cur = *scopes_.back();
+  const bool async_gen = stmt_lexemes_ == 0 && cur.kind == Scope::kFunction &&
+                         (cur.is_async || cur.coroutine_mark) && cur.has_yield;
+  if (async_gen && word_.empty()) {
+    if (const auto* ts = index.Containing("return")) {
+      for (int32_t t : *ts) check(t);
+    }
+    if (const auto* ts = index.Finishing("return")) {
+      for (int32_t t : *ts) check(t);
+    }
+  }
   if (!word_.empty() && mode_ == Mode::kCode) {
-    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async"}) {
+    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async", "return"}) {
+      if (k[0] == 'r' && !async_gen) continue;
       const std::string_view kw(k);
       if (kw.size() > word_.size() && kw.substr(0, word_.size()) == word_) {
         if (const auto* ts = index.Finishing(kw.substr(word_.size()))) {
@@ -1729,10 +1751,10 @@ bool ScopeLayer::WalrusInClassComprehension(size_t from) const {
 
 bool ScopeLayer::ReturnArmed() const {
   const Scope& cur = *scopes_.back();
-  // A statement start (the word may become `return`) or a return whose value
-  // has not begun, in an async generator.
-  return (return_pending_ || stmt_lexemes_ == 0) && cur.kind == Scope::kFunction &&
-         (cur.is_async || cur.coroutine_mark) && cur.has_yield;
+  // A return whose value has not begun, in an async generator (at a
+  // statement start Filter looks at the tokens that hold or finish `return`).
+  return return_pending_ && cur.kind == Scope::kFunction && (cur.is_async || cur.coroutine_mark) &&
+         cur.has_yield;
 }
 
 }  // namespace cfgmask

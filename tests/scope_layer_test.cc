@@ -291,7 +291,9 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
   for (const char* prefix :
        {"x = (await y", "async def f():\n    yield 1\n    return", "async def f():\n    x = yield",
         "x = [(y := 1) for ", "def f():\n    return [x for x in (y", "[x for x in z if (x", "[x for x in z if (w :",
-        "awai", "class A:\n    x = [(y := 1) ", "def f():\n    return [(yield) "}) {
+        "awai", "class A:\n    x = [(y := 1) ", "def f():\n    return [(yield) ",
+        "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
+        "async def f():\n    yield 1\n    return"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
