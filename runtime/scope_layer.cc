@@ -104,7 +104,20 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     }
     // `global` fails only with a name after it in the same token.
     bool risky = b.find(kDebug) != std::string_view::npos ||
-                 b.find("nonlocal") != std::string_view::npos;
+                 b.find("nonlocal") != std::string_view::npos ||
+                 b.find(":=") != std::string_view::npos;
+    // `await`, `yield` (and `from` after it), `async`: only a token in which
+    // the keyword is complete (a non-name byte follows it there) can fail
+    // on it; one that ends with the keyword leaves it to the next token
+    // (the partial-word lists of Filter).
+    for (const char* k : {"await", "yield", "async"}) {
+      const std::string_view kw(k);
+      for (size_t i = b.find(kw); i != std::string_view::npos && !risky; i = b.find(kw, i + 1)) {
+        const bool starts = i == 0 || !IsIdent(static_cast<unsigned char>(b[i - 1]));
+        const size_t e = i + kw.size();
+        risky = starts && e < b.size() && !IsIdent(static_cast<unsigned char>(b[e]));
+      }
+    }
     for (size_t k = 0; k + 1 < runs.size() && !risky; ++k) risky = runs[k] == "global";
     if (!risky && runs.size() >= 2) {
       bool same = false;
@@ -124,6 +137,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     }
     if (risky) risky_.push_back(t);
     if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
+    if (b.find(':') != std::string_view::npos) colon_.push_back(t);
+    if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).
     size_t end = 0;
@@ -248,6 +263,21 @@ bool ScopeLayer::Armed(bool* at_word) const {
     if (!word_.empty() && forbidden.count(word_) && word_check()) return true;
   }
   if (seg_debug_) return true;
+  // An await or yield whose verdict waits for a bracket's `for`, `,` or `)`;
+  // `from` after a yield of an async function; a return value in an async
+  // generator.
+  for (const Frame& f : frames_) {
+    if (f.await_wait || f.yield_wait) return true;
+  }
+  if (prev_kind_ == Lex::kKeyword && prev_ == "yield" && yield_owner_async_) return true;
+  if (ReturnArmed()) return true;
+  // `:` that one `=` turns into an assignment expression inside brackets;
+  // walrus targets waiting for a comprehension's `for` in a class body.
+  if (scopes_.back()->kind == Scope::kClass) {
+    for (const Frame& f : frames_) {
+      if (!f.walrus_targets.empty()) return true;
+    }
+  }
   // A nonlocal still without binding fails at a line start that closes the
   // last function able to bind it: while the text is at a line start, any
   // token; elsewhere only tokens with a newline (Filter).
@@ -317,6 +347,15 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     }
   };
   for (const Frame& f : frames_) names(f.names);
+  // Assignment expressions: iteration variables they bind (refused as
+  // targets), and inside a comprehension's clauses any `:` or `:=`.
+  for (const Frame& f : frames_) names(f.walrus_targets);
+  if (InComprehension()) {
+    for (int32_t t : index.colon()) check(t);
+    if (op_ == ":") {
+      for (int32_t t : index.eq_lead()) check(t);
+    }
+  }
   if (stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal) {
     NameSet forbidden;
     DeclForbidden(&forbidden);
@@ -327,8 +366,21 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     names(sc->globals);
     names(sc->nonlocals);
   }
+  // A statement start in an async generator: `return` with a value.
+  const Scope& cur = *scopes_.back();
+  const bool async_gen = stmt_lexemes_ == 0 && cur.kind == Scope::kFunction &&
+                         (cur.is_async || cur.coroutine_mark) && cur.has_yield;
+  if (async_gen && word_.empty()) {
+    if (const auto* ts = index.Containing("return")) {
+      for (int32_t t : *ts) check(t);
+    }
+    if (const auto* ts = index.Finishing("return")) {
+      for (int32_t t : *ts) check(t);
+    }
+  }
   if (!word_.empty() && mode_ == Mode::kCode) {
-    for (const char* k : {"nonlocal", "global", kDebug}) {
+    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async", "return"}) {
+      if (k[0] == 'r' && !async_gen) continue;
       const std::string_view kw(k);
       if (kw.size() > word_.size() && kw.substr(0, word_.size()) == word_) {
         if (const auto* ts = index.Finishing(kw.substr(word_.size()))) {
@@ -523,7 +575,18 @@ void ScopeLayer::FieldByte(unsigned char c) {
   }
 }
 
+// Does byte c, read in code where no word or operator is open, begin a
+// value (of a `return`)?
+static bool BeginsValue(unsigned char c) {
+  return !(c == ' ' || c == '\t' || c == '\f' || c == '\r' || c == '\n' || c == '#' ||
+           c == '\\' || c == ';');
+}
+
 void ScopeLayer::CodeByte(unsigned char c) {
+  if (return_pending_ && word_.empty() && op_.empty() && BeginsValue(c)) {
+    ReturnValue();
+    if (dead_) return;
+  }
   if (IsIdent(c)) {
     if (!op_.empty()) FlushOp();
     if (dead_) return;
@@ -544,6 +607,10 @@ void ScopeLayer::CodeByte(unsigned char c) {
     if (c == '\'' || c == '"') raw_ = fstr_ = false;
     FlushWord();
     if (dead_) return;
+    if (return_pending_ && op_.empty() && BeginsValue(c)) {  // `return(`, `return"`
+      ReturnValue();
+      if (dead_) return;
+    }
   }
   // After a whole __debug__ target element only a trailer (or a group's
   // close, blanks, a continuation) may come.
@@ -610,9 +677,22 @@ void ScopeLayer::CodeByte(unsigned char c) {
   if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
   // `(__debug__ :` can only go on as a walrus.
   if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
-      frames_.back().kind == Frame::kDisplay && frames_.back().close == ')') {
+      frames_.back().kind == Frame::kDisplay && frames_.back().close == ')' && !LocalAnnotation()) {
     Fail("cannot assign to __debug__");
     return;
+  }
+  // After a name in parentheses, a list display or a call's arguments, a
+  // `:` can only go on as an assignment expression: its checks come here.
+  if (op_ == ":" && prev_kind_ == Lex::kName && !frames_.empty() &&
+      ((frames_.back().kind == Frame::kDisplay && frames_.back().close != '}') ||
+       frames_.back().kind == Frame::kCall)) {
+    ScopeLayer probe = *this;
+    probe.op_.clear();
+    probe.CheckWalrus(prev_);
+    if (probe.dead_) {
+      Fail(probe.why_);
+      return;
+    }
   }
   if (now) FlushOp();
 }
@@ -700,6 +780,12 @@ void ScopeLayer::AddEntry(Entry e) {
   if (e.name == kDebug) {
     seg_debug_ = true;
     if (e.bare && pure) must_trail_ = true;
+  }
+  // An iteration variable that an assignment expression of the
+  // comprehension binds: only a trailer may follow it.
+  if (e.bare && pure && !frames_.empty() &&
+      ForbiddenCompTarget(e.name)) {
+    must_trail_ = true;
   }
   seg_.push_back(std::move(e));
 }
@@ -888,6 +974,7 @@ void ScopeLayer::EndStatement() {
   in_annotation_ = false;
   must_trail_ = false;
   import_first_ = false;
+  return_pending_ = false;
 }
 
 bool ScopeLayer::LambdaTerminator(const std::string& x) const {
@@ -928,6 +1015,7 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     case Lex::kKeyword:
       if (first && text == "async") {
         stmt_lexemes_ = 0;  // `async def/for/with`: the next word decides
+        next_async_ = true;
         break;
       }
       Keyword(text);
@@ -1049,6 +1137,28 @@ void ScopeLayer::Name(const std::string& name) {
 
 void ScopeLayer::Keyword(const std::string& kw) {
   const bool first = stmt_lexemes_ == 1;
+  if (kw == "await") {
+    CheckAwait(frames_.size(), "'await' outside async function");
+    if (dead_) return;
+  } else if (kw == "yield") {
+    CheckYield();
+    if (dead_) return;
+  } else if (kw == "from" && prev_kind_ == Lex::kKeyword && prev_ == "yield" &&
+             yield_owner_async_) {
+    Fail("'yield from' inside async function");
+    return;
+  } else if (kw == "async" && !first && !frames_.empty()) {
+    // `async for` in a comprehension: a generator expression may be
+    // asynchronous anywhere; a list, set or dict comprehension needs an
+    // async function (or a comprehension) around it.
+    if (frames_.back().close != ')') {
+      CheckAwait(frames_.size() - 1, "asynchronous comprehension outside of an asynchronous function");
+      if (dead_) return;
+    }
+  }
+  const bool was_async = next_async_;
+  if (first) next_async_ = false;
+  if (first && kw == "return") return_pending_ = true;
   if (first) {
     if (kw == "global") {
       stmt_ = Stmt::kGlobal;
@@ -1080,6 +1190,7 @@ void ScopeLayer::Keyword(const std::string& kw) {
     }
     if (kw == "def" || kw == "class") {
       stmt_ = kw == "def" ? Stmt::kDef : Stmt::kClass;
+      def_async_ = kw == "def" && was_async;
       def_pending_ = false;
       in_header_ = true;
       return;
@@ -1153,6 +1264,17 @@ void ScopeLayer::Keyword(const std::string& kw) {
   if (!frames_.empty()) {
     Frame& f = frames_.back();
     if (kw == "for" && (f.kind == Frame::kDisplay || f.kind == Frame::kCall)) {
+      if (f.comp == 0 && f.yield_wait) {
+        Fail("'yield' inside comprehension");
+        return;
+      }
+      f.await_wait = false;  // a generator expression (or a comprehension: checked at the await)
+      f.yield_wait = false;
+      f.in_iter = false;
+      if (f.comp == 0 && !f.walrus_targets.empty() && WalrusInClassComprehension(frames_.size())) {
+        Fail("assignment expression within a comprehension cannot be used in a class body");
+        return;
+      }
       if (f.comp == 0) {
         for (size_t i = f.seg_start; i < seg_.size(); ++i) seg_[i].kept = false;
         f.first_for = true;
@@ -1165,12 +1287,22 @@ void ScopeLayer::Keyword(const std::string& kw) {
     }
     if (kw == "in" && f.comp == 1) {
       CheckDebugTargets(f.comp_target_start);
+      for (size_t i = f.comp_target_start; i < seg_.size() && !dead_; ++i) {
+        if (!seg_[i].bare || seg_[i].attr) continue;
+        if (ForbiddenCompTarget(seg_[i].name)) {
+          Fail("comprehension inner loop cannot rebind assignment expression target");
+        }
+        f.comp_targets.insert(seg_[i].name);
+      }
+      if (dead_) return;
+      f.in_iter = true;
       must_trail_ = false;
       f.comp = f.first_for ? 2 : 3;
       return;
     }
     if (kw == "if" && f.comp != 0) {
       f.comp = 3;
+      f.in_iter = false;
       return;
     }
   }
@@ -1207,6 +1339,16 @@ void ScopeLayer::Op(const std::string& op) {
       frames_.pop_back();
       last_closed_start_ = static_cast<int64_t>(f.seg_start);
       if (f.kind == Frame::kParams) def_params_ = f.names;
+      // Not a generator expression after all: the await in it is judged
+      // from the frames around it.
+      if (f.await_wait && !AwaitOutward(frames_.size(), true)) {
+        Fail("'await' outside async function");
+        return;
+      }
+      if (f.yield_wait && !frames_.empty() && frames_.back().comp == 0 &&
+          (frames_.back().kind == Frame::kDisplay || frames_.back().kind == Frame::kCall)) {
+        frames_.back().yield_wait = true;
+      }
     }
     return;
   }
@@ -1228,6 +1370,14 @@ void ScopeLayer::Op(const std::string& op) {
     }
     if (!frames_.empty()) {
       Frame& f = frames_.back();
+      f.comma = true;
+      if (f.await_wait && f.comp == 0) {  // a tuple or an argument list, not a generator expression
+        f.await_wait = false;
+        if (!AwaitOutward(frames_.size() - 1, true)) {
+          Fail("'await' outside async function");
+          return;
+        }
+      }
       if (f.kind == Frame::kParams || (f.kind == Frame::kLambda && !f.lambda_body)) {
         f.param_stage = 0;
       }
@@ -1258,7 +1408,10 @@ void ScopeLayer::Op(const std::string& op) {
     }
     return;
   }
-  if (op == "*" || op == "**" || op == "/") return;
+  if (op == "*" || op == "**" || op == "/") {
+    if (!frames_.empty() && frames_.back().after_sep) frames_.back().not_genexp = true;
+    return;
+  }
   if (op == ";") {
     EndStatement();
     return;
@@ -1283,6 +1436,7 @@ void ScopeLayer::Op(const std::string& op) {
         prev_kind_ == Lex::kName && f.kw_candidate && !seg_.empty()) {
       const std::string kw = seg_.back().name;
       seg_.pop_back();
+      f.not_genexp = true;
       if (kw == kDebug) {
         Fail("cannot assign to __debug__");
         return;
@@ -1295,10 +1449,12 @@ void ScopeLayer::Op(const std::string& op) {
       return;
     }
     if (op == ":=" && !seg_.empty() && prev_kind_ == Lex::kName) {
-      if (seg_.back().name == kDebug) {
+      if (seg_.back().name == kDebug && !LocalAnnotation()) {  // (an annotation there is not compiled)
         Fail("cannot assign to __debug__");
         return;
       }
+      CheckWalrus(seg_.back().name);
+      if (dead_) return;
       seg_.back().bare = false;
       BindName(seg_.back().name);
       return;
@@ -1350,6 +1506,7 @@ void ScopeLayer::Op(const std::string& op) {
         s->kind = kind;
         s->header_col = col;
         if (kind == Scope::kFunction) {
+          s->is_async = def_async_;
           s->params = def_params_;
           s->seen = def_params_;
           s->bound = def_params_;
@@ -1357,6 +1514,7 @@ void ScopeLayer::Op(const std::string& op) {
         scopes_.push_back(std::move(s));
         def_params_.clear();
         def_pending_ = false;
+        def_async_ = false;
       }
       return;
     }
@@ -1406,6 +1564,197 @@ void ScopeLayer::Op(const std::string& op) {
     }
     assign_start_ = seg_.size();
   }
+}
+
+// ------------------------------------------------------------------ await and yield
+
+bool ScopeLayer::AwaitOutward(size_t from, bool mark) {
+  for (size_t i = from; i-- > 0;) {
+    Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body || f.param_stage != 3) return false;  // a lambda is a plain function
+      continue;                                              // a default: the scope around
+    }
+    if (f.comp == 2) continue;  // a comprehension's first iterable: the scope around
+    if (f.comp == 1 || f.comp == 3) {
+      if (f.close == ')') return true;  // a generator expression may be asynchronous
+      continue;  // a list, set or dict comprehension becomes asynchronous: it needs the same
+    }
+    if (f.kind == Frame::kParams) continue;  // defaults and annotations: the scope around
+    const bool candidate = f.close == ')' && (f.kind == Frame::kDisplay || f.kind == Frame::kCall) &&
+                           !f.comma && !f.not_genexp;
+    if (candidate && mark) {
+      // Allowed if it becomes a generator expression; else judged at its `,` or `)`.
+      if (AwaitOutward(i, false)) return true;
+      f.await_wait = true;
+      return true;
+    }
+  }
+  const Scope& s = *scopes_.back();
+  return s.kind == Scope::kFunction && s.is_async;
+}
+
+// Under `from __future__ import annotations` an annotation may hold neither
+// await nor yield.
+static bool InFutureAnnotation(bool future, bool in_annotation, bool param_annotation) {
+  return future && (in_annotation || param_annotation);
+}
+
+void ScopeLayer::CheckAwait(size_t from, const char* what) {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'await expression' can not be used within an annotation");
+    return;
+  }
+  // A variable annotation in a function body is never compiled (the
+  // compiler's await checks do not reach it), but the symbol table marks the
+  // function a coroutine (then a yield and a return value conflict as in an
+  // async generator).  The mark is set for any await in the annotation, also
+  // one inside a lambda or generator expression there, which CPython does
+  // not mark: stricter, never looser.
+  if (LocalAnnotation()) {
+    if (!scopes_.back()->coroutine_mark) {
+      const Scope& cur = *scopes_.back();
+      if (cur.has_yield && cur.has_return_value) {
+        Fail("'return' with value in async generator");
+        return;
+      }
+      Top().coroutine_mark = true;
+    }
+    return;
+  }
+  if (!AwaitOutward(from, true)) Fail(what);
+}
+
+void ScopeLayer::CheckYield() {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'yield expression' can not be used within an annotation");
+    return;
+  }
+  if (!frames_.empty()) frames_.back().not_genexp = true;  // `(yield ...)`
+  std::vector<size_t> wait;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body) {  // the lambda's own yield
+        for (size_t w : wait) frames_[w].yield_wait = true;
+        yield_owner_async_ = 0;
+        return;
+      }
+      continue;
+    }
+    if (f.comp == 2) continue;
+    if (f.comp == 1 || f.comp == 3) {
+      Fail("'yield' inside comprehension");
+      return;
+    }
+    if (f.kind == Frame::kDisplay || f.kind == Frame::kCall) wait.push_back(i);
+  }
+  const Scope& cur = *scopes_.back();
+  if (cur.kind != Scope::kFunction) {
+    Fail("'yield' outside function");
+    return;
+  }
+  // In a variable annotation of a function body the yield still makes the
+  // function a generator (symbol table), but `yield from` is not checked
+  // against an async function (compiler).
+  const bool local_ann = LocalAnnotation();
+  if ((cur.is_async || cur.coroutine_mark) && cur.has_return_value) {
+    Fail("'return' with value in async generator");
+    return;
+  }
+  for (size_t w : wait) frames_[w].yield_wait = true;
+  const bool is_async = cur.is_async;
+  if (!cur.has_yield) Top().has_yield = true;
+  yield_owner_async_ = is_async && !local_ann ? 1 : 0;
+}
+
+void ScopeLayer::ReturnValue() {
+  return_pending_ = false;
+  const Scope& cur = *scopes_.back();
+  if (cur.kind != Scope::kFunction) return;
+  if ((cur.is_async || cur.coroutine_mark) && cur.has_yield) {
+    Fail("'return' with value in async generator");
+    return;
+  }
+  if (!cur.has_return_value) Top().has_return_value = true;
+}
+
+void ScopeLayer::CheckWalrus(const std::string& name) {
+  bool param_ann = false;
+  for (const Frame& f : frames_) param_ann = param_ann || (f.kind == Frame::kParams && f.param_stage == 2);
+  if (InFutureAnnotation(future_annotations_, in_annotation_, param_ann)) {
+    Fail("'named expression' can not be used within an annotation");
+    return;
+  }
+  bool comprehension = false;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda) {
+      if (f.lambda_body) return;  // binds in the lambda
+      continue;
+    }
+    if (f.comp == 2 || (f.comp == 3 && f.in_iter)) {
+      Fail("assignment expression cannot be used in a comprehension iterable expression");
+      return;
+    }
+    if (f.comp != 0) {
+      if (f.comp_targets.count(name)) {
+        Fail("assignment expression cannot rebind comprehension iteration variable '" + name + "'");
+        return;
+      }
+      comprehension = true;
+    }
+    if (f.kind == Frame::kDisplay || f.kind == Frame::kCall || f.comp != 0) f.walrus_targets.insert(name);
+  }
+  if (comprehension && scopes_.back()->kind == Scope::kClass) {
+    Fail("assignment expression within a comprehension cannot be used in a class body");
+  }
+}
+
+bool ScopeLayer::LocalAnnotation() const {
+  return in_annotation_ && stmt_ == Stmt::kExpr && scopes_.back()->kind == Scope::kFunction;
+}
+
+bool ScopeLayer::InComprehension() const {
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda && f.lambda_body) return false;
+    if (f.comp != 0) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::ForbiddenCompTarget(const std::string& name) const {
+  // The comprehension whose target list is being read: an assignment
+  // expression inside it (its element or clauses, at any depth short of a
+  // lambda) binds `name`.  (Its walrus_targets hold exactly those: CheckWalrus
+  // records a target on every frame between the expression and the nearest
+  // lambda body.)
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.comp == 1) return f.walrus_targets.count(name) > 0;
+  }
+  return false;
+}
+
+bool ScopeLayer::WalrusInClassComprehension(size_t from) const {
+  for (size_t i = from; i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == Frame::kLambda && f.lambda_body) return false;
+  }
+  return scopes_.back()->kind == Scope::kClass;
+}
+
+bool ScopeLayer::ReturnArmed() const {
+  const Scope& cur = *scopes_.back();
+  // A return whose value has not begun, in an async generator (at a
+  // statement start Filter looks at the tokens that hold or finish `return`).
+  return return_pending_ && cur.kind == Scope::kFunction && (cur.is_async || cur.coroutine_mark) &&
+         cur.has_yield;
 }
 
 }  // namespace cfgmask

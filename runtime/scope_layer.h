@@ -23,7 +23,20 @@
 //   - duplicate parameter names (def and lambda), a repeated keyword argument;
 //   - `__debug__` as a parameter, keyword, import, def/class name, or target
 //     of an assignment, augmented or annotated assignment, walrus, for, with,
-//     except, del or comprehension (also as an attribute target).
+//     except, del or comprehension (also as an attribute target);
+//   - `await` outside an async function and outside a comprehension (a
+//     lambda, class or plain function in between; a list, set or dict
+//     comprehension with await or `async for` needs an async function or
+//     another comprehension around it, a generator expression does not),
+//     `yield` outside a function or lambda or inside a comprehension,
+//     `yield from` in an async function, a return value in an async
+//     generator (whichever of the two comes second), and await / yield in
+//     an annotation under `from __future__ import annotations`.  Where a
+//     `(` may still become a generator expression the decision waits for its
+//     `for`, `,` or `)`;
+//   - an assignment expression in a comprehension's iterable, to one of its
+//     iteration variables (either order; any comprehension around it too),
+//     or in a comprehension of a class body.
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -58,7 +71,9 @@ class ScopeTokenIndex {
  public:
   explicit ScopeTokenIndex(const CompiledStore& store);
   const std::vector<int32_t>& risky() const { return risky_; }
-  const std::vector<int32_t>& newline() const { return newline_; }  // tokens with a '\n' 
+  const std::vector<int32_t>& newline() const { return newline_; }
+  const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
+  const std::vector<int32_t>& eq_lead() const { return eq_lead_; }  // tokens starting with '='  // tokens with a '\n' 
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -68,7 +83,7 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
@@ -105,6 +120,10 @@ class ScopeLayer {
   };
   struct Scope {
     enum Kind { kModule, kClass, kFunction } kind = kModule;
+    bool is_async = false;          // an async def
+    bool has_yield = false;         // a yield of its own so far
+    bool has_return_value = false;  // a `return <value>` so far
+    bool coroutine_mark = false;    // an await in a variable annotation (symtable: a coroutine)
     int32_t header_col = -1;  // column of its def/class line; body lines are deeper
     NameSet seen;             // every name occurring (use, binding, parameter, annotation)
     NameSet bound;            // bound here (for nonlocal in nested functions)
@@ -142,6 +161,13 @@ class ScopeLayer {
     size_t comp_target_start = 0;
     int32_t param_stage = 0;    // params: 0 name expected, 1 after the name, 2 annotation, 3 default
     bool lambda_body = false;
+    bool comma = false;         // a comma at its own level
+    bool not_genexp = false;    // can no longer become a generator expression
+    bool await_wait = false;    // an await in it is allowed only if it becomes a genexp
+    bool yield_wait = false;    // a yield in it is refused if it becomes a comprehension
+    bool in_iter = false;       // comprehensions: in an iterable (after `in`)
+    NameSet comp_targets;       // comprehensions: the iteration variables so far
+    NameSet walrus_targets;     // assignment expressions in it (or in brackets it holds)
     NameSet names;              // parameters / keyword names of this list
   };
   void Name(const std::string& name);
@@ -166,6 +192,22 @@ class ScopeLayer {
   void CheckDebugTargets(size_t from);
   void ResolveBinding(const std::string& name);
   bool LambdaTerminator(const std::string& lexeme) const;
+  // await / async comprehensions: may an await stand here, looking outward
+  // from frame `from` (exclusive: frames below it); false: refused now.
+  // Marks a `(` that may still become a generator expression (await_wait)
+  // and returns true.
+  bool AwaitOutward(size_t from, bool mark);
+  void CheckAwait(size_t from, const char* what);
+  void CheckYield();
+  // An assignment expression to `name` inside brackets: CPython's
+  // comprehension checks (symtable.c, symtable_extend_namedexpr_scope).
+  void CheckWalrus(const std::string& name);
+  bool ForbiddenCompTarget(const std::string& name) const;
+  bool WalrusInClassComprehension(size_t from) const;
+  bool InComprehension() const;
+  bool LocalAnnotation() const;  // a variable annotation in a function body  // a comprehension's clauses around, up to a lambda body
+  void ReturnValue();
+  bool ReturnArmed() const;
   void EndLambdas(const std::string& lexeme);
 
   std::vector<std::shared_ptr<Scope>> scopes_;
@@ -193,6 +235,10 @@ class ScopeLayer {
   bool def_pending_ = false;    // def/class name read, its scope not yet open
   Scope::Kind def_kind_ = Scope::kFunction;
   bool future_annotations_ = false;
+  bool next_async_ = false;     // `async` read at a statement start
+  bool def_async_ = false;      // the def being read is async
+  bool return_pending_ = false; // `return` read, its value not yet begun
+  int8_t yield_owner_async_ = 0;  // the last yield's function is async (1) or not (0)
   bool in_annotation_ = false;  // an annotation (not a use under future annotations)
   int32_t ann_depth_ = -1;
   // Lexeme context.

@@ -65,6 +65,35 @@ const char* const kAccepted[] = {
     "__debug__ == 1\n",
     "x = '''a\n'b' \"\"\" '''\ny = f\"{a!r:>10}\" + rf'\\{b}'\n",
     "def f():\n    x = 1\n    def g():\n        nonlocal x\n    def h():\n        nonlocal x\n",
+    // await, yield and async comprehensions where CPython 3.11 allows them
+    "async def f():\n    x = (await g(1)) + await h ** 2\n    return [await y for y in z]\n",
+    "async def f():\n    yield 1\n    x = yield\n    return\n",
+    "async def f():\n    lambda: (yield from x)\n    return 1\n",
+    "async def f():\n    def g(x=await y, *, z: await w):\n        pass\n",
+    "async def f():\n    class A(await b):\n        pass\n",
+    "async def f():\n    [[x async for x in y] for z in w]\n    {k: v async for k, v in d}\n",
+    "async def f():\n    lambda x=await y: x\n",
+    "(await x for x in y)\n",
+    "f(await x for x in y)\n",
+    "((await x) for x in y)\n",
+    "([await x for x in y] for z in w)\n",
+    "def f():\n    return (x async for x in y), ([x async for x in y] for z in w)\n",
+    "f = lambda: (yield)\n",
+    "def f():\n    x = (yield) + (yield from g())\n    return [x for x in (yield)]\n",
+    "def f():\n    class A((yield)):\n        pass\n    def g(x=(yield)):\n        pass\n",
+    "def f():\n    [lambda: (yield) for x in y]\n",
+    "def f():\n    return\n    yield\n",
+    "async def f():\n    await x\n    yield 1\n",
+    // assignment expressions
+    "x = (y := 1)\nf(a, b := 1)\na[b := 1]\n[x := 1, 2]\n(x := 1, 2)\n",
+    "T = _sum((d := x - c) * d for x in data)\n[y := f(x) for x in z]\n",
+    "[y for x in z if (y := f(x))]\n[[w := 1 for x in a] for y in b]\n",
+    "class A:\n    x = (y := 1)\n    z = [lambda: (w := 1) for v in u]\n",
+    "[lambda: (y := 1) for y in z]\n",
+    "if (a := [b.a for a in [x for a in f'{a}']]):\n    pass\n",
+    "x = [(a := 1), [0 for a in b]]\n",
+    "def f():\n    a: (await y, [x async for x in z]) = 1\nasync def g():\n    y: (yield from x) = 1\n",
+    "async def f():\n    b: (__debug__ := 4) = (b := (yield 1))\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -133,6 +162,47 @@ const char* const kRefused[] = {
     "__debug__ +|= 1\n",
     "try: pass\nexcept E as __debug__|: pass\n",
     "__debug__, y =| 1, 2\n",
+    // await, yield, async comprehensions
+    "await| x\n",
+    "def f():\n    await| x\n",
+    "def f():\n    return [await| x for x in y]\n",
+    "def f():\n    return [x async| for x in y]\n",
+    "def f():\n    return [[x async| for x in y] for z in w]\n",
+    "class A:\n    x = await| y\n",
+    "async def f():\n    class A:\n        x = await| y\n",
+    "async def f():\n    lambda: await| x\n",
+    "[x for x in await| y]\n",
+    "(await x|)\n",
+    "(await x|, 1)\n",
+    "f(await x|)\n",
+    "f(a, await| x)\n",
+    "f(k=await| x)\n",
+    "((await x)|)\n",
+    "[(await x for x in y), await| z]\n",
+    "x = (yield|)\n",
+    "class A:\n    x = (yield|)\n",
+    "def f():\n    return [x for x in y if (yield|)]\n",
+    "def f():\n    return [(yield) for| x in y]\n",
+    "def f():\n    return ((yield) for| x in y)\n",
+    "def f():\n    return {k: (yield) for| k in y}\n",
+    "async def f():\n    x = yield from| y\n",
+    "async def f():\n    yield 1\n    return |2\n",
+    "async def f():\n    yield 1\n    return|(2)\n",
+    "async def f():\n    return 2\n    yield|\n",
+    "async def f():\n    return None\n    x = (yield|)\n",
+    "from __future__ import annotations\ndef f():\n    x: (yield|) = 1\n",
+    "from __future__ import annotations\nasync def f():\n    def g(x: await| y):\n        pass\n",
+    "[x for x in (y |:= z)]\n",
+    "async def f():\n    x: (yield) = 1\n    return |1\n",
+    "def f():\n    x: [(yield) for| y in z] = 1\n",
+    "def f():\n    a: await z = 1\n    yield\n    return |1\n",
+    "[x for w in v for x in (y |:= z)]\n",
+    "[x for y in z if (y |:= 1)]\n",
+    "[(y := 1) for y |in z]\n",
+    "[(y := 1) for (y) |in z]\n",
+    "[[y := 1 for x in a] for y |in b]\n",
+    "class A:\n    [y := 1 for| x in z]\n",
+    "class A:\n    [x for x in z if (y |:= 1)]\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
@@ -213,6 +283,24 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
   EXPECT_FALSE(fork.AdvanceBytes("a)").ok());
   EXPECT_TRUE(fork.AdvanceBytes("b)").ok());
   EXPECT_EQ(s.JumpForwardString(), "");
+  // The same at the states where await, yield and assignment expressions
+  // are decided: module-level await waiting for a generator expression,
+  // a return after an async generator's yield, `from` after its yield, an
+  // iteration variable an assignment expression binds, a comprehension's
+  // iterable, a partial `awai` at module level.
+  for (const char* prefix :
+       {"x = (await y", "async def f():\n    yield 1\n    return", "async def f():\n    x = yield",
+        "x = [(y := 1) for ", "def f():\n    return [x for x in (y", "[x for x in z if (x", "[x for x in z if (w :",
+        "awai", "class A:\n    x = [(y := 1) ", "def f():\n    return [(yield) ",
+        "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
+        "async def f():\n    yield 1\n    return"}) {
+    Session p(store);
+    ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
+    const std::vector<uint32_t> mask = p.Mask();
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      ASSERT_EQ(MaskAllows(mask, t), p.AllowsSlow(t)) << prefix << " | " << t << " " << store->TokenBytes(t);
+    }
+  }
 }
 
 }  // namespace

@@ -175,8 +175,11 @@ SNIPPETS = [
     ("x = b'\\x4'\n", False), ("x = '\\U00110000'\n", False), ("x = '\\477'\n", False),
     ("x = 'a' b'c'\n", False), ("x = '''a\n'b''' \"\"\"c\"\"\"\n", True), ("x = 'a\rb'\n", False),
     ("1 <> 2\n", False), ("1 != 2\n", True),
-    ("await x\n", False), ("async def f():\n    await x\n    y = await z\n    return await w\n", True),
-    ("def f():\n    await x\n", False),
+    # await anywhere in an expression; where it may stand is the scope
+    # layer's (test_construct_probe)
+    ("async def f():\n    await x\n    y = await z\n    return await w\n", True),
+    ("async def f():\n    return (await f(k, e)) is not False and g(-await aw ** 2)\n", True),
+    ("async def f():\n    await = 1\n", False), ("async def f():\n    x = await\n", False),
     ("def f(a, /, b, *, c, d=1, **k):\n    return a\n", True),
     ("def f(a=1, b):\n    pass\n", False), ("def f(*):\n    pass\n", False),
     ("def f(*, **k):\n    pass\n", False), ("def f(a,):\n    pass\n", True),
@@ -191,7 +194,11 @@ SNIPPETS = [
     ("for x in y:\n    pass\nelse:\n    break\n", False),
     ("def f():\n    yield 1\n    x = yield\n    return 2\n", True), ("yield 1\n", False),
     ("return 1\n", False), ("class A:\n    return 1\n", False), ("class A:\n    yield\n", False),
-    ("async def f():\n    yield 1\n", False),
+    ("async def f():\n    yield 1\n    x = yield\n", True), ("def f():\n    x = yield y = 1\n", False),
+    ("def f():\n    x = (yield).decode() + (yield from g())\n    y += yield z\n", True),
+    ("def f():\n    x = f(yield)\n", False),
+    ("async def f():\n    return [p async for p in s] + [q for q in r async for t in q]\n", True),
+    ("x = [p async p in s]\n", False),
     # nonlocal: the grammar takes the statement; which names it may take is the
     # scope layer's (test_construct_probe, test_scope_checks_against_cpython)
     ("def f():\n    x = y = 1\n    def g():\n        nonlocal x, y\n", True),
@@ -202,9 +209,12 @@ SNIPPETS = [
     ("from __future__ import braces\n", False),
     ("from x import *\n", True), ("def f():\n    from x import *\n", False),
     ("class A:\n    from x import *\n", False),
-    ("if n := 10:\n    pass\n", True), ("n := 10\n", False), ("f(n := 1)\n", False),
+    ("if n := 10:\n    pass\n", True), ("n := 10\n", False), ("f(n := 1)\n", True),
+    ("x = y := 1\n", False), ("f(a=b := 1)\n", False), ("lambda: x := 1\n", False), ("{a: b := 1}\n", False),
+    ("x = (y := 1), [z := 2, 3], {w := 4}, a[b := 5], (c := 6, 7)\n", True),
+    ("@d := null\ndef f():\n    pass\n", True), ("x[a := 1:2]\n", False), ("(a.b := 1)\n", False),
     ("if (m := f()) is not None and m.x:\n    pass\n", True), ("while (x := g()) != '':\n    pass\n", True),
-    ("if (x.y := 1):\n    pass\n", False), ("x = (y := 1)\n", False),   # subset: walrus outside a condition
+    ("if (x.y := 1):\n    pass\n", False),
     ("import __future__\nx = __future__.all_feature_names\n", True),
     ("x = 1.5e3j + 0x_1 + 0o7 + 0b1 + 1_000 + 0_0 + .5 + 1. + 1e5\n", True),
     ("x = 01\n", False), ("x = 1_\n", False), ("x = 1.real\n", False), ("x = 1 .real\n", True),
@@ -288,7 +298,7 @@ def test_refused_invalid_python_is_invalid():
               # them (a number glued to a keyword, invalid escapes)
               "x = 1if 2else 3\n", "x = '\\d'\n", "x = '\\477'\n",
               # subset: yield in an async function, walrus as an argument
-              "async def f():\n    yield 1\n", "f(n := 1)\n", "x = (y := 1)\n"}
+              }
     for text, expected in SNIPPETS:
         if not expected and text not in subset:
             assert cpython_error(text) is not None, text
@@ -360,7 +370,43 @@ PROBE = [
     ("walrus in an if condition", "if (t := type(a)) is not None and t.x:\n    pass\n"),
     ("walrus in a call argument", "f(n := 1)\n"),
     ("walrus in a comprehension iterable", "[x for x in (y := z)]\n"),
+    ("walrus in parentheses at statement level", "(a := 10)\n"),
+    ("walrus as a decorator", "@d := null\ndef f():\n    pass\n"),
+    ("walrus in a generator expression's element", "T = sum((d := x - c) * d for x in data)\n"),
+    ("walrus in a comprehension condition", "[y for x in z if (y := f(x))]\n"),
+    ("walrus rebinding an iteration variable", "[x for x in z if (x := f(x))]\n"),
+    ("iteration variable bound by a walrus before it", "[(y := 1) for y in z]\n"),
+    ("walrus in a comprehension in a class body", "class A:\n    x = [y := 1 for z in w]\n"),
+    ("walrus in a class body", "class A:\n    x = (y := 1)\n"),
     ("async comprehension", "async def f():\n    return [p async for p in s]\n"),
+    ("await at module level", "await x\n"),
+    ("await in a lambda inside an async function", "async def f():\n    g = lambda: await x\n"),
+    ("await in a class body inside an async function", "async def f():\n    class A:\n        x = await y\n"),
+    ("await in a default of a nested def", "async def f():\n    def g(x=await y):\n        pass\n"),
+    ("await in a generator expression at module level", "g = (await x for x in y)\n"),
+    ("await in a call argument at module level", "f(await x)\n"),
+    ("await in a tuple at module level", "t = (await x, 1)\n"),
+    ("await in a list comprehension of a plain function", "def f():\n    return [await x for x in y]\n"),
+    ("await in a comprehension's first iterable", "def f():\n    return (x for x in await y)\n"),
+    ("async comprehension in a plain function", "def f():\n    return [x async for x in y]\n"),
+    ("async generator expression in a plain function", "def f():\n    return (x async for x in y)\n"),
+    ("async comprehension inside a generator expression",
+     "def f():\n    return ([x async for x in y] for z in w)\n"),
+    ("async comprehension inside a list comprehension",
+     "def f():\n    return [[x async for x in y] for z in w]\n"),
+    ("await under future annotations", "from __future__ import annotations\nasync def f():\n    x: await y = 1\n"),
+    ("yield in a lambda at module level", "f = lambda: (yield)\n"),
+    ("yield at module level in parentheses", "x = (yield)\n"),
+    ("yield in a class body", "def f():\n    class A:\n        x = (yield)\n"),
+    ("yield in a comprehension", "def f():\n    return [(yield) for x in y]\n"),
+    ("yield in a comprehension's first iterable", "def f():\n    return [x for x in (yield)]\n"),
+    ("yield in a generator expression's element", "def f():\n    return ((yield) for x in y)\n"),
+    ("yield in an augmented assignment", "def f():\n    x += yield y\n"),
+    ("yield from in an async function", "async def f():\n    x = yield from y\n"),
+    ("yield from in a lambda inside an async function", "async def f():\n    g = lambda: (yield from y)\n"),
+    ("return value in an async generator", "async def f():\n    yield 1\n    return 2\n"),
+    ("return value, then yield, in an async function", "async def f():\n    return None\n    yield\n"),
+    ("bare return in an async generator", "async def f():\n    yield 1\n    return\n"),
     ("nonlocal with a binding", "def f():\n    x = 1\n    def g():\n        nonlocal x\n"),
     ("nonlocal with a later binding", "def f():\n    def g():\n        nonlocal x\n    x = 1\n"),
     ("nonlocal without a binding", "def f():\n    nonlocal x\n"),
@@ -581,13 +627,17 @@ def test_walks_qwen2(parser, tmp_path_factory, tmp_path):
 # ------------------------------------------------------------------ scope checks
 
 
-def test_scope_checks_against_cpython(store_llama, parser, tmp_path):
+@pytest.mark.parametrize("kind", ["names", "contexts"])
+def test_scope_checks_against_cpython(store_llama, parser, tmp_path, kind):
     """The scope layer against CPython's compile(), both ways, on programs
-    where names collide on purpose (about 70% hit a symbol-table check)."""
+    where names collide on purpose (about 70% hit a symbol-table check), and
+    on programs that put await, yield, async comprehensions, return values
+    and assignment expressions in every kind of place (about 55% rejected)."""
     from collections import Counter
     sys.path.insert(0, str(ROOT / "tests" / "pycorpus"))
-    from scope_programs import programs
-    texts = programs(31, SCOPE_PROGRAMS)
+    from scope_programs import context_programs, programs
+    texts = (programs(31, SCOPE_PROGRAMS) if kind == "names"
+             else context_programs(32, SCOPE_PROGRAMS))
     files = []
     for k, text in enumerate(texts):
         assert lark_ok(parser, text), text      # the generator stays in the grammar

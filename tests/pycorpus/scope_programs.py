@@ -3,7 +3,9 @@ functions and classes over a small pool of names, with nonlocal and global
 declarations, parameters (def and lambda), keyword arguments, comprehensions,
 f-string fields, imports, walrus conditions and every binding form, and now
 and then `__debug__` in a binding place.  Names collide on purpose, so that
-about half the programs hit one of the checks.  Used by
+about half the programs hit one of the checks.  context_programs: the same
+for where await, yield, async comprehensions, return values and assignment
+expressions may stand.  Used by
 tests/py/test_python_strict.py::test_scope_checks_against_cpython (the
 engine's scope layer against compile()); run as a script it prints a few.
 """
@@ -146,8 +148,108 @@ def programs(seed, n):
     return [Gen(rng).program() for _ in range(n)]
 
 
+class ContextGen(Gen):
+    """Programs where `await`, `yield`, `yield from`, async comprehensions,
+    return values and assignment expressions land in every kind of place:
+    module, class and (async) function bodies, lambdas, comprehensions (their
+    element, clauses and iterables), generator expressions, tuples and
+    call arguments, defaults and annotations (CPython's context checks)."""
+
+    def expr(self, depth=0):
+        r = self.r
+        k = r.randrange(16 if depth < 2 else 3)
+        if depth == 0 and r.random() < .3:
+            k = r.randrange(3)
+        n = r.choice(NAMES)
+        if k == 0:
+            return n
+        if k == 1:
+            return str(r.randrange(10))
+        if k == 2:
+            return f"{n}.{r.choice(NAMES)}"
+        if k == 3:
+            return f"await {n}" + (f"({self.expr(depth + 1)})" if r.random() < .4 else "")
+        if k == 4:
+            return f"(yield {self.expr(depth + 1)})" if r.random() < .6 else "(yield)"
+        if k == 5:
+            return f"(yield from {self.expr(depth + 1)})"
+        if k == 6:
+            return f"({self.name()} := {self.expr(depth + 1)})"
+        if k in (7, 8):
+            op, cl = r.choice(["[]", "()", "{}", "[]"])
+            cond = f" if {self.expr(depth + 1)}" if r.random() < .4 else ""
+            more = f" for {self.name()} in {self.expr(depth + 1)}" if r.random() < .3 else ""
+            asy = "async " if r.random() < .25 else ""
+            return (f"{op}{self.expr(depth + 1)} {asy}for {self.name()} in {self.expr(depth + 1)}"
+                    f"{more}{cond}{cl}")
+        if k == 9:
+            return f"(lambda {self.name()}={self.expr(depth + 1)}: {self.expr(depth + 1)})"
+        if k == 10:
+            return f"{n}({self.expr(depth + 1)})"
+        if k == 11:
+            return f"{n}({self.expr(depth + 1)}, {self.expr(depth + 1)})"
+        if k == 12:
+            return f"({self.expr(depth + 1)}, {self.expr(depth + 1)})"
+        if k == 13:
+            return f"{n}({self.name()} := {self.expr(depth + 1)})"
+        if k == 14:
+            return f"[{self.name()} := {self.expr(depth + 1)}, {self.expr(depth + 1)}]"
+        return f"{self.expr(depth + 1)} + {self.expr(depth + 1)}"
+
+    def simple(self, kind):
+        r = self.r
+        k = r.randrange(8)
+        if k == 0:
+            return f"{self.name()} = {self.expr()}"
+        if k == 1 and kind in "fa":
+            return "return" + (f" {self.expr()}" if r.random() < .6 else "")
+        if k == 2 and kind in "fa":
+            return r.choice(["yield", f"yield {self.expr()}", f"{self.name()} = yield {self.expr()}",
+                             f"yield from {self.expr()}"])
+        if k == 3:
+            return f"{self.name()}: {self.expr()} = {self.expr()}"
+        return self.expr()
+
+    def block(self, ind, kind, depth):
+        for _ in range(self.r.randint(1, 3)):
+            self.stmt(ind, kind, depth)
+
+    def stmt(self, ind, kind, depth):
+        r = self.r
+        pad = "    " * ind
+        k = r.randrange(7)
+        if k == 0 and depth < 2:
+            ann = f": {self.expr(2)}" if r.random() < .3 else ""
+            dflt = f"={self.expr(2)}" if r.random() < .4 else ""
+            asy = r.random() < .5
+            self.lines.append(f"{pad}{'async ' if asy else ''}def {self.name()}({self.name()}{ann}{dflt}):")
+            self.block(ind + 1, "a" if asy else "f", depth + 1)
+        elif k == 1 and depth < 2 and r.random() < .5:
+            self.lines.append(f"{pad}class {self.name()}:")
+            self.block(ind + 1, "c", depth + 1)
+        elif k == 2:
+            self.lines.append(f"{pad}if {self.expr()}:")
+            self.block(ind + 1, kind, depth)
+        else:
+            self.lines.append(pad + self.simple(kind))
+
+    def program(self):
+        if self.r.random() < .1:
+            self.lines.append("from __future__ import annotations")
+        for _ in range(self.r.randint(1, 2)):
+            self.stmt(0, "m", 0 if self.r.random() < .8 else 1)
+        return "\n".join(self.lines) + "\n"
+
+
+def context_programs(seed, n):
+    rng = random.Random(seed)
+    return [ContextGen(rng).program() for _ in range(n)]
+
+
 if __name__ == "__main__":
     import sys
-    for p in programs(int(sys.argv[1]) if len(sys.argv) > 1 else 1, 5):
+    gen = context_programs if "--context" in sys.argv else programs
+    seed = int(next((a for a in sys.argv[1:] if a.isdigit()), "1"))
+    for p in gen(seed, 5):
         print(p)
         print("-" * 40)
