@@ -1,0 +1,433 @@
+// The right quotient by a suffix and pre* of it: see suffix_quotient.h.
+#include "runtime/suffix_quotient.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "maskstore/hypothesis_parser.h"
+#include "parser/lr_core.h"
+
+namespace cfgmask {
+
+namespace {
+
+// The store's step of lexer state q on byte b (as Session::AdvanceOne reads
+// it): the state reached and its Hit sequence, or -1.
+int32_t StepOf(const CompiledStore& s, int32_t q, int32_t b, int32_t* hits) {
+  const int32_t* begin = s.step_byte.data() + s.step_offsets[q];
+  const int32_t* end = s.step_byte.data() + s.step_offsets[q + 1];
+  const int32_t* it = std::lower_bound(begin, end, b);
+  if (it == end || *it != b) return -1;
+  const size_t i = it - s.step_byte.data();
+  *hits = s.step_hits[i];
+  return s.step_to[i];
+}
+
+}  // namespace
+
+bool SuffixQuotient::Key::operator==(const Key& o) const {
+  return kind == o.kind && layer == o.layer && q == o.q && slots == o.slots && cand == o.cand &&
+         seq == o.seq && idx == o.idx && term == o.term && rule == o.rule && j == o.j &&
+         parent == o.parent && end == o.end;
+}
+
+size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull; };
+  mix(static_cast<int32_t>(k.kind));
+  mix(k.layer);
+  mix(k.q);
+  mix(k.slots);
+  mix(k.cand);
+  mix(k.seq);
+  mix(k.idx);
+  mix(k.term);
+  mix(k.rule);
+  mix(k.j);
+  mix(k.parent);
+  mix(k.end);
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
+
+SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
+                               SuffixQuotientLimits limits)
+    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {}
+
+Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
+                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
+  if (!Supported(*store)) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "exact suffix masks do not cover grammars with an indenter");
+  }
+  if (suffix.empty()) return Status(ErrorCode::kInvalidArgument, "the suffix is empty");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<SuffixQuotient> q(
+      new SuffixQuotient(store, std::string(suffix), limits));
+  q->acc_ = q->Intern(Key{Kind::kAcc});
+  q->gen_todo_.clear();
+  for (int32_t g = 0; g < q->G_; ++g) q->AddTrans(q->acc_, g, q->acc_);
+  Key k{Kind::kLex};
+  k.q = store->initial_lex_state;
+  k.slots = q->SlotsId({});
+  q->Intern(k);
+  q->Generate();
+  q->Saturate();
+  q->stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (q->over_) {
+    return Status(ErrorCode::kResourceLimit,
+                  "the suffix's quotient needs more than " +
+                      std::to_string(limits.max_transitions) + " transitions");
+  }
+  *out = std::move(q);
+  return Status::Ok();
+}
+
+int32_t SuffixQuotient::SlotsId(const std::vector<uint64_t>& slots) {
+  std::string key(reinterpret_cast<const char*>(slots.data()), slots.size() * sizeof(uint64_t));
+  auto [it, fresh] = slot_ids_.emplace(std::move(key), static_cast<int32_t>(slot_sets_.size()));
+  if (fresh) slot_sets_.push_back(slots);
+  return it->second;
+}
+
+int32_t SuffixQuotient::Intern(const Key& k) {
+  auto [it, fresh] = ids_.emplace(k, static_cast<int32_t>(keys_.size()));
+  if (fresh) {
+    keys_.push_back(k);
+    gen_todo_.push_back(it->second);
+    ++stats_.controls;
+  }
+  return it->second;
+}
+
+int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
+  const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
+  if (k.end || k.cand < 0) {
+    *count = len;
+    return idx < len ? s_->seq_data[begin + idx] : -1;
+  }
+  *count = len + 1;
+  if (idx == 0) return s_->cand_item[k.cand];
+  return idx <= len ? s_->seq_data[begin + idx - 1] : -1;
+}
+
+int32_t SuffixQuotient::Normalize(Key k) {
+  const int32_t words = s_->scanner_words;
+  for (;;) {
+    int32_t count = 0;
+    const int32_t item = ItemAt(k, k.idx, &count);
+    if (k.idx >= count) break;
+    switch (s_->KindOf(item)) {
+      case ItemKind::kHit: {
+        const std::vector<uint64_t>& slots = slot_sets_[k.slots];
+        const int32_t t = s_->item_terminal[item];
+        const size_t at = static_cast<size_t>(s_->item_slot[item]) * words + t / 64;
+        if (at >= slots.size() || ((slots[at] >> (t & 63)) & 1)) return -1;
+        ++k.idx;
+        break;
+      }
+      case ItemKind::kTail:
+        ++k.idx;  // a pruning, no rule (see the head of suffix_quotient.h)
+        break;
+      case ItemKind::kEmit:
+        k.kind = Kind::kItems;
+        return Intern(k);
+    }
+  }
+  if (k.end) {
+    k.kind = Kind::kFeed;
+    k.term = s_->num_parse_terminals - 1;  // $END
+    return Intern(k);
+  }
+  const int32_t q = s_->compact_to[k.q];
+  if (q < 0) return -1;
+  // The compaction's slot map, as Session::AdvanceOne applies it.
+  const std::vector<uint64_t>& old = slot_sets_[k.slots];
+  std::vector<uint64_t> slots;
+  const int32_t map = s_->compact_map[k.q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    const int32_t ns = s_->set_data[i] >> 16, o = s_->set_data[i] & 0xFFFF;
+    if (slots.size() < static_cast<size_t>(ns + 1) * words) {
+      slots.resize(static_cast<size_t>(ns + 1) * words, 0);
+    }
+    for (int32_t w = 0; w < words; ++w) {
+      const size_t from = static_cast<size_t>(o) * words + w;
+      if (from < old.size()) slots[static_cast<size_t>(ns) * words + w] |= old[from];
+    }
+  }
+  Key l{Kind::kLex};
+  l.layer = k.layer;
+  l.q = q;
+  l.slots = SlotsId(slots);
+  return Intern(l);
+}
+
+void SuffixQuotient::Generate() {
+  while (!gen_todo_.empty() && !over_) {
+    const int32_t c = gen_todo_.back();
+    gen_todo_.pop_back();
+    RulesOf(c);
+  }
+}
+
+void SuffixQuotient::RulesOf(int32_t c) {
+  const Key k = keys_[c];  // a copy: Intern may grow keys_
+  const LrTables lr = s_->lr();
+  const int32_t n = static_cast<int32_t>(suffix_.size());
+  switch (k.kind) {
+    case Kind::kAcc:
+      return;
+    case Kind::kLex: {
+      if (k.layer == n) {
+        for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
+          Key x{Kind::kItems};
+          x.layer = n;
+          x.q = k.q;
+          x.slots = k.slots;
+          x.seq = s_->eof_seq[e];
+          x.end = true;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddEps(c, y);
+        }
+        return;
+      }
+      // The bytes read here and the layer each leads to: in the middle any
+      // byte (staying there) or S's first; in S its next byte.
+      auto byte_alternatives = [&](int32_t b, int32_t layer) {
+        int32_t hits = 0;
+        const int32_t to = StepOf(*s_, k.q, b, &hits);
+        if (to >= 0) {
+          Key x{Kind::kItems};
+          x.layer = layer;
+          x.q = to;
+          x.slots = k.slots;
+          x.seq = hits;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddEps(c, y);
+        }
+        for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
+          int32_t h2 = 0;
+          const int32_t q2 = StepOf(*s_, s_->cand_to[ci], b, &h2);
+          if (q2 < 0) continue;
+          Key x{Kind::kItems};
+          x.layer = layer;
+          x.q = q2;
+          x.slots = k.slots;
+          x.cand = ci;
+          x.seq = h2;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddEps(c, y);
+        }
+      };
+      if (k.layer == 0) {
+        std::vector<uint8_t> bytes(256, 0);
+        for (int32_t i = s_->step_offsets[k.q]; i < s_->step_offsets[k.q + 1]; ++i) {
+          bytes[s_->step_byte[i]] = 1;
+        }
+        for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
+          const int32_t q1 = s_->cand_to[ci];
+          for (int32_t i = s_->step_offsets[q1]; i < s_->step_offsets[q1 + 1]; ++i) {
+            bytes[s_->step_byte[i]] = 1;
+          }
+        }
+        for (int32_t b = 0; b < 256; ++b) {
+          if (bytes[b]) byte_alternatives(b, 0);
+        }
+        byte_alternatives(static_cast<uint8_t>(suffix_[0]), 1);
+      } else {
+        byte_alternatives(static_cast<uint8_t>(suffix_[k.layer]), k.layer + 1);
+      }
+      return;
+    }
+    case Kind::kItems: {
+      int32_t count = 0;
+      const int32_t item = ItemAt(k, k.idx, &count);
+      const int32_t words = s_->scanner_words;
+      const std::vector<uint64_t> slots = slot_sets_[k.slots];
+      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      const ItemScanner scanner(*s_);
+      const int32_t t = s_->item_terminal[item];
+      for (int32_t p = 0; p < G_; ++p) {
+        if (!scanner.EmitScanned(p, item)) continue;
+        std::vector<uint64_t> grown = slots;
+        const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+        grown.insert(grown.end(), alt, alt + words);
+        Key x = k;
+        x.slots = SlotsId(grown);
+        ++x.idx;
+        int32_t y;
+        if (s_->terminal_ignored[t]) {
+          y = Normalize(x);
+        } else {
+          x.kind = Kind::kFeed;
+          x.term = scanner.EmitType(p, item);
+          y = Intern(x);
+        }
+        if (y >= 0) AddSwap(c, p, y, p);
+      }
+      return;
+    }
+    case Kind::kFeed: {
+      for (int32_t p = 0; p < G_; ++p) {
+        const int32_t a = lr.Action(p, k.term);
+        if (a == 0) continue;
+        if (a == kAcceptAction) {
+          AddSwap(c, p, acc_, p);
+          continue;
+        }
+        const int32_t shift = lr.ShiftTo(p, k.term);
+        if (shift >= 0) {
+          Key x = k;
+          x.kind = Kind::kItems;
+          x.term = -1;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddPush(c, p, y, shift, p);
+          continue;
+        }
+        const int32_t rule = lr.ReduceBy(p, k.term);
+        const int32_t len = lr.RuleLength(rule);
+        if (len == 0) {
+          const int32_t g = lr.GotoAfterReduce(p, rule);
+          if (g >= 0) AddPush(c, p, c, g, p);
+          continue;
+        }
+        Key x{Kind::kPop};
+        x.parent = c;
+        x.rule = rule;
+        x.j = len - 1;
+        AddPop(c, p, Intern(x));
+      }
+      return;
+    }
+    case Kind::kPop: {
+      if (k.j > 0) {
+        Key x = k;
+        --x.j;
+        const int32_t y = Intern(x);
+        for (int32_t p = 0; p < G_; ++p) AddPop(c, p, y);
+        return;
+      }
+      for (int32_t p = 0; p < G_; ++p) {
+        const int32_t g = lr.GotoAfterReduce(p, k.rule);
+        if (g >= 0) AddPush(c, p, k.parent, g, p);
+      }
+      return;
+    }
+  }
+}
+
+void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
+  if (over_) return;
+  auto [it, fresh] = trans_.emplace(std::make_pair(Pair(from, g), to), 0);
+  if (!fresh) return;
+  out_[Pair(from, g)].push_back(to);
+  work_.emplace_back(Pair(from, g), to);
+  ++stats_.transitions;
+  if (stats_.transitions > limits_.max_transitions) over_ = true;
+}
+
+void SuffixQuotient::AddEps(int32_t from, int32_t to) {
+  ++stats_.rules;
+  eps_by_[to].push_back(from);
+  for (int32_t g = 0; g < G_; ++g) {
+    auto it = out_.find(Pair(to, g));
+    if (it == out_.end()) continue;
+    const std::vector<int32_t> targets = it->second;
+    for (int32_t x : targets) AddTrans(from, g, x);
+  }
+}
+
+void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  ++stats_.rules;
+  swap_by_[Pair(to, g2)].emplace_back(from, g);
+  auto it = out_.find(Pair(to, g2));
+  if (it == out_.end()) return;
+  const std::vector<int32_t> targets = it->second;
+  for (int32_t x : targets) AddTrans(from, g, x);
+}
+
+void SuffixQuotient::AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2) {
+  ++stats_.rules;
+  push_by_[Pair(to, g1)].emplace_back(from, g, g2);
+  auto it = out_.find(Pair(to, g1));
+  if (it == out_.end()) return;
+  const std::vector<int32_t> mids = it->second;
+  for (int32_t y : mids) {
+    swap_by_[Pair(y, g2)].emplace_back(from, g);
+    auto jt = out_.find(Pair(y, g2));
+    if (jt == out_.end()) continue;
+    const std::vector<int32_t> targets = jt->second;
+    for (int32_t x : targets) AddTrans(from, g, x);
+  }
+}
+
+void SuffixQuotient::AddPop(int32_t from, int32_t g, int32_t to) {
+  ++stats_.rules;
+  AddTrans(from, g, to);
+}
+
+// Schwoon's pre* worklist: a new transition (c, g, to) lets every rule whose
+// right-hand side starts with (c, g) add its left-hand side's transition.
+void SuffixQuotient::Saturate() {
+  while (!work_.empty() && !over_) {
+    const auto [pair, to] = work_.back();
+    work_.pop_back();
+    const int32_t c = static_cast<int32_t>(pair / G_), g = static_cast<int32_t>(pair % G_);
+    if (auto it = eps_by_.find(c); it != eps_by_.end()) {
+      const std::vector<int32_t> froms = it->second;
+      for (int32_t f : froms) AddTrans(f, g, to);
+    }
+    if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
+      for (auto [f, g0] : rules) AddTrans(f, g0, to);
+    }
+    if (auto it = push_by_.find(pair); it != push_by_.end()) {
+      const std::vector<std::tuple<int32_t, int32_t, int32_t>> rules = it->second;
+      for (auto [f, g0, g2] : rules) {
+        swap_by_[Pair(to, g2)].emplace_back(f, g0);
+        auto jt = out_.find(Pair(to, g2));
+        if (jt == out_.end()) continue;
+        const std::vector<int32_t> targets = jt->second;
+        for (int32_t x : targets) AddTrans(f, g0, x);
+      }
+    }
+  }
+}
+
+bool SuffixQuotient::Viable(const LiveState& l) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (over_) return true;
+  Key k{Kind::kLex};
+  k.q = l.q;
+  k.slots = SlotsId(l.slot_bits);
+  const size_t before = keys_.size();
+  const int32_t c = Intern(k);
+  if (keys_.size() != before) {  // a lexer state not met yet: extend the automaton
+    Generate();
+    Saturate();
+    if (over_) return true;
+  }
+  // The P-automaton read from c, the stack top first.
+  std::vector<int32_t> cur = {c}, next;
+  for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
+    next.clear();
+    for (int32_t x : cur) {
+      auto it = out_.find(Pair(x, node->state));
+      if (it == out_.end()) continue;
+      for (int32_t y : it->second) {
+        if (y == acc_) return true;
+        next.push_back(y);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    if (next.empty()) return false;
+    cur.swap(next);
+  }
+  return false;
+}
+
+}  // namespace cfgmask
