@@ -398,19 +398,13 @@ void Session::FillMask(uint32_t* mask) {
 void Session::FilterMask(uint32_t* mask) const {
   if (scope_) scope_->Filter(*store_, *scope_index_, mask);
   if (!quotient_ || terminated_) return;
-  // The suffix's exact check per allowed token: its hypotheses, then the
-  // quotient (runtime/suffix_quotient.h).
+  // The suffix's exact check per allowed token (runtime/suffix_quotient.h);
+  // EOS: CanEnd decided it.
   std::vector<LiveState> out;
-  for (int32_t w = 0; w < store_->mask_words(); ++w) {
-    for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
-      const int32_t t = w * 32 + __builtin_ctz(bits);
-      if (store_->token_special[t]) continue;  // EOS: CanEnd decided it
-      out.clear();
-      if (!AdvanceOne(live_, store_->TokenBytes(t), &out).ok() || !MeetsSuffix(out)) {
-        mask[w] &= ~(1u << (t & 31));
-      }
-    }
-  }
+  quotient_->Filter(live_, mask, [&](int32_t t) {
+    out.clear();
+    return AdvanceOne(live_, store_->TokenBytes(t), &out).ok() && MeetsSuffix(out);
+  });
 }
 
 bool Session::MeetsSuffix(const std::vector<LiveState>& out) const {

@@ -399,6 +399,115 @@ void SuffixQuotient::Saturate() {
 
 bool SuffixQuotient::Viable(const LiveState& l) {
   std::lock_guard<std::mutex> lock(mu_);
+  return ViableLocked(l);
+}
+
+const SuffixQuotient::LexClasses& SuffixQuotient::ClassesOf(int32_t q) {
+  auto it = classes_.find(q);
+  if (it != classes_.end()) return *it->second;
+  // Bounded: past 64 lexer states' worth of tokens, start again.
+  if (class_tokens_ > 64 * static_cast<int64_t>(s_->vocab_size)) {
+    classes_.clear();
+    class_tokens_ = 0;
+  }
+  auto cls = std::make_unique<LexClasses>();
+  cls->of_token.assign(s_->vocab_size, -1);
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<Lexing> cur, next;
+  for (int32_t t = 0; t < s_->vocab_size; ++t) {
+    const std::string_view bytes = s_->TokenBytes(t);
+    if (s_->token_special[t] || bytes.empty()) continue;
+    cur.assign(1, Lexing{q, {}});
+    bool many = false;
+    for (unsigned char b : bytes) {
+      next.clear();
+      for (const Lexing& w : cur) {
+        auto push_hits = [&](Lexing n, int32_t hits) {
+          for (int32_t i = s_->seq_offsets[hits]; i < s_->seq_offsets[hits + 1]; ++i) {
+            n.items.push_back(s_->seq_data[i]);
+          }
+          next.push_back(std::move(n));
+        };
+        int32_t hits = 0;
+        const int32_t to = StepOf(*s_, w.q, b, &hits);
+        if (to >= 0) push_hits(Lexing{to, w.items}, hits);
+        for (int32_t c = s_->cand_offsets[w.q]; c < s_->cand_offsets[w.q + 1]; ++c) {
+          int32_t h2 = 0;
+          const int32_t q2 = StepOf(*s_, s_->cand_to[c], b, &h2);
+          if (q2 < 0) continue;
+          Lexing n{q2, w.items};
+          n.items.push_back(s_->cand_item[c]);
+          push_hits(std::move(n), h2);
+        }
+      }
+      cur.swap(next);
+      if (cur.empty()) break;
+      if (cur.size() > kMaxLexings) {
+        many = true;
+        break;
+      }
+    }
+    if (many) {
+      cls->of_token[t] = -2;
+      continue;
+    }
+    cur.erase(std::remove_if(cur.begin(), cur.end(),
+                             [&](const Lexing& x) { return s_->compact_to[x.q] < 0; }),
+              cur.end());
+    if (cur.empty()) continue;
+    std::sort(cur.begin(), cur.end(), [](const Lexing& a, const Lexing& b) {
+      return a.q != b.q ? a.q < b.q : a.items < b.items;
+    });
+    std::string key;
+    for (const Lexing& x : cur) {
+      key.append(reinterpret_cast<const char*>(&x.q), sizeof x.q);
+      const int32_t n = static_cast<int32_t>(x.items.size());
+      key.append(reinterpret_cast<const char*>(&n), sizeof n);
+      key.append(reinterpret_cast<const char*>(x.items.data()), n * sizeof(int32_t));
+    }
+    auto [jt, fresh] = ids.emplace(std::move(key), static_cast<int32_t>(cls->lexings.size()));
+    if (fresh) cls->lexings.push_back(cur);
+    cls->of_token[t] = jt->second;
+  }
+  class_tokens_ += s_->vocab_size;
+  return *classes_.emplace(q, std::move(cls)).first->second;
+}
+
+// As Session::AdvanceOne ends a token: the items on the hypothesis's
+// parser, the tail check, the compaction and its slot map; then Viable.
+bool SuffixQuotient::ClassViable(const LiveState& l, const std::vector<Lexing>& lexings) {
+  const int32_t words = s_->scanner_words;
+  for (const Lexing& x : lexings) {
+    HypothesisParser sim{s_, s_->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
+    bool ok = true;
+    for (int32_t item : x.items) {
+      if (!sim.Item(item, l.col)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && s_->tail_item[x.q] >= 0) ok = sim.TailOk(s_->tail_item[x.q]);
+    if (!ok) continue;
+    LiveState n;
+    n.q = s_->compact_to[x.q];
+    n.stack = sim.stack.Commit();
+    const int32_t map = s_->compact_map[x.q];
+    for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+      const int32_t ns = s_->set_data[i] >> 16, old = s_->set_data[i] & 0xFFFF;
+      if (n.slot_bits.size() < static_cast<size_t>(ns + 1) * words) {
+        n.slot_bits.resize(static_cast<size_t>(ns + 1) * words, 0);
+      }
+      for (int32_t k = 0; k < words; ++k) {
+        n.slot_bits[static_cast<size_t>(ns) * words + k] |=
+            sim.slots[static_cast<size_t>(old) * words + k];
+      }
+    }
+    if (ViableLocked(n)) return true;
+  }
+  return false;
+}
+
+bool SuffixQuotient::ViableLocked(const LiveState& l) {
   if (over_) return true;
   Key k{Kind::kLex};
   k.q = l.q;

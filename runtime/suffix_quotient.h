@@ -84,6 +84,17 @@ class SuffixQuotient {
   // mask's answer).
   bool Viable(const LiveState& l);
 
+  // Clears in `mask` the tokens after which no hypothesis of `live` is
+  // Viable (special tokens are left as they are).  Per lexer state, the
+  // vocabulary's lexings without the parser (end state and items, as
+  // Session::AdvanceOne walks a token's bytes) are found once and grouped
+  // into classes of equal lexings; a step then checks one class once per
+  // hypothesis: apply its items to the hypothesis's parser, compact, and
+  // ask Viable.  A token with more than kMaxLexings lexings is asked of
+  // `slow(token)` (the session's own AdvanceOne and Viable).
+  template <class Slow>
+  void Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow);
+
   const SuffixQuotientStats& stats() const { return stats_; }
 
  private:
@@ -131,6 +142,21 @@ class SuffixQuotient {
   void Saturate();
   uint64_t Pair(int32_t c, int32_t g) const { return static_cast<uint64_t>(c) * G_ + g; }
 
+  static constexpr size_t kMaxLexings = 4096;
+  struct Lexing {
+    int32_t q;                   // raw end state
+    std::vector<int32_t> items;  // in order: cand items and Hits
+  };
+  struct LexClasses {
+    std::vector<int32_t> of_token;            // class per token; -1 none, -2 too many
+    std::vector<std::vector<Lexing>> lexings;  // per class
+  };
+  const LexClasses& ClassesOf(int32_t q);   // under mu_
+  bool ClassViable(const LiveState& l, const std::vector<Lexing>& lexings);  // under mu_
+  bool ViableLocked(const LiveState& l);
+  std::unordered_map<int32_t, std::unique_ptr<LexClasses>> classes_;
+  int64_t class_tokens_ = 0;  // of_token entries held, for the cap
+
   const CompiledStore* s_;
   std::string suffix_;
   SuffixQuotientLimits limits_;
@@ -162,6 +188,41 @@ class SuffixQuotient {
   SuffixQuotientStats stats_;
   std::mutex mu_;
 };
+
+template <class Slow>
+void SuffixQuotient::Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow) {
+  std::vector<const LexClasses*> classes;
+  std::vector<std::vector<int8_t>> verdicts(live.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (over_) return;
+    for (size_t i = 0; i < live.size(); ++i) {
+      classes.push_back(&ClassesOf(live[i].q));
+      verdicts[i].assign(classes.back()->lexings.size(), -1);
+    }
+  }
+  for (int32_t w = 0; w < s_->mask_words(); ++w) {
+    for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
+      const int32_t t = w * 32 + __builtin_ctz(bits);
+      if (s_->token_special[t]) continue;
+      bool keep = false;
+      for (size_t i = 0; i < live.size() && !keep; ++i) {
+        const int32_t c = classes[i]->of_token[t];
+        if (c == -1) continue;
+        if (c == -2) {
+          keep = slow(t);
+          break;
+        }
+        if (verdicts[i][c] < 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          verdicts[i][c] = ClassViable(live[i], classes[i]->lexings[c]) ? 1 : 0;
+        }
+        keep = verdicts[i][c] == 1;
+      }
+      if (!keep) mask[w] &= ~(1u << (t & 31));
+    }
+  }
+}
 
 }  // namespace cfgmask
 
