@@ -114,7 +114,8 @@ int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const 
   return idx <= len ? s_->seq_data[begin + idx - 1] : -1;
 }
 
-int32_t SuffixQuotient::Normalize(Key k) {
+bool SuffixQuotient::NormalizeKey(Key* key) {
+  Key& k = *key;
   const int32_t words = s_->scanner_words;
   for (;;) {
     int32_t count = 0;
@@ -125,7 +126,7 @@ int32_t SuffixQuotient::Normalize(Key k) {
         const std::vector<uint64_t>& slots = slot_sets_[k.slots];
         const int32_t t = s_->item_terminal[item];
         const size_t at = static_cast<size_t>(s_->item_slot[item]) * words + t / 64;
-        if (at >= slots.size() || ((slots[at] >> (t & 63)) & 1)) return -1;
+        if (at >= slots.size() || ((slots[at] >> (t & 63)) & 1)) return false;
         ++k.idx;
         break;
       }
@@ -134,18 +135,18 @@ int32_t SuffixQuotient::Normalize(Key k) {
         break;
       case ItemKind::kEmit:
         k.kind = Kind::kItems;
-        return Intern(k);
+        return true;
     }
   }
   if (k.end) {
     k.kind = Kind::kFeed;
     k.term = s_->num_parse_terminals - 1;  // $END
-    return Intern(k);
+    return true;
   }
   const int32_t q = s_->compact_to[k.q];
-  if (q < 0) return -1;
+  if (q < 0) return false;
   // The compaction's slot map, as Session::AdvanceOne applies it.
-  const std::vector<uint64_t>& old = slot_sets_[k.slots];
+  const std::vector<uint64_t> old = slot_sets_[k.slots];
   std::vector<uint64_t> slots;
   const int32_t map = s_->compact_map[k.q];
   for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
@@ -162,7 +163,70 @@ int32_t SuffixQuotient::Normalize(Key k) {
   l.layer = k.layer;
   l.q = q;
   l.slots = SlotsId(slots);
-  return Intern(l);
+  k = l;
+  return true;
+}
+
+int32_t SuffixQuotient::Normalize(Key k) {
+  if (!NormalizeKey(&k)) return -1;
+  return k.kind == Kind::kLex ? LexState(k) : Intern(k);
+}
+
+void SuffixQuotient::ByteSuccessors(const Key& k, int32_t b, int32_t layer, std::vector<Key>* out) {
+  int32_t hits = 0;
+  const int32_t to = StepOf(*s_, k.q, b, &hits);
+  if (to >= 0) {
+    Key x{Kind::kItems};
+    x.layer = layer;
+    x.q = to;
+    x.slots = k.slots;
+    x.seq = hits;
+    if (NormalizeKey(&x)) out->push_back(x);
+  }
+  for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
+    int32_t h2 = 0;
+    const int32_t q2 = StepOf(*s_, s_->cand_to[ci], b, &h2);
+    if (q2 < 0) continue;
+    Key x{Kind::kItems};
+    x.layer = layer;
+    x.q = q2;
+    x.slots = k.slots;
+    x.cand = ci;
+    x.seq = h2;
+    if (NormalizeKey(&x)) out->push_back(x);
+  }
+}
+
+// Inside S, a lexer state whose next byte has one way on that reads no
+// stack (the inside of a string, a run of blanks) is the same automaton
+// state as the one it leads to: such runs are followed here and every key
+// on the way is an alias, so that a long suffix costs states only where
+// its terminals meet the parser.
+int32_t SuffixQuotient::LexState(Key l) {
+  const int32_t n = static_cast<int32_t>(suffix_.size());
+  std::vector<Key> chain, succ;
+  int32_t id = -1;
+  for (;;) {
+    if (auto it = ids_.find(l); it != ids_.end()) {
+      id = it->second;
+      break;
+    }
+    if (l.layer == 0 || l.layer >= n) {
+      id = Intern(l);
+      break;
+    }
+    succ.clear();
+    ByteSuccessors(l, static_cast<uint8_t>(suffix_[l.layer]), l.layer + 1, &succ);
+    if (succ.empty()) break;  // dead
+    if (succ.size() != 1 || succ[0].kind != Kind::kLex) {
+      id = Intern(l);
+      break;
+    }
+    chain.push_back(l);
+    l = succ[0];
+  }
+  for (const Key& k : chain) ids_.emplace(k, id);
+  return id;
 }
 
 void SuffixQuotient::Generate() {
@@ -196,29 +260,12 @@ void SuffixQuotient::RulesOf(int32_t c) {
       }
       // The bytes read here and the layer each leads to: in the middle any
       // byte (staying there) or S's first; in S its next byte.
+      std::vector<Key> succ;
       auto byte_alternatives = [&](int32_t b, int32_t layer) {
-        int32_t hits = 0;
-        const int32_t to = StepOf(*s_, k.q, b, &hits);
-        if (to >= 0) {
-          Key x{Kind::kItems};
-          x.layer = layer;
-          x.q = to;
-          x.slots = k.slots;
-          x.seq = hits;
-          const int32_t y = Normalize(x);
-          if (y >= 0) AddEps(c, y);
-        }
-        for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
-          int32_t h2 = 0;
-          const int32_t q2 = StepOf(*s_, s_->cand_to[ci], b, &h2);
-          if (q2 < 0) continue;
-          Key x{Kind::kItems};
-          x.layer = layer;
-          x.q = q2;
-          x.slots = k.slots;
-          x.cand = ci;
-          x.seq = h2;
-          const int32_t y = Normalize(x);
+        succ.clear();
+        ByteSuccessors(k, b, layer, &succ);
+        for (const Key& x : succ) {
+          const int32_t y = x.kind == Kind::kLex ? LexState(x) : Intern(x);
           if (y >= 0) AddEps(c, y);
         }
       };
@@ -319,10 +366,34 @@ void SuffixQuotient::RulesOf(int32_t c) {
   }
 }
 
+bool SuffixQuotient::TransitionSet::Insert(uint64_t key) {
+  if (2 * (size_ + 1) > table_.size()) {
+    std::vector<uint64_t> old(table_.size() * 2, kEmpty);
+    old.swap(table_);
+    size_ = 0;
+    for (uint64_t k : old) {
+      if (k != kEmpty) Insert(k);
+    }
+  }
+  const size_t mask = table_.size() - 1;
+  for (size_t i = (key * 0x9e3779b97f4a7c15ull) >> 20;; ++i) {
+    uint64_t& slot = table_[i & mask];
+    if (slot == key) return false;
+    if (slot == kEmpty) {
+      slot = key;
+      ++size_;
+      return true;
+    }
+  }
+}
+
 void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
   if (over_) return;
-  auto [it, fresh] = trans_.emplace(std::make_pair(Pair(from, g), to), 0);
-  if (!fresh) return;
+  if (Pair(from, g) >> 32) {  // past what the set's keys hold: give up
+    over_ = true;
+    return;
+  }
+  if (!trans_.Insert(Pair(from, g) << 32 | static_cast<uint32_t>(to))) return;
   out_[Pair(from, g)].push_back(to);
   work_.emplace_back(Pair(from, g), to);
   ++stats_.transitions;

@@ -127,6 +127,10 @@ class SuffixQuotient {
   // and at the end of a byte the store's compaction: the control state that
   // next reads the stack, the next byte's, or -1 (dead).
   int32_t Normalize(Key k);
+  bool NormalizeKey(Key* k);  // the same without interning; false: dead
+  // The normalized keys byte b leads to from lexer state k, in `layer`.
+  void ByteSuccessors(const Key& k, int32_t b, int32_t layer, std::vector<Key>* out);
+  int32_t LexState(Key l);  // interns a kLex key, through runs of S without the stack
   int32_t ItemAt(const Key& k, int32_t idx, int32_t* count) const;
   // Makes the rules of control state c (and, through the worklist, those of
   // every state they reach).
@@ -173,12 +177,16 @@ class SuffixQuotient {
   // P-automaton: out_[(c, g)] = states reached; seen_ holds (c, g, to).
   std::unordered_map<uint64_t, std::vector<int32_t>> out_;
   std::vector<std::pair<uint64_t, int32_t>> work_;
-  struct TripleHash {
-    size_t operator()(const std::pair<uint64_t, int32_t>& p) const {
-      return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ static_cast<uint32_t>(p.second));
-    }
+  // The transitions made, (c * G + g) << 32 | to: an open-addressing set.
+  class TransitionSet {
+   public:
+    bool Insert(uint64_t key);  // false if present
+   private:
+    std::vector<uint64_t> table_ = std::vector<uint64_t>(1024, kEmpty);
+    size_t size_ = 0;
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
   };
-  std::unordered_map<std::pair<uint64_t, int32_t>, char, TripleHash> trans_;
+  TransitionSet trans_;
   // Rules by their right-hand side: eps_by_[to] = froms; swap_by_[(to, g2)]
   // = (from, g); push_by_[(to, g1)] = (from, g, g2).
   std::unordered_map<int32_t, std::vector<int32_t>> eps_by_;

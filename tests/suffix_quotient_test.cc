@@ -178,6 +178,21 @@ void CheckCase(const CompiledStore* store, const std::string& label, const std::
           if (truth != Middle::kFound && engine) {
             truth = oracle.Search(next, quick ? 20 : 24, quick ? 20000 : 60000, &middle);
           }
+          if (truth != Middle::kFound && engine) {
+            // Longer middles: the completion search (A*) on the session
+            // with the suffix proposes one, checked here without it.
+            Session w = fim.Fork();
+            std::string m;
+            Completer completer(*store);
+            if (w.Advance(t).ok() &&
+                completer.Search(&w, 200000, &m) == CompletionResult::kFound) {
+              Session v = next.Fork();
+              if (v.AdvanceBytes(m).ok() && oracle.Ends(v)) {
+                truth = Middle::kFound;
+                middle = m;
+              }
+            }
+          }
           by_config[key] = truth;
         }
       }
@@ -237,6 +252,7 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
     if (!s.empty()) sentences.push_back(s);
   }
   std::vector<std::string> texts;
+  const size_t failures_before = totals->failures.size();
   for (size_t c = 0; c < sentences.size(); ++c) {
     const std::string& text = sentences[c];
     const size_t i = rng() % (text.size() + 1);
@@ -248,6 +264,9 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
     }
     if (suffix.empty()) suffix = " ";
     CheckCase(&store, name, alphabet, text.substr(0, i), suffix, steps, rng, quick, totals, &texts);
+  }
+  if (totals->failures.size() > failures_before) {
+    totals->failures.insert(totals->failures.begin() + failures_before, name + ":\n" + grammar);
   }
   totals->lark.emplace_back(gpath, std::move(texts));
 }
