@@ -54,7 +54,15 @@ bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indent
 
 SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits)
-    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {}
+    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {
+  const LrTables lr = store->lr();
+  goto_from_.resize(lr.num_nonterminals);
+  for (int32_t p = 0; p < G_; ++p) {
+    for (int32_t a = 0; a < lr.num_nonterminals; ++a) {
+      if (lr.Goto(p, a) >= 0) goto_from_[a].push_back(p);
+    }
+  }
+}
 
 Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
                              SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
@@ -80,7 +88,8 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
-                      std::to_string(limits.max_transitions) + " transitions");
+                      std::to_string(limits.max_transitions) + " transitions or " +
+                      std::to_string(limits.max_rules) + " rules");
   }
   *out = std::move(q);
   return Status::Ok();
@@ -354,12 +363,11 @@ void SuffixQuotient::RulesOf(int32_t c) {
         Key x = k;
         --x.j;
         const int32_t y = Intern(x);
-        for (int32_t p = 0; p < G_; ++p) AddPop(c, p, y);
+        AddWild(c, y);
         return;
       }
-      for (int32_t p = 0; p < G_; ++p) {
-        const int32_t g = lr.GotoAfterReduce(p, k.rule);
-        if (g >= 0) AddPush(c, p, k.parent, g, p);
+      for (int32_t p : goto_from_[lr.rule_lhs[k.rule]]) {
+        AddPush(c, p, k.parent, lr.GotoAfterReduce(p, k.rule), p);
       }
       return;
     }
@@ -401,7 +409,7 @@ void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
 }
 
 void SuffixQuotient::AddEps(int32_t from, int32_t to) {
-  ++stats_.rules;
+  CountRule();
   eps_by_[to].push_back(from);
   for (int32_t g = 0; g < G_; ++g) {
     auto it = out_.find(Pair(to, g));
@@ -412,7 +420,7 @@ void SuffixQuotient::AddEps(int32_t from, int32_t to) {
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
-  ++stats_.rules;
+  CountRule();
   swap_by_[Pair(to, g2)].emplace_back(from, g);
   auto it = out_.find(Pair(to, g2));
   if (it == out_.end()) return;
@@ -421,22 +429,52 @@ void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
 }
 
 void SuffixQuotient::AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2) {
-  ++stats_.rules;
+  CountRule();
   push_by_[Pair(to, g1)].emplace_back(from, g, g2);
   auto it = out_.find(Pair(to, g1));
   if (it == out_.end()) return;
   const std::vector<int32_t> mids = it->second;
-  for (int32_t y : mids) {
-    swap_by_[Pair(y, g2)].emplace_back(from, g);
-    auto jt = out_.find(Pair(y, g2));
-    if (jt == out_.end()) continue;
-    const std::vector<int32_t> targets = jt->second;
-    for (int32_t x : targets) AddTrans(from, g, x);
+  for (int32_t y : mids) AddDerived(from, g, y, g2);
+}
+
+// A reduction's pops below its top read any state: one transition for all
+// of them (a state of kind kPop with j > 0 has no other).  Such a state is
+// the middle of a push rule's two-symbol path (from a feed's first pop)
+// and never the right-hand side of a rule, so only those derived rules
+// (wild_swaps_) meet it.
+void SuffixQuotient::AddWild(int32_t from, int32_t to) {
+  CountRule();
+  if (over_) return;
+  std::vector<int32_t>& w = wild_[from];
+  if (std::find(w.begin(), w.end(), to) != w.end()) return;
+  w.push_back(to);
+  ++stats_.transitions;
+  auto it = wild_swaps_.find(from);
+  if (it == wild_swaps_.end()) return;
+  const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
+  for (auto [f, g0] : rules) AddTrans(f, g0, to);
+}
+
+// The derived rule <f, g0> -> <y, g2> of a push rule whose first symbol
+// led to y; with y a wildcard state, g2 is read by its wildcard.
+void SuffixQuotient::AddDerived(int32_t f, int32_t g0, int32_t y, int32_t g2) {
+  if (IsWild(y)) {
+    wild_swaps_[y].emplace_back(f, g0);
+    auto it = wild_.find(y);
+    if (it == wild_.end()) return;
+    const std::vector<int32_t> targets = it->second;
+    for (int32_t x : targets) AddTrans(f, g0, x);
+    return;
   }
+  swap_by_[Pair(y, g2)].emplace_back(f, g0);
+  auto jt = out_.find(Pair(y, g2));
+  if (jt == out_.end()) return;
+  const std::vector<int32_t> targets = jt->second;
+  for (int32_t x : targets) AddTrans(f, g0, x);
 }
 
 void SuffixQuotient::AddPop(int32_t from, int32_t g, int32_t to) {
-  ++stats_.rules;
+  CountRule();
   AddTrans(from, g, to);
 }
 
@@ -457,13 +495,7 @@ void SuffixQuotient::Saturate() {
     }
     if (auto it = push_by_.find(pair); it != push_by_.end()) {
       const std::vector<std::tuple<int32_t, int32_t, int32_t>> rules = it->second;
-      for (auto [f, g0, g2] : rules) {
-        swap_by_[Pair(to, g2)].emplace_back(f, g0);
-        auto jt = out_.find(Pair(to, g2));
-        if (jt == out_.end()) continue;
-        const std::vector<int32_t> targets = jt->second;
-        for (int32_t x : targets) AddTrans(f, g0, x);
-      }
+      for (auto [f, g0, g2] : rules) AddDerived(f, g0, to, g2);
     }
   }
 }
@@ -595,9 +627,14 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
   for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
     next.clear();
     for (int32_t x : cur) {
-      auto it = out_.find(Pair(x, node->state));
-      if (it == out_.end()) continue;
-      for (int32_t y : it->second) {
+      const std::vector<int32_t>* targets = nullptr;
+      if (IsWild(x)) {
+        if (auto it = wild_.find(x); it != wild_.end()) targets = &it->second;
+      } else if (auto it = out_.find(Pair(x, node->state)); it != out_.end()) {
+        targets = &it->second;
+      }
+      if (!targets) continue;
+      for (int32_t y : *targets) {
         if (y == acc_) return true;
         next.push_back(y);
       }

@@ -57,8 +57,12 @@ namespace cfgmask {
 
 struct SuffixQuotientLimits {
   // Transitions of the P-automaton; past it the build gives up
-  // (kResourceLimit) and the caller keeps the prefix mask.
+  // (kResourceLimit) and the caller keeps the prefix mask.  A grammar with
+  // many LR states and rules (sql.lark: 1,573 states) can need more: each
+  // terminal fed inside a byte makes its own reduction states.
   int64_t max_transitions = int64_t{1} << 25;
+  // Pushdown rules made; past it too.
+  int64_t max_rules = int64_t{1} << 23;
 };
 
 struct SuffixQuotientStats {
@@ -142,6 +146,12 @@ class SuffixQuotient {
   void AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2);  // <from,g> -> <to,g2>
   void AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2);  // -> <to,g1 g2>
   void AddPop(int32_t from, int32_t g, int32_t to);            // <from,g> -> <to,eps>
+  void AddWild(int32_t from, int32_t to);                      // <from,g> -> <to,eps>, every g
+  void AddDerived(int32_t f, int32_t g0, int32_t y, int32_t g2);
+  void CountRule() {
+    if (++stats_.rules > limits_.max_rules) over_ = true;
+  }
+  bool IsWild(int32_t c) const { return keys_[c].kind == Kind::kPop && keys_[c].j > 0; }
   void AddTrans(int32_t from, int32_t g, int32_t to);
   void Saturate();
   uint64_t Pair(int32_t c, int32_t g) const { return static_cast<uint64_t>(c) * G_ + g; }
@@ -165,6 +175,7 @@ class SuffixQuotient {
   std::string suffix_;
   SuffixQuotientLimits limits_;
   int32_t G_ = 0;  // stack alphabet: LR states
+  std::vector<std::vector<int32_t>> goto_from_;  // per nonterminal: states with a goto on it
   int32_t acc_ = -1;
   bool over_ = false;  // past the limit: every answer is true
 
@@ -192,6 +203,9 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<int32_t>> eps_by_;
   std::unordered_map<uint64_t, std::vector<std::pair<int32_t, int32_t>>> swap_by_;
   std::unordered_map<uint64_t, std::vector<std::tuple<int32_t, int32_t, int32_t>>> push_by_;
+  // Wildcard states (IsWild): their targets, and the derived rules through them.
+  std::unordered_map<int32_t, std::vector<int32_t>> wild_;
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> wild_swaps_;
 
   SuffixQuotientStats stats_;
   std::mutex mu_;

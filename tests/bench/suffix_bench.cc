@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
   }
   Segmenter seg(store);
   std::vector<uint32_t> mask(store.mask_words());
-  std::printf("%-9s %9s %9s %12s %12s %10s %10s %10s %10s %10s\n", "suffix", "bytes",
-              "setup ms", "controls", "transitions", "steps", "mask p50", "mask p99",
+  std::printf("%-9s %9s %9s %10s %10s %12s %6s %9s %9s %9s %9s\n", "suffix", "bytes",
+              "setup ms", "controls", "rules", "transitions", "steps", "mask p50", "mask p99",
               "plain p50", "plain p99");
   for (size_t want : sizes) {
     if (want + middle >= text.size()) {
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     const std::string prefix = text.substr(0, text.size() - want - middle);
     const std::vector<Segment> steps = seg.Cut(mid, SegmentMode::kGreedy, nullptr);
     std::vector<double> setup, with, without;
-    int64_t controls = 0, transitions = 0;
+    int64_t controls = 0, transitions = 0, rules = 0;
     bool exact = true;
     for (int r = 0; r < runs; ++r) {
       Session s(&store), plain(&store);
@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       if (exact) {
         controls = s.suffix_quotient()->stats().controls;
         transitions = s.suffix_quotient()->stats().transitions;
+        rules = s.suffix_quotient()->stats().rules;
       }
       for (const Segment& g : steps) {
         auto a = std::chrono::steady_clock::now();
@@ -124,9 +125,10 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    std::printf("%-9s %9zu %9.1f %12lld %12lld %10zu %10.0f %10.0f %10.0f %10.0f%s\n",
+    std::printf("%-9s %9zu %9.1f %10lld %10lld %12lld %6zu %9.0f %9.0f %9.0f %9.0f%s\n",
                 std::to_string(want).c_str(), suffix.size(), Pct(setup, 0.5),
-                static_cast<long long>(controls), static_cast<long long>(transitions),
+                static_cast<long long>(controls), static_cast<long long>(rules),
+                static_cast<long long>(transitions),
                 steps.size(), Pct(with, 0.5), Pct(with, 0.99), Pct(without, 0.5),
                 Pct(without, 0.99), exact ? "" : "  (over the limit: prefix masks)");
   }
