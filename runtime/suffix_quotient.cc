@@ -352,7 +352,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
         }
         Key x{Kind::kPop};
         x.parent = c;
-        x.rule = rule;
+        x.rule = lr.rule_lhs[rule];  // the pops and the goto read only the length and the lhs
         x.j = len - 1;
         AddPop(c, p, Intern(x));
       }
@@ -366,9 +366,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
         AddWild(c, y);
         return;
       }
-      for (int32_t p : goto_from_[lr.rule_lhs[k.rule]]) {
-        AddPush(c, p, k.parent, lr.GotoAfterReduce(p, k.rule), p);
-      }
+      for (int32_t p : goto_from_[k.rule]) AddPush(c, p, k.parent, lr.Goto(p, k.rule), p);
       return;
     }
   }

@@ -110,7 +110,7 @@ class SuffixQuotient {
     kLex = 0,    // between bytes: (layer, q, slots)
     kItems = 1,  // inside a byte: raw state, slots, items (cand, seq) from idx
     kFeed = 2,   // feeding terminal `term`, then the items from idx
-    kPop = 3,    // reducing by `rule`: j more states to pop, then the goto; parent: the feed
+    kPop = 3,    // reducing to nonterminal `rule`: j more states to pop, then its goto; parent: the feed
     kAcc = 4,    // accepted: reads any stack
   };
   struct Key {
