@@ -620,10 +620,16 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
     Saturate();
     if (over_) return true;
   }
-  // The P-automaton read from c, the stack top first.
+  // The P-automaton read from c, the stack top first (the states reached
+  // deduplicated by an epoch stamp per state).
+  if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
   std::vector<int32_t> cur = {c}, next;
   for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
     next.clear();
+    if (++epoch_ == 0) {  // wrapped: forget every stamp
+      std::fill(mark_.begin(), mark_.end(), 0);
+      epoch_ = 1;
+    }
     for (int32_t x : cur) {
       const std::vector<int32_t>* targets = nullptr;
       if (IsWild(x)) {
@@ -634,11 +640,11 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
       if (!targets) continue;
       for (int32_t y : *targets) {
         if (y == acc_) return true;
+        if (mark_[y] == epoch_) continue;
+        mark_[y] = epoch_;
         next.push_back(y);
       }
     }
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
     if (next.empty()) return false;
     cur.swap(next);
   }

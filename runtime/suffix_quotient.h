@@ -60,9 +60,9 @@ struct SuffixQuotientLimits {
   // (kResourceLimit) and the caller keeps the prefix mask.  A grammar with
   // many LR states and rules (sql.lark: 1,573 states) can need more: each
   // terminal fed inside a byte makes its own reduction states.
-  int64_t max_transitions = int64_t{1} << 25;
+  int64_t max_transitions = int64_t{1} << 23;
   // Pushdown rules made; past it too.
-  int64_t max_rules = int64_t{1} << 23;
+  int64_t max_rules = int64_t{1} << 22;
 };
 
 struct SuffixQuotientStats {
@@ -208,6 +208,8 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> wild_swaps_;
 
   SuffixQuotientStats stats_;
+  std::vector<uint32_t> mark_;  // ViableLocked's epoch stamps per state
+  uint32_t epoch_ = 0;
   std::mutex mu_;
 };
 
