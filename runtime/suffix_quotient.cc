@@ -503,15 +503,15 @@ bool SuffixQuotient::Viable(const LiveState& l) {
   return ViableLocked(l);
 }
 
-const SuffixQuotient::LexClasses& SuffixQuotient::ClassesOf(int32_t q) {
+std::shared_ptr<const SuffixQuotient::LexClasses> SuffixQuotient::ClassesOf(int32_t q) {
   auto it = classes_.find(q);
-  if (it != classes_.end()) return *it->second;
+  if (it != classes_.end()) return it->second;
   // Bounded: past 64 lexer states' worth of tokens, start again.
   if (class_tokens_ > 64 * static_cast<int64_t>(s_->vocab_size)) {
     classes_.clear();
     class_tokens_ = 0;
   }
-  auto cls = std::make_unique<LexClasses>();
+  auto cls = std::make_shared<LexClasses>();
   cls->of_token.assign(s_->vocab_size, -1);
   std::unordered_map<std::string, int32_t> ids;
   std::vector<Lexing> cur, next;
@@ -571,7 +571,8 @@ const SuffixQuotient::LexClasses& SuffixQuotient::ClassesOf(int32_t q) {
     cls->of_token[t] = jt->second;
   }
   class_tokens_ += s_->vocab_size;
-  return *classes_.emplace(q, std::move(cls)).first->second;
+  classes_.emplace(q, cls);
+  return cls;
 }
 
 // As Session::AdvanceOne ends a token: the items on the hypothesis's

@@ -165,10 +165,11 @@ class SuffixQuotient {
     std::vector<int32_t> of_token;            // class per token; -1 none, -2 too many
     std::vector<std::vector<Lexing>> lexings;  // per class
   };
-  const LexClasses& ClassesOf(int32_t q);   // under mu_
+  // Shared: a Filter on another thread may drop the cache meanwhile.
+  std::shared_ptr<const LexClasses> ClassesOf(int32_t q);  // under mu_
   bool ClassViable(const LiveState& l, const std::vector<Lexing>& lexings);  // under mu_
   bool ViableLocked(const LiveState& l);
-  std::unordered_map<int32_t, std::unique_ptr<LexClasses>> classes_;
+  std::unordered_map<int32_t, std::shared_ptr<const LexClasses>> classes_;
   int64_t class_tokens_ = 0;  // of_token entries held, for the cap
 
   const CompiledStore* s_;
@@ -215,13 +216,13 @@ class SuffixQuotient {
 
 template <class Slow>
 void SuffixQuotient::Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow) {
-  std::vector<const LexClasses*> classes;
+  std::vector<std::shared_ptr<const LexClasses>> classes;
   std::vector<std::vector<int8_t>> verdicts(live.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (over_) return;
     for (size_t i = 0; i < live.size(); ++i) {
-      classes.push_back(&ClassesOf(live[i].q));
+      classes.push_back(ClassesOf(live[i].q));
       verdicts[i].assign(classes.back()->lexings.size(), -1);
     }
   }
