@@ -60,9 +60,9 @@ struct SuffixQuotientLimits {
   // (kResourceLimit) and the caller keeps the prefix mask.  A grammar with
   // many LR states and rules (sql.lark: 1,573 states) can need more: each
   // terminal fed inside a byte makes its own reduction states.
-  int64_t max_transitions = int64_t{1} << 23;
+  int64_t max_transitions = int64_t{1} << 22;
   // Pushdown rules made; past it too.
-  int64_t max_rules = int64_t{1} << 22;
+  int64_t max_rules = int64_t{1} << 21;
 };
 
 struct SuffixQuotientStats {
