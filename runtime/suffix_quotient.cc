@@ -56,10 +56,11 @@ SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {
   const LrTables lr = store->lr();
-  goto_from_.resize(lr.num_nonterminals);
+  num_nt_ = lr.num_nonterminals;
   for (int32_t p = 0; p < G_; ++p) {
     for (int32_t a = 0; a < lr.num_nonterminals; ++a) {
-      if (lr.Goto(p, a) >= 0) goto_from_[a].push_back(p);
+      const int32_t g = lr.Goto(p, a);
+      if (g >= 0) goto_into_[static_cast<uint64_t>(g) * num_nt_ + a].push_back(p);
     }
   }
 }
@@ -366,7 +367,15 @@ void SuffixQuotient::RulesOf(int32_t c) {
         AddWild(c, y);
         return;
       }
-      for (int32_t p : goto_from_[k.rule]) AddPush(c, p, k.parent, lr.Goto(p, k.rule), p);
+      // The goto: <c, u> -> <parent, goto(u, A) u> for every u with a goto
+      // on A, kept as one family (GotoFamily) instead of a rule per u.
+      CountRule();
+      goto_family_[k.parent].emplace_back(k.rule, c);
+      const std::vector<int32_t> gs = OutSymbols(k.parent);
+      for (int32_t g : gs) {
+        const std::vector<int32_t> targets = out_[Pair(k.parent, g)];
+        for (int32_t y : targets) GotoFamily(c, k.rule, g, y);
+      }
       return;
     }
   }
@@ -400,19 +409,25 @@ void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
     return;
   }
   if (!trans_.Insert(Pair(from, g) << 32 | static_cast<uint32_t>(to))) return;
-  out_[Pair(from, g)].push_back(to);
+  std::vector<int32_t>& targets = out_[Pair(from, g)];
+  if (targets.empty()) out_symbols_[from].push_back(g);
+  targets.push_back(to);
   work_.emplace_back(Pair(from, g), to);
   ++stats_.transitions;
   if (stats_.transitions > limits_.max_transitions) over_ = true;
 }
 
+std::vector<int32_t> SuffixQuotient::OutSymbols(int32_t c) const {
+  auto it = out_symbols_.find(c);
+  return it == out_symbols_.end() ? std::vector<int32_t>() : it->second;
+}
+
 void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   CountRule();
   eps_by_[to].push_back(from);
-  for (int32_t g = 0; g < G_; ++g) {
-    auto it = out_.find(Pair(to, g));
-    if (it == out_.end()) continue;
-    const std::vector<int32_t> targets = it->second;
+  const std::vector<int32_t> gs = OutSymbols(to);
+  for (int32_t g : gs) {
+    const std::vector<int32_t> targets = out_[Pair(to, g)];
     for (int32_t x : targets) AddTrans(from, g, x);
   }
 }
@@ -478,11 +493,24 @@ void SuffixQuotient::AddPop(int32_t from, int32_t g, int32_t to) {
 
 // Schwoon's pre* worklist: a new transition (c, g, to) lets every rule whose
 // right-hand side starts with (c, g) add its left-hand side's transition.
+// A transition (parent, g, y) of a feed state meets the goto family of its
+// reduction state c to nonterminal a: for every u with goto(u, a) = g, the
+// derived rule <c, u> -> <y, u>.
+void SuffixQuotient::GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y) {
+  auto it = goto_into_.find(static_cast<uint64_t>(g) * num_nt_ + a);
+  if (it == goto_into_.end()) return;
+  for (int32_t u : it->second) AddDerived(c, u, y, u);
+}
+
 void SuffixQuotient::Saturate() {
   while (!work_.empty() && !over_) {
     const auto [pair, to] = work_.back();
     work_.pop_back();
     const int32_t c = static_cast<int32_t>(pair / G_), g = static_cast<int32_t>(pair % G_);
+    if (auto it = goto_family_.find(c); it != goto_family_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> family = it->second;
+      for (auto [a, pop] : family) GotoFamily(pop, a, g, to);
+    }
     if (auto it = eps_by_.find(c); it != eps_by_.end()) {
       const std::vector<int32_t> froms = it->second;
       for (int32_t f : froms) AddTrans(f, g, to);

@@ -60,9 +60,9 @@ struct SuffixQuotientLimits {
   // (kResourceLimit) and the caller keeps the prefix mask.  A grammar with
   // many LR states and rules (sql.lark: 1,573 states) can need more: each
   // terminal fed inside a byte makes its own reduction states.
-  int64_t max_transitions = int64_t{1} << 22;
+  int64_t max_transitions = int64_t{1} << 20;
   // Pushdown rules made; past it too.
-  int64_t max_rules = int64_t{1} << 21;
+  int64_t max_rules = int64_t{1} << 20;
 };
 
 struct SuffixQuotientStats {
@@ -176,7 +176,13 @@ class SuffixQuotient {
   std::string suffix_;
   SuffixQuotientLimits limits_;
   int32_t G_ = 0;  // stack alphabet: LR states
-  std::vector<std::vector<int32_t>> goto_from_;  // per nonterminal: states with a goto on it
+  int32_t num_nt_ = 0;
+  // goto_into_[g * num_nt_ + a]: the states u with goto(u, a) = g.
+  std::unordered_map<uint64_t, std::vector<int32_t>> goto_into_;
+  // Per feed state: the (nonterminal, reduction state with no pops left)
+  // whose goto returns to it.
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
+  void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
   bool over_ = false;  // past the limit: every answer is true
 
@@ -188,6 +194,9 @@ class SuffixQuotient {
 
   // P-automaton: out_[(c, g)] = states reached; seen_ holds (c, g, to).
   std::unordered_map<uint64_t, std::vector<int32_t>> out_;
+  // Per state, the symbols it has transitions on (a copy: callers add more).
+  std::unordered_map<int32_t, std::vector<int32_t>> out_symbols_;
+  std::vector<int32_t> OutSymbols(int32_t c) const;
   std::vector<std::pair<uint64_t, int32_t>> work_;
   // The transitions made, (c * G + g) << 32 | to: an open-addressing set.
   class TransitionSet {
