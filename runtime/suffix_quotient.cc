@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "maskstore/hypothesis_parser.h"
 #include "parser/lr_core.h"

@@ -10,7 +10,10 @@
 // stack alphabet is the LR states.  Its rules are built from the store's
 // tables: an Emit reads the top state (is the terminal in its scanner, which
 // type does it get) and a feed is Lark's reduce-then-shift loop, one pop,
-// goto or shift a rule.  The layers of the control say where the text is:
+// goto or shift a rule (a reduction's pops below the top read any state: one
+// wildcard transition; its goto is one rule family per feed state, applied
+// through an index of the gotos into each state).  The layers of the control
+// say where the text is:
 // the middle (any byte), i bytes into S (only S[i]), or S read (only the end
 // of the input: the end items, then $END accepted).
 //
@@ -33,7 +36,8 @@
 // not rules: they drop hypotheses that cannot reach an end, so leaving them
 // out changes no reachable end.  Grammars with the Python indenter are not
 // covered (the indentation stack is a second stack): Supported() is false
-// and the session keeps the prefix mask there.
+// and the session keeps the prefix mask there; so does a grammar whose
+// automaton passes SuffixQuotientLimits (sql.lark today).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
 // middle on random grammars, both ways).
