@@ -11,6 +11,7 @@
 #include "parser/lr_core.h"
 #include "runtime/or_reduce.h"
 #include "runtime/row_memo.h"
+#include "runtime/suffix_quotient.h"
 
 namespace cfgmask {
 
@@ -396,6 +397,22 @@ void Session::FillMask(uint32_t* mask) {
 
 void Session::FilterMask(uint32_t* mask) const {
   if (scope_) scope_->Filter(*store_, *scope_index_, mask);
+  if (!quotient_ || terminated_) return;
+  // The suffix's exact check per allowed token (runtime/suffix_quotient.h);
+  // EOS: CanEnd decided it.
+  std::vector<LiveState> out;
+  quotient_->Filter(live_, mask, [&](int32_t t) {
+    out.clear();
+    return AdvanceOne(live_, store_->TokenBytes(t), &out).ok() && MeetsSuffix(out);
+  });
+}
+
+bool Session::MeetsSuffix(const std::vector<LiveState>& out) const {
+  if (!quotient_) return true;
+  for (const LiveState& l : out) {
+    if (quotient_->Viable(l)) return true;
+  }
+  return false;
 }
 
 bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLayer>* out) const {
@@ -522,6 +539,13 @@ void Session::SetSuffix(std::string suffix) {
   }
   suffix_answer_version_ = ~uint64_t{0};
   suffix_memo_ = SuffixMemo();
+  quotient_.reset();
+  if (suffix_ && SuffixQuotient::Supported(*store_) && !scope_index_) {
+    // Past its limit the quotient is not built: prefix masks, as elsewhere.
+    if (!SuffixQuotient::Build(store_, *suffix_, SuffixQuotientLimits{}, &quotient_).ok()) {
+      quotient_.reset();
+    }
+  }
 }
 
 const std::string& Session::suffix() const {
@@ -705,6 +729,11 @@ Status Session::Advance(int32_t token) {
                   "token " + std::to_string(token) + " cannot continue the text at offset " +
                       std::to_string(text_.size()));
   }
+  if (!MeetsSuffix(out)) {
+    return Status(ErrorCode::kInvalidToken,
+                  "token " + std::to_string(token) + " at offset " + std::to_string(text_.size()) +
+                      " leaves no middle that meets the suffix");
+  }
   PushHistory(std::move(live_));
   scope_ = std::move(scope);
   live_ = std::move(out);
@@ -748,7 +777,8 @@ bool Session::AllowsSlow(int32_t token) {
   std::vector<LiveState> out;
   Status st = AdvanceOne(live_, store_->TokenBytes(token), &out);
   std::shared_ptr<const ScopeLayer> scope;
-  return st.ok() && !out.empty() && ScopeAfter(store_->TokenBytes(token), &scope);
+  return st.ok() && !out.empty() && ScopeAfter(store_->TokenBytes(token), &scope) &&
+         MeetsSuffix(out);
 }
 
 }  // namespace cfgmask

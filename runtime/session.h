@@ -80,6 +80,7 @@ struct SessionLimits {
 };
 
 class RowMemo;
+class SuffixQuotient;
 
 // What AcceptedRows did, summed over the calls since it was attached
 // (Session::set_counters): a research statistic (`cfgmask reduction`), off by
@@ -105,8 +106,10 @@ class Session {
   void FillMask(uint32_t* mask);
   // Clears, in a mask ORed from AcceptedRows, the tokens the store's semantic
   // layer refuses (the strict Python grammar's scope checks,
-  // runtime/scope_layer.h); FillMask does it itself.  Free when the store
-  // has no layer or no check is pending.
+  // runtime/scope_layer.h), and with an exact suffix (suffix_exact()) the
+  // tokens after which no middle meets the suffix; FillMask does it itself.
+  // Free when the store has no layer, no check is pending and no suffix is
+  // set.
   void FilterMask(uint32_t* mask) const;
   std::vector<uint32_t> Mask() {
     std::vector<uint32_t> m(store_->mask_words());
@@ -124,11 +127,16 @@ class Session {
   // now on EOS is allowed (CanEnd, the mask) only where the text so far
   // followed by `suffix` is a complete program: a copy of the hypotheses
   // reads the suffix, O(|suffix|) once per step (cached until the session
-  // moves).  Tokens are still masked as a prefix of the language: a text can
-  // wander where no completion meets the suffix.  Empty: no suffix.  Kept by
-  // Reset and Rollback; shared by Fork.
+  // moves).  Where suffix_exact() (a grammar without the indenter or a
+  // semantic layer, runtime/suffix_quotient.h), a token is allowed (mask,
+  // Advance, AllowsSlow) only if some middle then meets the suffix: the
+  // quotient is built here, once.  Elsewhere tokens are masked as a prefix
+  // of the language: a text can wander where no completion meets the
+  // suffix.  Empty: no suffix.  Kept by Reset and Rollback; shared by Fork.
   void SetSuffix(std::string suffix);
   const std::string& suffix() const;
+  bool suffix_exact() const { return quotient_ != nullptr; }
+  const std::shared_ptr<SuffixQuotient>& suffix_quotient() const { return quotient_; }
   // Advances by a token.  An id out of range, or a token that leaves the
   // language, is an error and leaves the session unchanged.
   Status Advance(int32_t token);
@@ -224,6 +232,9 @@ class Session {
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
   // version_ (bumped by every change of live_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;
+  std::shared_ptr<SuffixQuotient> quotient_;  // null: the suffix's masks are prefix masks
+  // Can one of `out` (hypotheses after a token) still meet the suffix?
+  bool MeetsSuffix(const std::vector<LiveState>& out) const;
   bool SuffixEnds();
   // Reads of the suffix that met the same hypotheses at the same offset end
   // the same way: every 16 bytes of a read, the hypotheses (canonical: sorted

@@ -939,6 +939,8 @@ PYBIND11_MODULE(_core, m) {
           py::arg("suffix"))
       .def_property_readonly("suffix",
                              [](const PySession& s) { InUse in_use(s); return py::bytes(s.session.suffix()); })
+      .def_property_readonly("suffix_exact",
+                             [](const PySession& s) { InUse in_use(s); return s.session.suffix_exact(); })
       .def("memo_stats",
            [](const PySession& s) { InUse in_use(s);
              return py::make_tuple(s.session.memo_hits(), s.session.memo_misses());

@@ -263,8 +263,10 @@ class GrammarMatcher:
     def set_suffix(self, suffix: Union[str, bytes, None]) -> None:
         """Completion in the middle of a file: `suffix` is the text after the
         cursor.  From now on a stop token is allowed (mask, can_end) only where
-        the text so far followed by the suffix is in the language; the suffix
-        itself is never generated.  None or empty: no suffix.  Forks share it.
+        the text so far followed by the suffix is in the language, and, where
+        suffix_exact, a token only if some middle after it meets the suffix
+        (the quotient by the suffix is built here, once); the suffix itself is
+        never generated.  None or empty: no suffix.  Forks share it.
         At most ``_core.MAX_SUFFIX_BYTES`` (64 KiB) bytes: the suffix is read
         again at every step, so a longer one raises Error."""
         self._session.set_suffix(_as_bytes(suffix or b""))
@@ -272,6 +274,14 @@ class GrammarMatcher:
     @property
     def suffix(self) -> bytes:
         return self._session.suffix
+
+    @property
+    def suffix_exact(self) -> bool:
+        """True when the masks are exact for the suffix: a token is allowed
+        only if some middle after it meets the suffix (grammars without the
+        indenter or a semantic layer); otherwise they are prefix masks and
+        only the end is checked against the suffix."""
+        return self._session.suffix_exact
 
     @property
     def vocab_size(self) -> int:

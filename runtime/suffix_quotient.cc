@@ -1,0 +1,682 @@
+// The right quotient by a suffix and pre* of it: see suffix_quotient.h.
+#include "runtime/suffix_quotient.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "maskstore/hypothesis_parser.h"
+#include "parser/lr_core.h"
+
+namespace cfgmask {
+
+namespace {
+
+// The store's step of lexer state q on byte b (as Session::AdvanceOne reads
+// it): the state reached and its Hit sequence, or -1.
+int32_t StepOf(const CompiledStore& s, int32_t q, int32_t b, int32_t* hits) {
+  const int32_t* begin = s.step_byte.data() + s.step_offsets[q];
+  const int32_t* end = s.step_byte.data() + s.step_offsets[q + 1];
+  const int32_t* it = std::lower_bound(begin, end, b);
+  if (it == end || *it != b) return -1;
+  const size_t i = it - s.step_byte.data();
+  *hits = s.step_hits[i];
+  return s.step_to[i];
+}
+
+}  // namespace
+
+bool SuffixQuotient::Key::operator==(const Key& o) const {
+  return kind == o.kind && layer == o.layer && q == o.q && slots == o.slots && cand == o.cand &&
+         seq == o.seq && idx == o.idx && term == o.term && rule == o.rule && j == o.j &&
+         parent == o.parent && end == o.end;
+}
+
+size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull; };
+  mix(static_cast<int32_t>(k.kind));
+  mix(k.layer);
+  mix(k.q);
+  mix(k.slots);
+  mix(k.cand);
+  mix(k.seq);
+  mix(k.idx);
+  mix(k.term);
+  mix(k.rule);
+  mix(k.j);
+  mix(k.parent);
+  mix(k.end);
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
+
+SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
+                               SuffixQuotientLimits limits)
+    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {
+  const LrTables lr = store->lr();
+  num_nt_ = lr.num_nonterminals;
+  for (int32_t p = 0; p < G_; ++p) {
+    for (int32_t a = 0; a < lr.num_nonterminals; ++a) {
+      const int32_t g = lr.Goto(p, a);
+      if (g >= 0) goto_into_[static_cast<uint64_t>(g) * num_nt_ + a].push_back(p);
+    }
+  }
+}
+
+Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
+                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
+  if (!Supported(*store)) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "exact suffix masks do not cover grammars with an indenter");
+  }
+  if (suffix.empty()) return Status(ErrorCode::kInvalidArgument, "the suffix is empty");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<SuffixQuotient> q(
+      new SuffixQuotient(store, std::string(suffix), limits));
+  q->acc_ = q->Intern(Key{Kind::kAcc});
+  q->gen_todo_.clear();
+  for (int32_t g = 0; g < q->G_; ++g) q->AddTrans(q->acc_, g, q->acc_);
+  Key k{Kind::kLex};
+  k.q = store->initial_lex_state;
+  k.slots = q->SlotsId({});
+  q->Intern(k);
+  q->Generate();
+  q->Saturate();
+  q->stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (q->over_) {
+    return Status(ErrorCode::kResourceLimit,
+                  "the suffix's quotient needs more than " +
+                      std::to_string(limits.max_transitions) + " transitions or " +
+                      std::to_string(limits.max_rules) + " rules");
+  }
+  *out = std::move(q);
+  return Status::Ok();
+}
+
+int32_t SuffixQuotient::SlotsId(const std::vector<uint64_t>& slots) {
+  std::string key(reinterpret_cast<const char*>(slots.data()), slots.size() * sizeof(uint64_t));
+  auto [it, fresh] = slot_ids_.emplace(std::move(key), static_cast<int32_t>(slot_sets_.size()));
+  if (fresh) slot_sets_.push_back(slots);
+  return it->second;
+}
+
+int32_t SuffixQuotient::Intern(const Key& k) {
+  auto [it, fresh] = ids_.emplace(k, static_cast<int32_t>(keys_.size()));
+  if (fresh) {
+    keys_.push_back(k);
+    gen_todo_.push_back(it->second);
+    ++stats_.controls;
+  }
+  return it->second;
+}
+
+int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
+  const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
+  if (k.end || k.cand < 0) {
+    *count = len;
+    return idx < len ? s_->seq_data[begin + idx] : -1;
+  }
+  *count = len + 1;
+  if (idx == 0) return s_->cand_item[k.cand];
+  return idx <= len ? s_->seq_data[begin + idx - 1] : -1;
+}
+
+bool SuffixQuotient::NormalizeKey(Key* key) {
+  Key& k = *key;
+  const int32_t words = s_->scanner_words;
+  for (;;) {
+    int32_t count = 0;
+    const int32_t item = ItemAt(k, k.idx, &count);
+    if (k.idx >= count) break;
+    switch (s_->KindOf(item)) {
+      case ItemKind::kHit: {
+        const std::vector<uint64_t>& slots = slot_sets_[k.slots];
+        const int32_t t = s_->item_terminal[item];
+        const size_t at = static_cast<size_t>(s_->item_slot[item]) * words + t / 64;
+        if (at >= slots.size() || ((slots[at] >> (t & 63)) & 1)) return false;
+        ++k.idx;
+        break;
+      }
+      case ItemKind::kTail:
+        ++k.idx;  // a pruning, no rule (see the head of suffix_quotient.h)
+        break;
+      case ItemKind::kEmit:
+        k.kind = Kind::kItems;
+        return true;
+    }
+  }
+  if (k.end) {
+    k.kind = Kind::kFeed;
+    k.term = s_->num_parse_terminals - 1;  // $END
+    return true;
+  }
+  const int32_t q = s_->compact_to[k.q];
+  if (q < 0) return false;
+  // The compaction's slot map, as Session::AdvanceOne applies it.
+  const std::vector<uint64_t> old = slot_sets_[k.slots];
+  std::vector<uint64_t> slots;
+  const int32_t map = s_->compact_map[k.q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    const int32_t ns = s_->set_data[i] >> 16, o = s_->set_data[i] & 0xFFFF;
+    if (slots.size() < static_cast<size_t>(ns + 1) * words) {
+      slots.resize(static_cast<size_t>(ns + 1) * words, 0);
+    }
+    for (int32_t w = 0; w < words; ++w) {
+      const size_t from = static_cast<size_t>(o) * words + w;
+      if (from < old.size()) slots[static_cast<size_t>(ns) * words + w] |= old[from];
+    }
+  }
+  Key l{Kind::kLex};
+  l.layer = k.layer;
+  l.q = q;
+  l.slots = SlotsId(slots);
+  k = l;
+  return true;
+}
+
+int32_t SuffixQuotient::Normalize(Key k) {
+  if (!NormalizeKey(&k)) return -1;
+  return k.kind == Kind::kLex ? LexState(k) : Intern(k);
+}
+
+void SuffixQuotient::ByteSuccessors(const Key& k, int32_t b, int32_t layer, std::vector<Key>* out) {
+  int32_t hits = 0;
+  const int32_t to = StepOf(*s_, k.q, b, &hits);
+  if (to >= 0) {
+    Key x{Kind::kItems};
+    x.layer = layer;
+    x.q = to;
+    x.slots = k.slots;
+    x.seq = hits;
+    if (NormalizeKey(&x)) out->push_back(x);
+  }
+  for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
+    int32_t h2 = 0;
+    const int32_t q2 = StepOf(*s_, s_->cand_to[ci], b, &h2);
+    if (q2 < 0) continue;
+    Key x{Kind::kItems};
+    x.layer = layer;
+    x.q = q2;
+    x.slots = k.slots;
+    x.cand = ci;
+    x.seq = h2;
+    if (NormalizeKey(&x)) out->push_back(x);
+  }
+}
+
+// Inside S, a lexer state whose next byte has one way on that reads no
+// stack (the inside of a string, a run of blanks) is the same automaton
+// state as the one it leads to: such runs are followed here and every key
+// on the way is an alias, so that a long suffix costs states only where
+// its terminals meet the parser.
+int32_t SuffixQuotient::LexState(Key l) {
+  const int32_t n = static_cast<int32_t>(suffix_.size());
+  std::vector<Key> chain, succ;
+  int32_t id = -1;
+  for (;;) {
+    if (auto it = ids_.find(l); it != ids_.end()) {
+      id = it->second;
+      break;
+    }
+    if (l.layer == 0 || l.layer >= n) {
+      id = Intern(l);
+      break;
+    }
+    succ.clear();
+    ByteSuccessors(l, static_cast<uint8_t>(suffix_[l.layer]), l.layer + 1, &succ);
+    if (succ.empty()) break;  // dead
+    if (succ.size() != 1 || succ[0].kind != Kind::kLex) {
+      id = Intern(l);
+      break;
+    }
+    chain.push_back(l);
+    l = succ[0];
+  }
+  for (const Key& k : chain) ids_.emplace(k, id);
+  return id;
+}
+
+void SuffixQuotient::Generate() {
+  while (!gen_todo_.empty() && !over_) {
+    const int32_t c = gen_todo_.back();
+    gen_todo_.pop_back();
+    RulesOf(c);
+  }
+}
+
+void SuffixQuotient::RulesOf(int32_t c) {
+  const Key k = keys_[c];  // a copy: Intern may grow keys_
+  const LrTables lr = s_->lr();
+  const int32_t n = static_cast<int32_t>(suffix_.size());
+  switch (k.kind) {
+    case Kind::kAcc:
+      return;
+    case Kind::kLex: {
+      if (k.layer == n) {
+        for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
+          Key x{Kind::kItems};
+          x.layer = n;
+          x.q = k.q;
+          x.slots = k.slots;
+          x.seq = s_->eof_seq[e];
+          x.end = true;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddEps(c, y);
+        }
+        return;
+      }
+      // The bytes read here and the layer each leads to: in the middle any
+      // byte (staying there) or S's first; in S its next byte.
+      std::vector<Key> succ;
+      auto byte_alternatives = [&](int32_t b, int32_t layer) {
+        succ.clear();
+        ByteSuccessors(k, b, layer, &succ);
+        for (const Key& x : succ) {
+          const int32_t y = x.kind == Kind::kLex ? LexState(x) : Intern(x);
+          if (y >= 0) AddEps(c, y);
+        }
+      };
+      if (k.layer == 0) {
+        std::vector<uint8_t> bytes(256, 0);
+        for (int32_t i = s_->step_offsets[k.q]; i < s_->step_offsets[k.q + 1]; ++i) {
+          bytes[s_->step_byte[i]] = 1;
+        }
+        for (int32_t ci = s_->cand_offsets[k.q]; ci < s_->cand_offsets[k.q + 1]; ++ci) {
+          const int32_t q1 = s_->cand_to[ci];
+          for (int32_t i = s_->step_offsets[q1]; i < s_->step_offsets[q1 + 1]; ++i) {
+            bytes[s_->step_byte[i]] = 1;
+          }
+        }
+        for (int32_t b = 0; b < 256; ++b) {
+          if (bytes[b]) byte_alternatives(b, 0);
+        }
+        byte_alternatives(static_cast<uint8_t>(suffix_[0]), 1);
+      } else {
+        byte_alternatives(static_cast<uint8_t>(suffix_[k.layer]), k.layer + 1);
+      }
+      return;
+    }
+    case Kind::kItems: {
+      int32_t count = 0;
+      const int32_t item = ItemAt(k, k.idx, &count);
+      const int32_t words = s_->scanner_words;
+      const std::vector<uint64_t> slots = slot_sets_[k.slots];
+      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      const ItemScanner scanner(*s_);
+      const int32_t t = s_->item_terminal[item];
+      for (int32_t p = 0; p < G_; ++p) {
+        if (!scanner.EmitScanned(p, item)) continue;
+        std::vector<uint64_t> grown = slots;
+        const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+        grown.insert(grown.end(), alt, alt + words);
+        Key x = k;
+        x.slots = SlotsId(grown);
+        ++x.idx;
+        int32_t y;
+        if (s_->terminal_ignored[t]) {
+          y = Normalize(x);
+        } else {
+          x.kind = Kind::kFeed;
+          x.term = scanner.EmitType(p, item);
+          y = Intern(x);
+        }
+        if (y >= 0) AddSwap(c, p, y, p);
+      }
+      return;
+    }
+    case Kind::kFeed: {
+      for (int32_t p = 0; p < G_; ++p) {
+        const int32_t a = lr.Action(p, k.term);
+        if (a == 0) continue;
+        if (a == kAcceptAction) {
+          AddSwap(c, p, acc_, p);
+          continue;
+        }
+        const int32_t shift = lr.ShiftTo(p, k.term);
+        if (shift >= 0) {
+          Key x = k;
+          x.kind = Kind::kItems;
+          x.term = -1;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddPush(c, p, y, shift, p);
+          continue;
+        }
+        const int32_t rule = lr.ReduceBy(p, k.term);
+        const int32_t len = lr.RuleLength(rule);
+        if (len == 0) {
+          const int32_t g = lr.GotoAfterReduce(p, rule);
+          if (g >= 0) AddPush(c, p, c, g, p);
+          continue;
+        }
+        Key x{Kind::kPop};
+        x.parent = c;
+        x.rule = lr.rule_lhs[rule];  // the pops and the goto read only the length and the lhs
+        x.j = len - 1;
+        AddPop(c, p, Intern(x));
+      }
+      return;
+    }
+    case Kind::kPop: {
+      if (k.j > 0) {
+        Key x = k;
+        --x.j;
+        const int32_t y = Intern(x);
+        AddWild(c, y);
+        return;
+      }
+      // The goto: <c, u> -> <parent, goto(u, A) u> for every u with a goto
+      // on A, kept as one family (GotoFamily) instead of a rule per u.
+      CountRule();
+      goto_family_[k.parent].emplace_back(k.rule, c);
+      const std::vector<int32_t> gs = OutSymbols(k.parent);
+      for (int32_t g : gs) {
+        const std::vector<int32_t> targets = out_[Pair(k.parent, g)];
+        for (int32_t y : targets) GotoFamily(c, k.rule, g, y);
+      }
+      return;
+    }
+  }
+}
+
+bool SuffixQuotient::TransitionSet::Insert(uint64_t key) {
+  if (2 * (size_ + 1) > table_.size()) {
+    std::vector<uint64_t> old(table_.size() * 2, kEmpty);
+    old.swap(table_);
+    size_ = 0;
+    for (uint64_t k : old) {
+      if (k != kEmpty) Insert(k);
+    }
+  }
+  const size_t mask = table_.size() - 1;
+  for (size_t i = (key * 0x9e3779b97f4a7c15ull) >> 20;; ++i) {
+    uint64_t& slot = table_[i & mask];
+    if (slot == key) return false;
+    if (slot == kEmpty) {
+      slot = key;
+      ++size_;
+      return true;
+    }
+  }
+}
+
+void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
+  if (over_) return;
+  if (Pair(from, g) >> 32) {  // past what the set's keys hold: give up
+    over_ = true;
+    return;
+  }
+  if (!trans_.Insert(Pair(from, g) << 32 | static_cast<uint32_t>(to))) return;
+  std::vector<int32_t>& targets = out_[Pair(from, g)];
+  if (targets.empty()) out_symbols_[from].push_back(g);
+  targets.push_back(to);
+  work_.emplace_back(Pair(from, g), to);
+  ++stats_.transitions;
+  if (stats_.transitions > limits_.max_transitions) over_ = true;
+}
+
+std::vector<int32_t> SuffixQuotient::OutSymbols(int32_t c) const {
+  auto it = out_symbols_.find(c);
+  return it == out_symbols_.end() ? std::vector<int32_t>() : it->second;
+}
+
+void SuffixQuotient::AddEps(int32_t from, int32_t to) {
+  CountRule();
+  eps_by_[to].push_back(from);
+  const std::vector<int32_t> gs = OutSymbols(to);
+  for (int32_t g : gs) {
+    const std::vector<int32_t> targets = out_[Pair(to, g)];
+    for (int32_t x : targets) AddTrans(from, g, x);
+  }
+}
+
+void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  CountRule();
+  swap_by_[Pair(to, g2)].emplace_back(from, g);
+  auto it = out_.find(Pair(to, g2));
+  if (it == out_.end()) return;
+  const std::vector<int32_t> targets = it->second;
+  for (int32_t x : targets) AddTrans(from, g, x);
+}
+
+void SuffixQuotient::AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2) {
+  CountRule();
+  push_by_[Pair(to, g1)].emplace_back(from, g, g2);
+  auto it = out_.find(Pair(to, g1));
+  if (it == out_.end()) return;
+  const std::vector<int32_t> mids = it->second;
+  for (int32_t y : mids) AddDerived(from, g, y, g2);
+}
+
+// A reduction's pops below its top read any state: one transition for all
+// of them (a state of kind kPop with j > 0 has no other).  Such a state is
+// the middle of a push rule's two-symbol path (from a feed's first pop)
+// and never the right-hand side of a rule, so only those derived rules
+// (wild_swaps_) meet it.
+void SuffixQuotient::AddWild(int32_t from, int32_t to) {
+  CountRule();
+  if (over_) return;
+  std::vector<int32_t>& w = wild_[from];
+  if (std::find(w.begin(), w.end(), to) != w.end()) return;
+  w.push_back(to);
+  ++stats_.transitions;
+  auto it = wild_swaps_.find(from);
+  if (it == wild_swaps_.end()) return;
+  const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
+  for (auto [f, g0] : rules) AddTrans(f, g0, to);
+}
+
+// The derived rule <f, g0> -> <y, g2> of a push rule whose first symbol
+// led to y; with y a wildcard state, g2 is read by its wildcard.
+void SuffixQuotient::AddDerived(int32_t f, int32_t g0, int32_t y, int32_t g2) {
+  if (IsWild(y)) {
+    wild_swaps_[y].emplace_back(f, g0);
+    auto it = wild_.find(y);
+    if (it == wild_.end()) return;
+    const std::vector<int32_t> targets = it->second;
+    for (int32_t x : targets) AddTrans(f, g0, x);
+    return;
+  }
+  swap_by_[Pair(y, g2)].emplace_back(f, g0);
+  auto jt = out_.find(Pair(y, g2));
+  if (jt == out_.end()) return;
+  const std::vector<int32_t> targets = jt->second;
+  for (int32_t x : targets) AddTrans(f, g0, x);
+}
+
+void SuffixQuotient::AddPop(int32_t from, int32_t g, int32_t to) {
+  CountRule();
+  AddTrans(from, g, to);
+}
+
+// Schwoon's pre* worklist: a new transition (c, g, to) lets every rule whose
+// right-hand side starts with (c, g) add its left-hand side's transition.
+// A transition (parent, g, y) of a feed state meets the goto family of its
+// reduction state c to nonterminal a: for every u with goto(u, a) = g, the
+// derived rule <c, u> -> <y, u>.
+void SuffixQuotient::GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y) {
+  auto it = goto_into_.find(static_cast<uint64_t>(g) * num_nt_ + a);
+  if (it == goto_into_.end()) return;
+  for (int32_t u : it->second) AddDerived(c, u, y, u);
+}
+
+void SuffixQuotient::Saturate() {
+  while (!work_.empty() && !over_) {
+    const auto [pair, to] = work_.back();
+    work_.pop_back();
+    const int32_t c = static_cast<int32_t>(pair / G_), g = static_cast<int32_t>(pair % G_);
+    if (auto it = goto_family_.find(c); it != goto_family_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> family = it->second;
+      for (auto [a, pop] : family) GotoFamily(pop, a, g, to);
+    }
+    if (auto it = eps_by_.find(c); it != eps_by_.end()) {
+      const std::vector<int32_t> froms = it->second;
+      for (int32_t f : froms) AddTrans(f, g, to);
+    }
+    if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
+      for (auto [f, g0] : rules) AddTrans(f, g0, to);
+    }
+    if (auto it = push_by_.find(pair); it != push_by_.end()) {
+      const std::vector<std::tuple<int32_t, int32_t, int32_t>> rules = it->second;
+      for (auto [f, g0, g2] : rules) AddDerived(f, g0, to, g2);
+    }
+  }
+}
+
+bool SuffixQuotient::Viable(const LiveState& l) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ViableLocked(l);
+}
+
+std::shared_ptr<const SuffixQuotient::LexClasses> SuffixQuotient::ClassesOf(int32_t q) {
+  auto it = classes_.find(q);
+  if (it != classes_.end()) return it->second;
+  // Bounded: past 64 lexer states' worth of tokens, start again.
+  if (class_tokens_ > 64 * static_cast<int64_t>(s_->vocab_size)) {
+    classes_.clear();
+    class_tokens_ = 0;
+  }
+  auto cls = std::make_shared<LexClasses>();
+  cls->of_token.assign(s_->vocab_size, -1);
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<Lexing> cur, next;
+  for (int32_t t = 0; t < s_->vocab_size; ++t) {
+    const std::string_view bytes = s_->TokenBytes(t);
+    if (s_->token_special[t] || bytes.empty()) continue;
+    cur.assign(1, Lexing{q, {}});
+    bool many = false;
+    for (unsigned char b : bytes) {
+      next.clear();
+      for (const Lexing& w : cur) {
+        auto push_hits = [&](Lexing n, int32_t hits) {
+          for (int32_t i = s_->seq_offsets[hits]; i < s_->seq_offsets[hits + 1]; ++i) {
+            n.items.push_back(s_->seq_data[i]);
+          }
+          next.push_back(std::move(n));
+        };
+        int32_t hits = 0;
+        const int32_t to = StepOf(*s_, w.q, b, &hits);
+        if (to >= 0) push_hits(Lexing{to, w.items}, hits);
+        for (int32_t c = s_->cand_offsets[w.q]; c < s_->cand_offsets[w.q + 1]; ++c) {
+          int32_t h2 = 0;
+          const int32_t q2 = StepOf(*s_, s_->cand_to[c], b, &h2);
+          if (q2 < 0) continue;
+          Lexing n{q2, w.items};
+          n.items.push_back(s_->cand_item[c]);
+          push_hits(std::move(n), h2);
+        }
+      }
+      cur.swap(next);
+      if (cur.empty()) break;
+      if (cur.size() > kMaxLexings) {
+        many = true;
+        break;
+      }
+    }
+    if (many) {
+      cls->of_token[t] = -2;
+      continue;
+    }
+    cur.erase(std::remove_if(cur.begin(), cur.end(),
+                             [&](const Lexing& x) { return s_->compact_to[x.q] < 0; }),
+              cur.end());
+    if (cur.empty()) continue;
+    std::sort(cur.begin(), cur.end(), [](const Lexing& a, const Lexing& b) {
+      return a.q != b.q ? a.q < b.q : a.items < b.items;
+    });
+    std::string key;
+    for (const Lexing& x : cur) {
+      key.append(reinterpret_cast<const char*>(&x.q), sizeof x.q);
+      const int32_t n = static_cast<int32_t>(x.items.size());
+      key.append(reinterpret_cast<const char*>(&n), sizeof n);
+      key.append(reinterpret_cast<const char*>(x.items.data()), n * sizeof(int32_t));
+    }
+    auto [jt, fresh] = ids.emplace(std::move(key), static_cast<int32_t>(cls->lexings.size()));
+    if (fresh) cls->lexings.push_back(cur);
+    cls->of_token[t] = jt->second;
+  }
+  class_tokens_ += s_->vocab_size;
+  classes_.emplace(q, cls);
+  return cls;
+}
+
+// As Session::AdvanceOne ends a token: the items on the hypothesis's
+// parser, the tail check, the compaction and its slot map; then Viable.
+bool SuffixQuotient::ClassViable(const LiveState& l, const std::vector<Lexing>& lexings) {
+  const int32_t words = s_->scanner_words;
+  for (const Lexing& x : lexings) {
+    HypothesisParser sim{s_, s_->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
+    bool ok = true;
+    for (int32_t item : x.items) {
+      if (!sim.Item(item, l.col)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && s_->tail_item[x.q] >= 0) ok = sim.TailOk(s_->tail_item[x.q]);
+    if (!ok) continue;
+    LiveState n;
+    n.q = s_->compact_to[x.q];
+    n.stack = sim.stack.Commit();
+    const int32_t map = s_->compact_map[x.q];
+    for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+      const int32_t ns = s_->set_data[i] >> 16, old = s_->set_data[i] & 0xFFFF;
+      if (n.slot_bits.size() < static_cast<size_t>(ns + 1) * words) {
+        n.slot_bits.resize(static_cast<size_t>(ns + 1) * words, 0);
+      }
+      for (int32_t k = 0; k < words; ++k) {
+        n.slot_bits[static_cast<size_t>(ns) * words + k] |=
+            sim.slots[static_cast<size_t>(old) * words + k];
+      }
+    }
+    if (ViableLocked(n)) return true;
+  }
+  return false;
+}
+
+bool SuffixQuotient::ViableLocked(const LiveState& l) {
+  if (over_) return true;
+  Key k{Kind::kLex};
+  k.q = l.q;
+  k.slots = SlotsId(l.slot_bits);
+  const size_t before = keys_.size();
+  const int32_t c = Intern(k);
+  if (keys_.size() != before) {  // a lexer state not met yet: extend the automaton
+    Generate();
+    Saturate();
+    if (over_) return true;
+  }
+  // The P-automaton read from c, the stack top first (the states reached
+  // deduplicated by an epoch stamp per state).
+  if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
+  std::vector<int32_t> cur = {c}, next;
+  for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
+    next.clear();
+    if (++epoch_ == 0) {  // wrapped: forget every stamp
+      std::fill(mark_.begin(), mark_.end(), 0);
+      epoch_ = 1;
+    }
+    for (int32_t x : cur) {
+      const std::vector<int32_t>* targets = nullptr;
+      if (IsWild(x)) {
+        if (auto it = wild_.find(x); it != wild_.end()) targets = &it->second;
+      } else if (auto it = out_.find(Pair(x, node->state)); it != out_.end()) {
+        targets = &it->second;
+      }
+      if (!targets) continue;
+      for (int32_t y : *targets) {
+        if (y == acc_) return true;
+        if (mark_[y] == epoch_) continue;
+        mark_[y] = epoch_;
+        next.push_back(y);
+      }
+    }
+    if (next.empty()) return false;
+    cur.swap(next);
+  }
+  return false;
+}
+
+}  // namespace cfgmask

@@ -1,0 +1,267 @@
+// Exact masks for completion in the middle of a file: which configurations
+// can still be continued by some middle m so that the text so far, then m,
+// then the suffix S, is in the language.
+//
+// The session's byte steps (the store's frozen lexer states, their items and
+// the LR core, as Session::AdvanceBytes reads bytes) form a pushdown system:
+// a control state is what the session keeps besides the parser stack (the
+// lexer state, the open slots' scanners, and between bytes the items still
+// to apply, the terminal being fed or the reduction being popped), and the
+// stack alphabet is the LR states.  Its rules are built from the store's
+// tables: an Emit reads the top state (is the terminal in its scanner, which
+// type does it get) and a feed is Lark's reduce-then-shift loop, one pop,
+// goto or shift a rule (a reduction's pops below the top read any state: one
+// wildcard transition; its goto is one rule family per feed state, applied
+// through an index of the gotos into each state).  The layers of the control
+// say where the text is:
+// the middle (any byte), i bytes into S (only S[i]), or S read (only the end
+// of the input: the end items, then $END accepted).
+//
+// The set of configurations from which an accepting one is reachable is
+// regular, and pre* (Bouajjani, Esparza, Maler 1997, "Reachability analysis
+// of pushdown automata"; the worklist saturation of Schwoon's thesis, 2002,
+// algorithm 1) computes a P-automaton for it: its states are the control
+// states plus one accepting state, ACC, that reads any stack; a stack read
+// top first from control c's state to ACC means (c, stack) reaches an
+// accepted end.  The middle layer's control states, read with the stack of
+// a live hypothesis, give the check: exists a middle, then S, then the end.
+// The suffix's layers make the right quotient by S (the configurations at
+// the join from which S is accepted, suffix parsing from an unknown stack as
+// in Bates and Lavie's substring recognition) and the middle layer applies
+// pre* to it; both are one saturation.  Joins inside a terminal are exact:
+// the middle layer reads S[0] from any lexer state, in the middle of a
+// terminal too.
+//
+// The %ignore'd and greedy terminals' tail checks (ItemScanner::TailOk) are
+// not rules: they drop hypotheses that cannot reach an end, so leaving them
+// out changes no reachable end.  Grammars with the Python indenter are not
+// covered (the indentation stack is a second stack): Supported() is false
+// and the session keeps the prefix mask there; so does a grammar whose
+// automaton passes SuffixQuotientLimits (sql.lark today).
+//
+// Tested by suffix_quotient_test.cc (against a breadth-first search for a
+// middle on random grammars, both ways).
+#ifndef CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
+#define CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/base/status.h"
+#include "maskstore/compiled_store.h"
+#include "runtime/session.h"
+
+namespace cfgmask {
+
+struct SuffixQuotientLimits {
+  // Transitions of the P-automaton; past it the build gives up
+  // (kResourceLimit) and the caller keeps the prefix mask.  A grammar with
+  // many LR states and rules (sql.lark: 1,573 states) can need more: each
+  // terminal fed inside a byte makes its own reduction states.
+  int64_t max_transitions = int64_t{1} << 20;
+  // Pushdown rules made; past it too.
+  int64_t max_rules = int64_t{1} << 20;
+};
+
+struct SuffixQuotientStats {
+  int64_t controls = 0;     // control states made
+  int64_t rules = 0;        // pushdown rules made
+  int64_t transitions = 0;  // P-automaton transitions
+  double seconds = 0;       // building, saturation included
+};
+
+class SuffixQuotient {
+ public:
+  // Can the store's grammar get exact suffix masks?  Not with the indenter.
+  static bool Supported(const CompiledStore& store);
+
+  // The quotient of the store's language by `suffix` (non-empty).
+  static Status Build(const CompiledStore* store, std::string_view suffix,
+                      SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out);
+
+  // Is there a text m such that hypothesis l, reading m and then the
+  // suffix, ends in an accepted input?  Thread-safe (a hypothesis in a lexer
+  // state not met yet extends the automaton under a lock); a hypothesis that
+  // would take the automaton past its limit is answered true (the prefix
+  // mask's answer).
+  bool Viable(const LiveState& l);
+
+  // Clears in `mask` the tokens after which no hypothesis of `live` is
+  // Viable (special tokens are left as they are).  Per lexer state, the
+  // vocabulary's lexings without the parser (end state and items, as
+  // Session::AdvanceOne walks a token's bytes) are found once and grouped
+  // into classes of equal lexings; a step then checks one class once per
+  // hypothesis: apply its items to the hypothesis's parser, compact, and
+  // ask Viable.  A token with more than kMaxLexings lexings is asked of
+  // `slow(token)` (the session's own AdvanceOne and Viable).
+  template <class Slow>
+  void Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow);
+
+  const SuffixQuotientStats& stats() const { return stats_; }
+
+ private:
+  explicit SuffixQuotient(const CompiledStore* store, std::string suffix,
+                          SuffixQuotientLimits limits);
+
+  // A control state of the pushdown system (see the head of the file).
+  enum class Kind : int32_t {
+    kLex = 0,    // between bytes: (layer, q, slots)
+    kItems = 1,  // inside a byte: raw state, slots, items (cand, seq) from idx
+    kFeed = 2,   // feeding terminal `term`, then the items from idx
+    kPop = 3,    // reducing to nonterminal `rule`: j more states to pop, then its goto; parent: the feed
+    kAcc = 4,    // accepted: reads any stack
+  };
+  struct Key {
+    Kind kind;
+    int32_t layer = 0;  // 0 the middle, i in 1..n: S[0..i) read; end: at n, items are the eof seq
+    int32_t q = 0, slots = 0, cand = -1, seq = 0, idx = 0, term = -1, rule = -1, j = 0,
+            parent = -1;
+    bool end = false;  // the items are an end-of-input sequence, then $END
+    bool operator==(const Key& o) const;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+
+  int32_t SlotsId(const std::vector<uint64_t>& slots);
+  int32_t Intern(const Key& k);
+  // Applies the items that read no stack (Hits; Tails, which are no rules)
+  // and at the end of a byte the store's compaction: the control state that
+  // next reads the stack, the next byte's, or -1 (dead).
+  int32_t Normalize(Key k);
+  bool NormalizeKey(Key* k);  // the same without interning; false: dead
+  // The normalized keys byte b leads to from lexer state k, in `layer`.
+  void ByteSuccessors(const Key& k, int32_t b, int32_t layer, std::vector<Key>* out);
+  int32_t LexState(Key l);  // interns a kLex key, through runs of S without the stack
+  int32_t ItemAt(const Key& k, int32_t idx, int32_t* count) const;
+  // Makes the rules of control state c (and, through the worklist, those of
+  // every state they reach).
+  void Generate();
+  void RulesOf(int32_t c);
+
+  // Saturation (pre*).
+  void AddEps(int32_t from, int32_t to);                       // <from> -> <to>, any top
+  void AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2);  // <from,g> -> <to,g2>
+  void AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2);  // -> <to,g1 g2>
+  void AddPop(int32_t from, int32_t g, int32_t to);            // <from,g> -> <to,eps>
+  void AddWild(int32_t from, int32_t to);                      // <from,g> -> <to,eps>, every g
+  void AddDerived(int32_t f, int32_t g0, int32_t y, int32_t g2);
+  void CountRule() {
+    if (++stats_.rules > limits_.max_rules) over_ = true;
+  }
+  bool IsWild(int32_t c) const { return keys_[c].kind == Kind::kPop && keys_[c].j > 0; }
+  void AddTrans(int32_t from, int32_t g, int32_t to);
+  void Saturate();
+  uint64_t Pair(int32_t c, int32_t g) const { return static_cast<uint64_t>(c) * G_ + g; }
+
+  static constexpr size_t kMaxLexings = 4096;
+  struct Lexing {
+    int32_t q;                   // raw end state
+    std::vector<int32_t> items;  // in order: cand items and Hits
+  };
+  struct LexClasses {
+    std::vector<int32_t> of_token;            // class per token; -1 none, -2 too many
+    std::vector<std::vector<Lexing>> lexings;  // per class
+  };
+  // Shared: a Filter on another thread may drop the cache meanwhile.
+  std::shared_ptr<const LexClasses> ClassesOf(int32_t q);  // under mu_
+  bool ClassViable(const LiveState& l, const std::vector<Lexing>& lexings);  // under mu_
+  bool ViableLocked(const LiveState& l);
+  std::unordered_map<int32_t, std::shared_ptr<const LexClasses>> classes_;
+  int64_t class_tokens_ = 0;  // of_token entries held, for the cap
+
+  const CompiledStore* s_;
+  std::string suffix_;
+  SuffixQuotientLimits limits_;
+  int32_t G_ = 0;  // stack alphabet: LR states
+  int32_t num_nt_ = 0;
+  // goto_into_[g * num_nt_ + a]: the states u with goto(u, a) = g.
+  std::unordered_map<uint64_t, std::vector<int32_t>> goto_into_;
+  // Per feed state: the (nonterminal, reduction state with no pops left)
+  // whose goto returns to it.
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
+  void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
+  int32_t acc_ = -1;
+  bool over_ = false;  // past the limit: every answer is true
+
+  std::vector<Key> keys_;
+  std::unordered_map<Key, int32_t, KeyHash> ids_;
+  std::vector<std::vector<uint64_t>> slot_sets_;
+  std::unordered_map<std::string, int32_t> slot_ids_;
+  std::vector<int32_t> gen_todo_;
+
+  // P-automaton: out_[(c, g)] = states reached; seen_ holds (c, g, to).
+  std::unordered_map<uint64_t, std::vector<int32_t>> out_;
+  // Per state, the symbols it has transitions on (a copy: callers add more).
+  std::unordered_map<int32_t, std::vector<int32_t>> out_symbols_;
+  std::vector<int32_t> OutSymbols(int32_t c) const;
+  std::vector<std::pair<uint64_t, int32_t>> work_;
+  // The transitions made, (c * G + g) << 32 | to: an open-addressing set.
+  class TransitionSet {
+   public:
+    bool Insert(uint64_t key);  // false if present
+   private:
+    std::vector<uint64_t> table_ = std::vector<uint64_t>(1024, kEmpty);
+    size_t size_ = 0;
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+  };
+  TransitionSet trans_;
+  // Rules by their right-hand side: eps_by_[to] = froms; swap_by_[(to, g2)]
+  // = (from, g); push_by_[(to, g1)] = (from, g, g2).
+  std::unordered_map<int32_t, std::vector<int32_t>> eps_by_;
+  std::unordered_map<uint64_t, std::vector<std::pair<int32_t, int32_t>>> swap_by_;
+  std::unordered_map<uint64_t, std::vector<std::tuple<int32_t, int32_t, int32_t>>> push_by_;
+  // Wildcard states (IsWild): their targets, and the derived rules through them.
+  std::unordered_map<int32_t, std::vector<int32_t>> wild_;
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> wild_swaps_;
+
+  SuffixQuotientStats stats_;
+  std::vector<uint32_t> mark_;  // ViableLocked's epoch stamps per state
+  uint32_t epoch_ = 0;
+  std::mutex mu_;
+};
+
+template <class Slow>
+void SuffixQuotient::Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow) {
+  std::vector<std::shared_ptr<const LexClasses>> classes;
+  std::vector<std::vector<int8_t>> verdicts(live.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (over_) return;
+    for (size_t i = 0; i < live.size(); ++i) {
+      classes.push_back(ClassesOf(live[i].q));
+      verdicts[i].assign(classes.back()->lexings.size(), -1);
+    }
+  }
+  for (int32_t w = 0; w < s_->mask_words(); ++w) {
+    for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
+      const int32_t t = w * 32 + __builtin_ctz(bits);
+      if (s_->token_special[t]) continue;
+      bool keep = false;
+      for (size_t i = 0; i < live.size() && !keep; ++i) {
+        const int32_t c = classes[i]->of_token[t];
+        if (c == -1) continue;
+        if (c == -2) {
+          keep = slow(t);
+          break;
+        }
+        if (verdicts[i][c] < 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          verdicts[i][c] = ClassViable(live[i], classes[i]->lexings[c]) ? 1 : 0;
+        }
+        keep = verdicts[i][c] == 1;
+      }
+      if (!keep) mask[w] &= ~(1u << (t & 31));
+    }
+  }
+}
+
+}  // namespace cfgmask
+
+#endif  // CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_

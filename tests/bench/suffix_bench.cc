@@ -1,0 +1,136 @@
+// Completion in the middle of a file: what an exact suffix costs
+// (runtime/suffix_quotient.h).  For a text the store's grammar accepts: the
+// suffix is its last N bytes (N = each of --sizes), the middle the
+// `--middle` bytes before them, the prefix the rest (teacher-forced).  Per
+// size: the set-up (SetSuffix: the quotient's build) and the per-step mask
+// (FillMask) while the middle is teacher-forced by greedy tokens, with the
+// suffix and, on the same steps, without it.
+// Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
+//   [--sizes 100,2048,51200] [--runs N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "maskstore/compiled_store.h"
+#include "runtime/segment.h"
+#include "runtime/session.h"
+#include "runtime/suffix_quotient.h"
+
+namespace {
+
+double Micros(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cfgmask;
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: suffix_bench STORE.cfgm TEXT [--middle BYTES] "
+                 "[--sizes 100,2048,51200] [--runs N]\n");
+    return 2;
+  }
+  size_t middle = 64;
+  int runs = 3;
+  std::vector<size_t> sizes = {100, 2048, 51200};
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--middle") middle = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
+    if (a == "--sizes") {
+      sizes.clear();
+      std::stringstream ss(argv[i + 1]);
+      std::string x;
+      while (std::getline(ss, x, ',')) sizes.push_back(std::strtoull(x.c_str(), nullptr, 10));
+    }
+  }
+  CompiledStore store;
+  if (Status st = ReadStoreFile(argv[1], &store); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 2;
+  }
+  std::ifstream f(argv[2], std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!SuffixQuotient::Supported(store)) {
+    std::fprintf(stderr, "%s: the grammar has an indenter: no exact suffix masks\n", argv[1]);
+    return 2;
+  }
+  Segmenter seg(store);
+  std::vector<uint32_t> mask(store.mask_words());
+  std::printf("%-9s %9s %9s %10s %10s %12s %6s %9s %9s %9s %9s\n", "suffix", "bytes",
+              "setup ms", "controls", "rules", "transitions", "steps", "mask p50", "mask p99",
+              "plain p50", "plain p99");
+  for (size_t want : sizes) {
+    if (want + middle >= text.size()) {
+      std::fprintf(stderr, "%s: shorter than %zu + --middle bytes\n", argv[2], want);
+      return 2;
+    }
+    const std::string suffix = text.substr(text.size() - want);
+    const std::string mid = text.substr(text.size() - want - middle, middle);
+    const std::string prefix = text.substr(0, text.size() - want - middle);
+    const std::vector<Segment> steps = seg.Cut(mid, SegmentMode::kGreedy, nullptr);
+    std::vector<double> setup, with, without;
+    int64_t controls = 0, transitions = 0, rules = 0;
+    bool exact = true;
+    for (int r = 0; r < runs; ++r) {
+      Session s(&store), plain(&store);
+      if (!s.AdvanceBytes(prefix).ok() || !plain.AdvanceBytes(prefix).ok()) {
+        std::fprintf(stderr, "the prefix is refused\n");
+        return 1;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      s.SetSuffix(suffix);
+      setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
+      exact = s.suffix_exact();
+      if (exact) {
+        controls = s.suffix_quotient()->stats().controls;
+        transitions = s.suffix_quotient()->stats().transitions;
+        rules = s.suffix_quotient()->stats().rules;
+      }
+      for (const Segment& g : steps) {
+        auto a = std::chrono::steady_clock::now();
+        s.FillMask(mask.data());
+        auto b = std::chrono::steady_clock::now();
+        plain.FillMask(mask.data());
+        auto c = std::chrono::steady_clock::now();
+        with.push_back(Micros(a, b));
+        without.push_back(Micros(b, c));
+        const Status st = g.token >= 0 ? s.Advance(g.token)
+                                       : s.AdvanceBytes(mid.substr(g.offset, g.length));
+        if (!st.ok()) {
+          std::fprintf(stderr, "the middle is refused: %s\n", st.message().c_str());
+          return 1;
+        }
+        if (g.token >= 0) {
+          (void)plain.Advance(g.token);
+        } else {
+          (void)plain.AdvanceBytes(mid.substr(g.offset, g.length));
+        }
+      }
+      if (!s.CanEnd()) {
+        std::fprintf(stderr, "prefix + middle + suffix does not end\n");
+        return 1;
+      }
+    }
+    std::printf("%-9s %9zu %9.1f %10lld %10lld %12lld %6zu %9.0f %9.0f %9.0f %9.0f%s\n",
+                std::to_string(want).c_str(), suffix.size(), Pct(setup, 0.5),
+                static_cast<long long>(controls), static_cast<long long>(rules),
+                static_cast<long long>(transitions),
+                steps.size(), Pct(with, 0.5), Pct(with, 0.99), Pct(without, 0.5),
+                Pct(without, 0.99), exact ? "" : "  (over the limit: prefix masks)");
+  }
+  return 0;
+}

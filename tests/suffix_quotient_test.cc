@@ -1,0 +1,372 @@
+// Exact masks with a suffix (runtime/suffix_quotient.h): the FIM oracle.
+//
+// On random grammars (tests/random_lark_grammar.h) over small byte-level
+// vocabularies, random sentences are cut into prefix | middle | suffix (and
+// some suffixes come from another sentence, so that no middle may exist).
+// With the suffix set, along a random walk of allowed tokens, every token's
+// mask bit is compared with a brute-force answer: a breadth-first search
+// over the grammar's alphabet for a middle m, from the session after
+// prefix + token without a suffix, such that m + suffix ends the text
+// (Session::CanEnd, whose verdicts the Lark differential tests check).
+// Both ways: a token the search completes must be in the mask (a hard
+// failure otherwise), and a token in the mask must be completed by the
+// search within its bound or a four times larger one.  EOS must be allowed
+// exactly when prefix + suffix ends.  A sample of the texts found is judged
+// by Lark itself.  CFGMASK_QUICK keeps the run to CI size; CFGMASK_FULL=1
+// runs more grammars, cases and steps.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <deque>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/compile/compile.h"
+#include "runtime/completion.h"
+#include "runtime/session.h"
+#include "runtime/suffix_quotient.h"
+#include "streamline/streamline.h"
+#include "tests/exactness_harness.h"
+#include "tests/random_lark_grammar.h"
+#include "tests/small_tokenizer.h"
+#include "tests/test_store_cache.h"
+
+namespace cfgmask {
+namespace {
+
+enum class Middle { kFound, kNone, kUnknown };
+
+// Breadth-first search for a middle of at most `bound` bytes from `start`
+// (a session without a suffix) after which `suffix` ends the text.
+class MiddleOracle {
+ public:
+  MiddleOracle(std::string alphabet, std::string suffix)
+      : alphabet_(std::move(alphabet)), suffix_(std::move(suffix)) {}
+
+  Middle Search(const Session& start, int bound, int64_t max_nodes, std::string* middle) {
+    const uint64_t k0 = SessionKey(start);
+    if (auto it = found_.find(k0); it != found_.end()) {
+      *middle = it->second;
+      return Middle::kFound;
+    }
+    struct Node {
+      Session s;
+      std::string path;
+    };
+    std::deque<Node> queue;
+    std::unordered_map<uint64_t, int> seen;
+    queue.push_back(Node{start.Fork(), ""});
+    seen[k0] = 0;
+    int64_t nodes = 0;
+    while (!queue.empty()) {
+      Node n = std::move(queue.front());
+      queue.pop_front();
+      const uint64_t k = SessionKey(n.s);
+      auto memo = found_.find(k);
+      if (memo != found_.end() || Ends(n.s)) {
+        *middle = n.path + (memo != found_.end() ? memo->second : "");
+        Remember(start, *middle);
+        return Middle::kFound;
+      }
+      if (static_cast<int>(n.path.size()) >= bound) continue;
+      if (++nodes > max_nodes) return Middle::kUnknown;
+      for (char c : alphabet_) {
+        Session next = n.s.Fork();
+        if (!next.AdvanceBytes(std::string_view(&c, 1)).ok()) continue;
+        const uint64_t kn = SessionKey(next);
+        if (seen.count(kn)) continue;
+        seen[kn] = static_cast<int>(n.path.size()) + 1;
+        queue.push_back(Node{std::move(next), n.path + c});
+      }
+    }
+    return Middle::kNone;
+  }
+
+  // Does the suffix end the text from here?
+  bool Ends(const Session& s) const {
+    Session e = s.Fork();
+    return e.AdvanceBytes(suffix_).ok() && e.CanEnd();
+  }
+
+ private:
+  void Remember(const Session& start, const std::string& middle) {
+    Session s = start.Fork();
+    for (size_t i = 0; i <= middle.size(); ++i) {
+      found_.emplace(SessionKey(s), middle.substr(i));
+      if (i < middle.size() && !s.AdvanceBytes(middle.substr(i, 1)).ok()) break;
+    }
+  }
+
+  std::string alphabet_, suffix_;
+  std::unordered_map<uint64_t, std::string> found_;
+};
+
+struct Totals {
+  int64_t cases = 0, steps = 0, verdicts = 0, allowed = 0, refused = 0, unknown = 0;
+  int64_t exact_cases = 0;
+  double setup_seconds = 0;
+  std::vector<std::string> failures;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lark;  // grammar, texts
+};
+
+// A random sentence of the store's language: a walk of random allowed
+// tokens that stops where the text may end (empty if none in `steps`).
+std::string RandomSentence(const CompiledStore* store, std::mt19937& rng, int steps) {
+  Session s(store);
+  for (int k = 0; k < steps; ++k) {
+    if (s.CanEnd() && (k > 2 ? rng() % 3 == 0 : rng() % 8 == 0)) return s.text();
+    std::vector<uint32_t> mask = s.Mask();
+    std::vector<int32_t> allowed;
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (MaskAllows(mask, t) && !store->token_special[t]) allowed.push_back(t);
+    }
+    if (allowed.empty()) break;
+    if (!s.Advance(allowed[rng() % allowed.size()]).ok()) return "";
+  }
+  return s.CanEnd() ? s.text() : "";
+}
+
+void CheckCase(const CompiledStore* store, const std::string& label, const std::string& alphabet,
+               const std::string& prefix, const std::string& suffix, int steps, std::mt19937& rng,
+               bool quick, Totals* totals, std::vector<std::string>* texts) {
+  Session base(store);
+  if (!base.AdvanceBytes(prefix).ok()) return;
+  Session fim = base.Fork();
+  const auto t0 = std::chrono::steady_clock::now();
+  fim.SetSuffix(suffix);
+  totals->setup_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++totals->cases;
+  if (!fim.suffix_exact()) {
+    totals->failures.push_back(label + ": no quotient for suffix " + JsonQuote(suffix));
+    return;
+  }
+  ++totals->exact_cases;
+  MiddleOracle oracle(alphabet, suffix);
+  const std::string where = label + ": prefix " + JsonQuote(prefix) + " suffix " + JsonQuote(suffix);
+  for (int k = 0; k < steps; ++k) {
+    ++totals->steps;
+    const std::vector<uint32_t> mask = fim.Mask();
+    // EOS: exactly when the text so far plus the suffix ends.
+    const bool eos = oracle.Ends(base);
+    for (int32_t e : store->eos_ids) {
+      if (MaskAllows(mask, e) != eos) {
+        totals->failures.push_back(where + " after " + JsonQuote(base.text()) + ": EOS " +
+                                   (eos ? "refused" : "allowed"));
+      }
+    }
+    // Tokens, one verdict per distinct configuration after the token.
+    std::unordered_map<uint64_t, Middle> by_config;
+    std::vector<int32_t> allowed;
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (store->token_special[t]) continue;
+      const bool engine = MaskAllows(mask, t);
+      if (engine) allowed.push_back(t);
+      ++totals->verdicts;
+      Session next = base.Fork();
+      Middle truth = Middle::kNone;
+      std::string middle;
+      if (next.Advance(t).ok()) {
+        const uint64_t key = SessionKey(next);
+        auto it = by_config.find(key);
+        if (it != by_config.end() && !(engine && it->second == Middle::kFound)) {
+          truth = it->second;
+        } else {
+          truth = oracle.Search(next, quick ? 5 : 6, quick ? 1500 : 4000, &middle);
+          if (truth != Middle::kFound && engine) {
+            truth = oracle.Search(next, quick ? 20 : 24, quick ? 20000 : 60000, &middle);
+          }
+          if (truth != Middle::kFound && engine) {
+            // Longer middles: the completion search (A*) on the session
+            // with the suffix proposes one, checked here without it.
+            Session w = fim.Fork();
+            std::string m;
+            Completer completer(*store);
+            if (w.Advance(t).ok() &&
+                completer.Search(&w, 200000, &m) == CompletionResult::kFound) {
+              Session v = next.Fork();
+              if (v.AdvanceBytes(m).ok() && oracle.Ends(v)) {
+                truth = Middle::kFound;
+                middle = m;
+              }
+            }
+          }
+          by_config[key] = truth;
+        }
+      }
+      const std::string tok = JsonQuote(std::string(store->TokenBytes(t)));
+      if (fim.AllowsSlow(t) != engine) {
+        totals->failures.push_back(where + " after " + JsonQuote(base.text()) + ": token " + tok +
+                                   ": mask and AllowsSlow differ");
+      }
+      if (engine) {
+        ++totals->allowed;
+        if (truth == Middle::kUnknown) {
+          ++totals->unknown;
+        } else if (truth == Middle::kNone) {
+          totals->failures.push_back(where + " after " + JsonQuote(base.text()) + ": token " +
+                                     tok + " allowed, no middle found");
+        } else if (!middle.empty() || rng() % 4 == 0) {
+          if (texts->size() < 400) {
+            texts->push_back(base.text() + std::string(store->TokenBytes(t)) + middle + suffix);
+          }
+        }
+      } else {
+        ++totals->refused;
+        if (truth == Middle::kFound) {
+          totals->failures.push_back(where + " after " + JsonQuote(base.text()) + ": token " +
+                                     tok + " refused, but middle " + JsonQuote(middle) +
+                                     " meets the suffix");
+        }
+      }
+    }
+    if (allowed.empty()) break;
+    const int32_t t = allowed[rng() % allowed.size()];
+    if (!fim.Advance(t).ok() || !base.Advance(t).ok()) {
+      totals->failures.push_back(where + ": allowed token refused by Advance");
+      break;
+    }
+  }
+}
+
+void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19937& rng,
+                  int cases, int steps, bool quick, Totals* totals) {
+  std::string alphabet;
+  std::vector<std::string> tokens;
+  Vocabulary(grammar, rng, &alphabet, &tokens);
+  const std::string gpath = TempPath(name + ".lark");
+  const std::string tpath = TempPath(name + ".tokenizer.json");
+  WriteTextFile(gpath, grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  CompiledStore store;
+  Status st = CompileStore(gpath, tpath, CompileOptions{}, &store);
+  if (!st.ok()) {
+    ASSERT_NE(st.message().find("conflict"), std::string::npos) << name << ": " << st.ToString();
+    return;
+  }
+  std::vector<std::string> sentences;
+  for (int i = 0; i < 4 * cases && static_cast<int>(sentences.size()) < cases + 2; ++i) {
+    std::string s = RandomSentence(&store, rng, 14);
+    if (!s.empty()) sentences.push_back(s);
+  }
+  std::vector<std::string> texts;
+  const size_t failures_before = totals->failures.size();
+  for (size_t c = 0; c < sentences.size(); ++c) {
+    const std::string& text = sentences[c];
+    const size_t i = rng() % (text.size() + 1);
+    const size_t j = i + rng() % (text.size() - i + 1);
+    std::string suffix = text.substr(j);
+    if (rng() % 4 == 0) {  // from another sentence: maybe no middle at all
+      const std::string& other = sentences[rng() % sentences.size()];
+      suffix = other.substr(rng() % (other.size() + 1));
+    }
+    if (suffix.empty()) suffix = " ";
+    CheckCase(&store, name, alphabet, text.substr(0, i), suffix, steps, rng, quick, totals, &texts);
+  }
+  if (totals->failures.size() > failures_before) {
+    totals->failures.insert(totals->failures.begin() + failures_before, name + ":\n" + grammar);
+  }
+  totals->lark.emplace_back(gpath, std::move(texts));
+}
+
+void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, uint32_t seed) {
+  const bool quick = TestQuick();
+  std::mt19937 rng(seed);
+  Totals totals;
+  for (int g = 0; g < grammars; ++g) {
+    const std::string grammar = RandomLarkGrammar(rng, comments);
+    CheckGrammar((comments ? "fimc" : "fim") + std::to_string(g), grammar, rng, cases, steps,
+                 quick, &totals);
+  }
+  std::string shown;
+  for (size_t i = 0; i < totals.failures.size() && i < 12; ++i) shown += totals.failures[i] + "\n";
+  EXPECT_EQ(totals.failures.size(), 0u) << shown;
+  EXPECT_GT(totals.allowed, 0);
+  EXPECT_GT(totals.refused, 0);
+  EXPECT_LE(totals.unknown * 100, totals.allowed) << totals.unknown << " of " << totals.allowed;
+  int64_t confirmed = 0, judged = 0;
+  for (const auto& [path, texts] : totals.lark) {
+    if (texts.empty()) continue;
+    const std::vector<int> v = LarkVerdicts(path, "start", "none", texts);
+    ASSERT_EQ(v.size(), texts.size()) << "Lark oracle failed on " << path;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(v[i], 1) << path << ": " << JsonQuote(texts[i]);
+      confirmed += v[i];
+      ++judged;
+    }
+  }
+  std::printf("%d grammars, %lld cases (%lld exact), %lld steps, %lld verdicts: %lld allowed, "
+              "%lld refused, %lld unknown; %lld of %lld texts confirmed by Lark; set-up %.3f s\n",
+              grammars, static_cast<long long>(totals.cases),
+              static_cast<long long>(totals.exact_cases), static_cast<long long>(totals.steps),
+              static_cast<long long>(totals.verdicts), static_cast<long long>(totals.allowed),
+              static_cast<long long>(totals.refused), static_cast<long long>(totals.unknown),
+              static_cast<long long>(confirmed), static_cast<long long>(judged),
+              totals.setup_seconds);
+}
+
+TEST(SuffixQuotient, RandomGrammarsHaveExactSuffixMasks) {
+  const bool quick = TestQuick();
+  ExpectExactSuffixMasks(false, quick ? 12 : 150, quick ? 3 : 6, quick ? 3 : 6, 20261127);
+}
+
+TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasks) {
+  const bool quick = TestQuick();
+  ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261128);
+}
+
+// A middle that closes what the suffix closes is refused, and one whose
+// last name runs into the suffix's first is allowed.
+TEST(SuffixQuotient, NestedBracketsAndJoinInsideAToken) {
+  const char grammar[] =
+      "start: item\n"
+      "item: \"[\" NAME* \"]\" | NAME \";\"\n"
+      "NAME: /[a-z]+/\n"
+      "%ignore \" \"\n";
+  const std::string gpath = TempPath("nest.lark"), tpath = TempPath("nest.json");
+  WriteTextFile(gpath, grammar);
+  std::vector<std::string> tokens = {"[", "]", ";", "a", "b", "\xC4\xA0", "a]", "]]", "[a", "ab",
+                                     "b;", "];"};
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  CompiledStore store;
+  ASSERT_TRUE(CompileStore(gpath, tpath, CompileOptions{}, &store).ok());
+  auto id = [&](const std::string& t) {
+    for (int32_t i = 0; i < store.vocab_size; ++i) {
+      if (store.TokenBytes(i) == t) return i;
+    }
+    return -1;
+  };
+  // Prefix "[", suffix "b]": the middle is inside the brackets, so "]" is
+  // refused (nothing may follow the one item) ...
+  Session s(&store);
+  ASSERT_TRUE(s.AdvanceBytes("[").ok());
+  s.SetSuffix("b]");
+  ASSERT_TRUE(s.suffix_exact());
+  std::vector<uint32_t> m = s.Mask();
+  EXPECT_FALSE(MaskAllows(m, id("]")));
+  EXPECT_FALSE(MaskAllows(m, id("a]")));
+  EXPECT_TRUE(MaskAllows(m, id("a")));
+  EXPECT_TRUE(MaskAllows(m, id(" ")));
+  // ... and "a" joins the suffix's "b" into one name "ab": still allowed, and
+  // the text may end at once.
+  ASSERT_TRUE(s.Advance(id("a")).ok());
+  EXPECT_TRUE(s.CanEnd());
+  // Prefix "a", suffix "b;": "a" + "b" is one NAME, so the middle may be
+  // empty (EOS allowed); a space or ";" would end the name before "b".
+  Session t(&store);
+  ASSERT_TRUE(t.AdvanceBytes("a").ok());
+  t.SetSuffix("b;");
+  m = t.Mask();
+  EXPECT_TRUE(MaskAllows(m, store.eos_ids[0]));
+  EXPECT_TRUE(MaskAllows(m, id("b")));
+  EXPECT_TRUE(MaskAllows(m, id("ab")));
+  EXPECT_FALSE(MaskAllows(m, id(";")));
+  EXPECT_FALSE(MaskAllows(m, id(" ")));
+  EXPECT_FALSE(MaskAllows(m, id("]")));
+  EXPECT_FALSE(MaskAllows(m, id("b;")));
+}
+
+}  // namespace
+}  // namespace cfgmask
