@@ -225,6 +225,12 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       fail_at = INT32_MAX;
       checks += len - valid;
       for (int32_t d = valid; d < len; ++d) {
+        if (d + 1 == len) {
+          // The last item: checked without applying it (no copy), so the
+          // simulation of the whole sequence is not kept (valid stays d).
+          if (!sims[d].ItemOk(items[d], l.col)) fail_at = d + 1;
+          break;
+        }
         if (static_cast<int32_t>(sims.size()) <= d + 1) sims.resize(d + 2, sims[0]);
         sims[d + 1] = sims[d];
         if (!sims[d + 1].Item(items[d], l.col)) {
