@@ -161,11 +161,16 @@ struct HypothesisParser {
   int32_t paren;
   std::vector<uint64_t> slots;  // scanner_words per slot
   std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
+  // When set: Accepts' answers for this stack, one per parse terminal (-1:
+  // not asked yet), shared by the copies that have not fed anything since
+  // (the row walk's siblings, runtime/session.cc); Feed drops it.
+  int8_t* accepts_memo = nullptr;
 
   int32_t Top() const { return stack.Top(); }
   // Shifts terminal t after the reductions it triggers; false if rejected.
   // For $END, true once the input is accepted.
   bool Feed(int32_t t) {
+    accepts_memo = nullptr;  // its answers were for the stack before
     if (trace) trace->push_back(t);
     return LrTaken(LrFeed(lr, t, &stack));
   }
@@ -184,7 +189,12 @@ struct HypothesisParser {
   }
   // Would terminal t be shifted now?  Simulated on a scratch overlay:
   // nothing is copied or allocated.
-  bool Accepts(int32_t t) const { return LrWouldTake(lr, stack, t); }
+  bool Accepts(int32_t t) const {
+    if (!accepts_memo) return LrWouldTake(lr, stack, t);
+    int8_t& a = accepts_memo[t];
+    if (a < 0) a = LrWouldTake(lr, stack, t) ? 1 : 0;
+    return a == 1;
+  }
   bool TailOk(int32_t item) const {
     return ItemScanner(*s).TailOk(
         Top(), item, [&](int32_t t) { return Accepts(t); },

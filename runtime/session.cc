@@ -191,6 +191,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
   thread_local std::vector<HypothesisParser> sims;  // reused: no allocation in steady state
+  thread_local std::vector<std::vector<int8_t>> accepts;  // per depth: HypothesisParser::accepts_memo
   int64_t checks = 0, visited = 0, simulated = 0;  // for counters_
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
@@ -208,6 +209,15 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     size_t low = l.stack.Depth();
     sims.assign(1, MakeHypothesis(s, l));
     if (memo_) sims[0].stack.set_low(&low);
+    // Per depth of the prefix, the answers of Accepts on its stack: the
+    // rows under one prefix ask the same terminals (a Tail's candidates).
+    const size_t terms = static_cast<size_t>(s->num_parse_terminals);
+    auto fresh_accepts = [&](int32_t d) {
+      if (accepts.size() <= static_cast<size_t>(d)) accepts.resize(d + 1);  // buffers do not move
+      accepts[d].assign(terms, -1);
+      return accepts[d].data();
+    };
+    sims[0].accepts_memo = fresh_accepts(0);
     const int32_t* prev = nullptr;
     int32_t prev_len = 0, valid = 0;
     int32_t fail_at = INT32_MAX;
@@ -238,6 +248,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
           checks -= len - fail_at;  // the checks not made
           break;
         }
+        sims[d + 1].accepts_memo = fresh_accepts(d + 1);
         valid = d + 1;
       }
       if (fail_at == INT32_MAX) rows->push_back(r);

@@ -3,13 +3,15 @@
 // walk uses for the last item of every sequence) must equal Item applied to
 // a copy, for every item of every row of every live hypothesis' lexer state,
 // at every step of teacher-forced files and of random walks over the masks;
-// the walks also check that the session's mask equals the slow reference
+// the rows the session's walk accepts must be those whose every item Item
+// accepts on copies; the walks also check that the session's mask equals the slow reference
 // (Session::AllowsSlow) on a sample of tokens.  Grammars: Lark's python.lark,
 // the strict python.lark, sql.lark (LLaMA SentencePiece with byte fallback,
 // real) and python.lark with a 601-token slice of Qwen2's byte-level BPE;
 // quick sizes under CFGMASK_QUICK=1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "maskstore/hypothesis_parser.h"
@@ -27,9 +29,21 @@ struct Counts {
 };
 
 // Every row of every live hypothesis' root, item by item: ItemOk on the
-// parser before the item against Item on a copy of it.
-void CompareRows(const CompiledStore& s, const Session& session, Counts* c) {
-  for (const LiveState& l : session.live()) {
+// parser before the item against Item on a copy of it; and the rows the
+// session's walk accepts (Session::AcceptedRows: a trie over the rows, the
+// last item by ItemOk, Accepts answered once per prefix) against the rows
+// whose every item Item accepts on copies.
+void CompareRows(const CompiledStore& s, Session* session, Counts* c) {
+  std::vector<int32_t> fast, slow_rows;
+  bool eos = false;
+  session->AcceptedRows(&fast, &eos);
+  // Rows past the roots' are the simulated tokens' (CheckSimulated).
+  fast.erase(std::remove_if(fast.begin(), fast.end(),
+                            [&](int32_t r) { return r >= s.root_row_offsets[s.num_roots]; }),
+             fast.end());
+  std::sort(fast.begin(), fast.end());
+  fast.erase(std::unique(fast.begin(), fast.end()), fast.end());
+  for (const LiveState& l : session->live()) {
     const int32_t root = s.root_index[l.q];
     if (root < 0) continue;
     for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
@@ -43,20 +57,33 @@ void CompareRows(const CompiledStore& s, const Session& session, Counts* c) {
         ++c->items;
         if (fast != slow) {
           ADD_FAILURE() << "row " << r << " item " << item << " (kind " << s.item_kind[item]
-                        << ") at text offset " << session.text().size() << ": ItemOk " << fast
+                        << ") at text offset " << session->text().size() << ": ItemOk " << fast
                         << ", Item " << slow << "\n"
-                        << session.text();
+                        << session->text();
           return;
         }
         if (!slow) {
           ++c->rejected;
           break;
         }
-        if (i + 1 == s.seq_offsets[seq + 1]) ++c->accepted;
+        if (i + 1 == s.seq_offsets[seq + 1]) {
+          ++c->accepted;
+          slow_rows.push_back(r);
+        }
         p = applied;
       }
     }
   }
+  std::sort(slow_rows.begin(), slow_rows.end());
+  slow_rows.erase(std::unique(slow_rows.begin(), slow_rows.end()), slow_rows.end());
+  EXPECT_EQ(fast, slow_rows) << "accepted rows at text offset " << session->text().size() << "\n"
+                             << session->text();
+}
+
+SessionLimits NoMemo() {
+  SessionLimits l;
+  l.memo_bytes = 0;
+  return l;
 }
 
 // Teacher forcing (greedy segmentation) of `texts`, at most `max_steps` steps each.
@@ -65,11 +92,11 @@ Counts ForceTexts(const CompiledStore* store, const std::vector<std::string>& te
   Counts c;
   Segmenter seg(*store);
   for (const std::string& text : texts) {
-    Session session(store);
+    Session session(store, NoMemo());
     int steps = 0;
     for (const Segment& s : seg.Cut(text, SegmentMode::kGreedy, nullptr)) {
       if (++steps > max_steps) break;
-      CompareRows(*store, session, &c);
+      CompareRows(*store, &session, &c);
       if (testing::Test::HasFailure()) return c;
       const std::string_view bytes = std::string_view(text).substr(s.offset, s.length);
       if (!(s.token >= 0 ? session.Advance(s.token) : session.AdvanceBytes(bytes)).ok()) break;
@@ -84,9 +111,9 @@ Counts Walks(const CompiledStore* store, int walks, int max_steps, uint64_t seed
   Counts c;
   std::mt19937_64 rng(seed);
   for (int w = 0; w < walks; ++w) {
-    Session session(store);
+    Session session(store, NoMemo());
     for (int i = 0; i < max_steps; ++i) {
-      CompareRows(*store, session, &c);
+      CompareRows(*store, &session, &c);
       if (testing::Test::HasFailure()) return c;
       const std::vector<uint32_t> m = session.Mask();
       if (i % 5 == 0) {
