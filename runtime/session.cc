@@ -207,8 +207,18 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     }
     const size_t first = rows->size();
     size_t low = l.stack.Depth();
-    sims.assign(1, MakeHypothesis(s, l));
-    if (memo_) sims[0].stack.set_low(&low);
+    // The simulations' vectors keep their capacity from step to step: the
+    // deeper ones are copied into (sims[d + 1] = sims[d]) before any use.
+    if (sims.empty()) sims.resize(1, MakeHypothesis(s, l));
+    HypothesisParser& base = sims[0];
+    base.s = s;
+    base.lr = s->lr();
+    base.stack = LrOverlay(l.stack);
+    base.indent = l.indent;
+    base.paren = l.paren;
+    base.slots = l.slot_bits;
+    base.trace = nullptr;
+    if (memo_) base.stack.set_low(&low);
     // Per depth of the prefix, the answers of Accepts on its stack: the
     // rows under one prefix ask the same terminals (a Tail's candidates).
     const size_t terms = static_cast<size_t>(s->num_parse_terminals);
