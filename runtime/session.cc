@@ -244,8 +244,16 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       valid = std::min(valid, lcp);
       fail_at = INT32_MAX;
       checks += len - valid;
+      // Does the next row's sequence go on from this whole one?  Then the
+      // simulation after the last item is wanted (asked at the last item).
+      auto extended = [&] {
+        if (r + 1 >= s->root_row_offsets[root + 1]) return false;
+        const int32_t next = s->row_seq[r + 1];
+        return s->seq_offsets[next + 1] - s->seq_offsets[next] > len &&
+               std::equal(items, items + len, s->seq_data.data() + s->seq_offsets[next]);
+      };
       for (int32_t d = valid; d < len; ++d) {
-        if (d + 1 == len) {
+        if (d + 1 == len && !extended()) {
           // The last item: checked without applying it (no copy), so the
           // simulation of the whole sequence is not kept (valid stays d).
           if (!sims[d].ItemOk(items[d], l.col)) fail_at = d + 1;
