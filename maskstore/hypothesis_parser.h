@@ -229,7 +229,7 @@ struct HypothesisParser {
   // terminal is then asked of the parser as Accepts (the reductions and
   // shift that Feed would make, simulated on a scratch view: nothing is
   // copied), except the indenter's newline, checked by Item on a copy.
-  // Compared with Item on a copy in tests/session_test.cc.
+  // Compared with Item on a copy in tests/row_check_test.cc.
   bool ItemOk(int32_t item, int32_t carried_col) const {
     const ItemKind kind = s->KindOf(item);
     if (kind != ItemKind::kEmit) {
