@@ -13,6 +13,7 @@
 // CompiledStore (ItemKind).
 //
 // Tested by session_test.cc (against Lark on every step of seeded walks),
+// row_check_test.cc (ItemOk and the session's row walk against Item on copies),
 // always_legal_test.cc and never_legal_test.cc (exploration against the
 // runtime's answers) and streamline_store_test.cc (masks of streamlined and
 // unstreamlined stores equal).
