@@ -13,6 +13,7 @@
 // CompiledStore (ItemKind).
 //
 // Tested by session_test.cc (against Lark on every step of seeded walks),
+// row_check_test.cc (ItemOk and the session's row walk against Item on copies),
 // always_legal_test.cc and never_legal_test.cc (exploration against the
 // runtime's answers) and streamline_store_test.cc (masks of streamlined and
 // unstreamlined stores equal).
@@ -161,11 +162,16 @@ struct HypothesisParser {
   int32_t paren;
   std::vector<uint64_t> slots;  // scanner_words per slot
   std::vector<int32_t>* trace = nullptr;  // when set: every terminal fed, in order
+  // When set: Accepts' answers for this stack, one per parse terminal (-1:
+  // not asked yet), shared by the copies that have not fed anything since
+  // (the row walk's siblings, runtime/session.cc); Feed drops it.
+  int8_t* accepts_memo = nullptr;
 
   int32_t Top() const { return stack.Top(); }
   // Shifts terminal t after the reductions it triggers; false if rejected.
   // For $END, true once the input is accepted.
   bool Feed(int32_t t) {
+    accepts_memo = nullptr;  // its answers were for the stack before
     if (trace) trace->push_back(t);
     return LrTaken(LrFeed(lr, t, &stack));
   }
@@ -184,7 +190,12 @@ struct HypothesisParser {
   }
   // Would terminal t be shifted now?  Simulated on a scratch overlay:
   // nothing is copied or allocated.
-  bool Accepts(int32_t t) const { return LrWouldTake(lr, stack, t); }
+  bool Accepts(int32_t t) const {
+    if (!accepts_memo) return LrWouldTake(lr, stack, t);
+    int8_t& a = accepts_memo[t];
+    if (a < 0) a = LrWouldTake(lr, stack, t) ? 1 : 0;
+    return a == 1;
+  }
   bool TailOk(int32_t item) const {
     return ItemScanner(*s).TailOk(
         Top(), item, [&](int32_t t) { return Accepts(t); },
@@ -192,9 +203,12 @@ struct HypothesisParser {
         [&](int32_t type, int32_t lexed) { return TakesThen(type, lexed); });
   }
   // Fed `type` (lexed as terminal `lexed`), would the parser then take a
-  // terminal that can follow lexed's match, or end?  On a copy.
+  // terminal that can follow lexed's match, or end?  On a copy (the
+  // thread's scratch one, whose vectors keep their capacity: no allocation
+  // once warm; nothing below calls TakesThen again).
   bool TakesThen(int32_t type, int32_t lexed) const {
-    HypothesisParser c = *this;
+    thread_local HypothesisParser c;
+    c = *this;
     c.trace = nullptr;
     if (!c.Feed(type)) return false;
     if (s->terminal_open_paren[type]) ++c.paren;
@@ -203,11 +217,42 @@ struct HypothesisParser {
         c.Top(), lexed, [&](int32_t u) { return c.Accepts(u); },
         [&](int32_t u) { return c.paren > 0 || c.Accepts(u); }, [&] { return c.CanFinish(); });
   }
-  // Would Finish() succeed now?  On a copy: the cursor is left as it is.
+  // Would Finish() succeed now?  On a copy (the thread's scratch one, apart
+  // from TakesThen's, which calls this): the cursor is left as it is.
   bool CanFinish() const {
-    HypothesisParser copy = *this;
+    thread_local HypothesisParser copy;
+    copy = *this;
     copy.trace = nullptr;
     return copy.Finish();
+  }
+  // What Item(item, carried_col) returns, without applying the item: for the
+  // last item of a sequence, after which the parser is not read.  An Emit's
+  // terminal is then asked of the parser as Accepts (the reductions and
+  // shift that Feed would make, simulated on a scratch view: nothing is
+  // copied), except the indenter's newline, checked by Item on a copy.
+  // Compared with Item on a copy in tests/row_check_test.cc.
+  bool ItemOk(int32_t item, int32_t carried_col) const {
+    const ItemKind kind = s->KindOf(item);
+    if (kind != ItemKind::kEmit) {
+      if (kind == ItemKind::kTail) return TailOk(item);
+      const int32_t t = s->item_terminal[item];  // kHit: as Item
+      const size_t at = static_cast<size_t>(s->item_slot[item]) * s->scanner_words + t / 64;
+      if (at >= slots.size()) return false;
+      return !((slots[at] >> (t & 63)) & 1);
+    }
+    const ItemScanner scanner(*s);
+    const int32_t state = Top();
+    if (!scanner.EmitScanned(state, item)) return false;
+    if (static_cast<int64_t>(slots.size() / s->scanner_words) != s->item_slot[item]) return false;
+    if (s->terminal_ignored[s->item_terminal[item]]) return true;
+    const int32_t type = scanner.EmitType(state, item);
+    if (type == s->indenter_nl && s->indenter_nl >= 0) {
+      thread_local HypothesisParser c;
+      c = *this;
+      c.trace = nullptr;
+      return c.Item(item, carried_col);
+    }
+    return Accepts(type);
   }
   // Checks item `item` and applies it; false if the hypothesis dies.
   // `carried_col` is the column carried into the token (-1: none yet);

@@ -192,6 +192,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   // The rows of a root are sorted by item sequence: walk them as a trie,
   // keeping one parser simulation per depth of the current prefix.
   thread_local std::vector<HypothesisParser> sims;  // reused: no allocation in steady state
+  thread_local std::vector<std::vector<int8_t>> accepts;  // per depth: HypothesisParser::accepts_memo
   int64_t checks = 0, visited = 0, simulated = 0;  // for counters_
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
@@ -207,8 +208,27 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     }
     const size_t first = rows->size();
     size_t low = l.stack.Depth();
-    sims.assign(1, MakeHypothesis(s, l));
-    if (memo_) sims[0].stack.set_low(&low);
+    // The simulations' vectors keep their capacity from step to step: the
+    // deeper ones are copied into (sims[d + 1] = sims[d]) before any use.
+    if (sims.empty()) sims.resize(1, MakeHypothesis(s, l));
+    HypothesisParser& base = sims[0];
+    base.s = s;
+    base.lr = s->lr();
+    base.stack = LrOverlay(l.stack);
+    base.indent = l.indent;
+    base.paren = l.paren;
+    base.slots = l.slot_bits;
+    base.trace = nullptr;
+    if (memo_) base.stack.set_low(&low);
+    // Per depth of the prefix, the answers of Accepts on its stack: the
+    // rows under one prefix ask the same terminals (a Tail's candidates).
+    const size_t terms = static_cast<size_t>(s->num_parse_terminals);
+    auto fresh_accepts = [&](int32_t d) {
+      if (accepts.size() <= static_cast<size_t>(d)) accepts.resize(d + 1);  // buffers do not move
+      accepts[d].assign(terms, -1);
+      return accepts[d].data();
+    };
+    sims[0].accepts_memo = fresh_accepts(0);
     const int32_t* prev = nullptr;
     int32_t prev_len = 0, valid = 0;
     int32_t fail_at = INT32_MAX;
@@ -225,7 +245,21 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       valid = std::min(valid, lcp);
       fail_at = INT32_MAX;
       checks += len - valid;
+      // Does the next row's sequence go on from this whole one?  Then the
+      // simulation after the last item is wanted (asked at the last item).
+      auto extended = [&] {
+        if (r + 1 >= s->root_row_offsets[root + 1]) return false;
+        const int32_t next = s->row_seq[r + 1];
+        return s->seq_offsets[next + 1] - s->seq_offsets[next] > len &&
+               std::equal(items, items + len, s->seq_data.data() + s->seq_offsets[next]);
+      };
       for (int32_t d = valid; d < len; ++d) {
+        if (d + 1 == len && !extended()) {
+          // The last item: checked without applying it (no copy), so the
+          // simulation of the whole sequence is not kept (valid stays d).
+          if (!sims[d].ItemOk(items[d], l.col)) fail_at = d + 1;
+          break;
+        }
         if (static_cast<int32_t>(sims.size()) <= d + 1) sims.resize(d + 2, sims[0]);
         sims[d + 1] = sims[d];
         if (!sims[d + 1].Item(items[d], l.col)) {
@@ -233,6 +267,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
           checks -= len - fail_at;  // the checks not made
           break;
         }
+        sims[d + 1].accepts_memo = fresh_accepts(d + 1);
         valid = d + 1;
       }
       if (fail_at == INT32_MAX) rows->push_back(r);
