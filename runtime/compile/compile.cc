@@ -502,16 +502,26 @@ Status CompileStore(const std::string& grammar_path, const std::string& tokenize
                     const CompileOptions& options, CompiledStore* out) {
   const std::string no_eos;
   StoreSink sink(out);
-  return RunPipeline(grammar_path, ReadTokenizer(tokenizer_path, options, no_eos), options,
-                     Until::kStore, false, &sink, nullptr);
+  try {
+    return RunPipeline(grammar_path, ReadTokenizer(tokenizer_path, options, no_eos), options,
+                       Until::kStore, false, &sink, nullptr);
+  } catch (...) {  // from the progress callback: no half-built store
+    sink.Clear();
+    throw;
+  }
 }
 
 Status CompileStore(const std::string& grammar_path, const PreparedTokenizer& tokenizer,
                     const CompileOptions& options, CompiledStore* out) {
   const std::string no_eos;
   StoreSink sink(out);
-  return RunPipeline(grammar_path, PreparedSource(tokenizer, no_eos), options, Until::kStore,
-                     false, &sink, nullptr);
+  try {
+    return RunPipeline(grammar_path, PreparedSource(tokenizer, no_eos), options, Until::kStore,
+                       false, &sink, nullptr);
+  } catch (...) {  // from the progress callback: no half-built store
+    sink.Clear();
+    throw;
+  }
 }
 
 bool IsIndenterChoice(std::string_view v) {
