@@ -143,6 +143,8 @@ def test_prefix_and_suffix_in_the_constructor(store, cases):
     for name, prefix, middle, suffix in cases[:3]:
         m = cfgmask.GrammarMatcher(store, prefix=prefix, suffix=suffix)
         assert m.text == prefix and m.suffix == suffix.encode()
+        # The indenter is not in the suffix's quotient: prefix masks here.
+        assert not m.suffix_exact
         assert m.accept_string(middle) and m.can_end(), name
     # A prefix the grammar refuses: Error naming the line and column.
     with pytest.raises(cfgmask.Error, match=r"prefix:2:5: .*byte 10 "):
