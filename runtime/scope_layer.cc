@@ -387,6 +387,28 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
           for (int32_t t : *ts) check(t);
         }
       }
+      if (kw == word_ && k[0] != 'n' && k[0] != 'g' && k[0] != '_') {
+        // await / yield / async / return: whether the keyword stands here
+        // does not depend on the token that ends it.  If it fails, every
+        // token that ends it fails; if it stands and nothing is armed after
+        // it, what follows it in a token meets the lists looked at above.
+        ScopeLayer probe = *this;
+        probe.FlushWord();
+        if (probe.dead_) {
+          for (int32_t w = 0; w < store.mask_words(); ++w) {
+            uint32_t bits = mask[w];
+            while (bits) {
+              const int32_t t = w * 32 + __builtin_ctz(bits);
+              bits &= bits - 1;
+              if (t >= store.vocab_size || store.token_special[t]) continue;
+              const std::string_view b = store.TokenBytes(t);
+              if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) mask[w] &= ~(1u << (t & 31));
+            }
+          }
+          continue;
+        }
+        if (!probe.Armed()) continue;
+      }
       if (kw == word_) {  // the word is whole: any token that ends it
         for (int32_t w = 0; w < store.mask_words(); ++w) {
           uint32_t bits = mask[w];

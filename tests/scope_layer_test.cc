@@ -293,7 +293,9 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "x = [(y := 1) for ", "def f():\n    return [x for x in (y", "[x for x in z if (x", "[x for x in z if (w :",
         "awai", "class A:\n    x = [(y := 1) ", "def f():\n    return [(yield) ",
         "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
-        "async def f():\n    yield 1\n    return"}) {
+        "async def f():\n    yield 1\n    return", "await", "async def f():\n    await",
+        "def f():\n    yield", "async def f():\n    x = yield", "async def f():\n    return 1\n    yield",
+        "x = [y async", "async def f():\n    x = [y async", "def f():\n    x = (await"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();

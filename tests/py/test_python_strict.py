@@ -654,7 +654,7 @@ def test_scope_checks_against_cpython(store_llama, parser, tmp_path, kind):
     wrong, reasons = [], Counter()
     for k, text in enumerate(texts):
         err = cpython_error(text)
-        reasons[(err or "compiles").split("'")[0].split(":")[0].strip()] += 1
+        reasons[(err or "compiles").lstrip("'").split("'")[0].split(":")[0].strip()] += 1
         if engine[k] != (err is None):
             wrong.append((engine[k], err, text))
     print(f"\n{len(texts)} programs: " + ", ".join(f"{v} {k}" for k, v in reasons.most_common()))
