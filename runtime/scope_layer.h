@@ -98,8 +98,11 @@ class ScopeLayer {
   bool CanEnd() const;
   // Is a check pending that any next token could fail?  With `at_word`, the
   // checks only a token starting with a non-name byte can fail are left
-  // out of the answer and flagged there instead.
-  bool Armed(bool* at_word = nullptr) const;
+  // out of the answer and flagged there instead; `colon_only` (with
+  // at_word) stays true when every such check is the annotation of a name
+  // declared global or nonlocal, which only a token holding `:` (or a
+  // backslash that continues the line before one) can fail.
+  bool Armed(bool* at_word = nullptr, bool* colon_only = nullptr) const;
   bool dead() const { return dead_; }
   // The identifier being written at the end of the text ("" if none).
   const std::string& partial_word() const { return word_; }

@@ -287,7 +287,8 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
   // are decided: module-level await waiting for a generator expression,
   // a return after an async generator's yield, `from` after its yield, an
   // iteration variable an assignment expression binds, a comprehension's
-  // iterable, a partial `awai` at module level.
+  // iterable, a partial `awai` at module level; a declared name that a `:`
+  // would annotate.
   for (const char* prefix :
        {"x = (await y", "async def f():\n    yield 1\n    return", "async def f():\n    x = yield",
         "x = [(y := 1) for ", "def f():\n    return [x for x in (y", "[x for x in z if (x", "[x for x in z if (w :",
@@ -295,7 +296,12 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
         "async def f():\n    yield 1\n    return", "await", "async def f():\n    await",
         "def f():\n    yield", "async def f():\n    x = yield", "async def f():\n    return 1\n    yield",
-        "x = [y async", "async def f():\n    x = [y async", "def f():\n    x = (await"}) {
+        "x = [y async", "async def f():\n    x = [y async", "def f():\n    x = (await",
+        // a statement that so far is a declared name: only a `:` (or a
+        // backslash before one) can annotate it
+        "def f():\n    global X\n    X", "def f():\n    global X\n    X ",
+        "def g():\n    y = 1\n    def f():\n        nonlocal y\n        y",
+        "def f():\n    global X, Y\n    X \\\n"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
