@@ -305,16 +305,23 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     ScopeLayer next = *this;
     if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
   };
-  bool at_word = false, colon_only = true;
-  if (Armed(&at_word, &colon_only)) {
+  // fn(t, bytes) for each token the mask allows (special tokens aside); fn
+  // may clear bits of the mask.
+  auto each_allowed = [&](auto&& fn) {
     for (int32_t w = 0; w < store.mask_words(); ++w) {
-      uint32_t bits = mask[w];
-      while (bits) {
+      for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
         const int32_t t = w * 32 + __builtin_ctz(bits);
-        bits &= bits - 1;
-        if (t < store.vocab_size && !store.token_special[t]) check(t);
+        if (t < store.vocab_size && !store.token_special[t]) fn(t, store.TokenBytes(t));
       }
     }
+  };
+  // Tokens that end the word being written (they start with a non-name byte).
+  auto ends_word = [](std::string_view b) {
+    return !b.empty() && !IsIdent(static_cast<unsigned char>(b[0]));
+  };
+  bool at_word = false, colon_only = true;
+  if (Armed(&at_word, &colon_only)) {
+    each_allowed([&](int32_t t, std::string_view) { check(t); });
     return;
   }
   for (int32_t t : index.risky()) check(t);
@@ -322,26 +329,19 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     for (int32_t t : index.newline()) check(t);
   }
   if (at_word) {  // the tokens that end the name here (or go on after it)
-    for (int32_t w = 0; w < store.mask_words(); ++w) {
-      uint32_t bits = mask[w];
-      while (bits) {
-        const int32_t t = w * 32 + __builtin_ctz(bits);
-        bits &= bits - 1;
-        if (t >= store.vocab_size || store.token_special[t]) continue;
-        const std::string_view b = store.TokenBytes(t);
-        if (b.empty() || IsIdent(static_cast<unsigned char>(b[0]))) continue;
-        // Only the annotation check is at the word: a token without `:`
-        // (or a backslash, which may continue the line before one) cannot
-        // annotate the name, and what it leaves armed the next step's
-        // filter meets.  (Feeding every such token through a copy of the
-        // layer cost 10-22 ms a step on a large vocabulary.)
-        if (colon_only && b.find(':') == std::string_view::npos &&
-            b.find('\\') == std::string_view::npos) {
-          continue;
-        }
-        check(t);
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (!ends_word(b)) return;
+      // Only the annotation check is at the word: a token without `:` (or
+      // a backslash, which may continue the line before one) cannot
+      // annotate the name, and what it leaves armed the next step's filter
+      // meets.  (Feeding every such token through a copy of the layer cost
+      // 10-22 ms a step on a large vocabulary.)
+      if (colon_only && b.find(':') == std::string_view::npos &&
+          b.find('\\') == std::string_view::npos) {
+        return;
       }
-    }
+      check(t);
+    });
   }
   // The open lists' names and the names declared global or nonlocal in a
   // function or class (an annotation of one is refused): tokens that end one
@@ -407,31 +407,17 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
         ScopeLayer probe = *this;
         probe.FlushWord();
         if (probe.dead_) {
-          for (int32_t w = 0; w < store.mask_words(); ++w) {
-            uint32_t bits = mask[w];
-            while (bits) {
-              const int32_t t = w * 32 + __builtin_ctz(bits);
-              bits &= bits - 1;
-              if (t >= store.vocab_size || store.token_special[t]) continue;
-              const std::string_view b = store.TokenBytes(t);
-              if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) mask[w] &= ~(1u << (t & 31));
-            }
-          }
+          each_allowed([&](int32_t t, std::string_view b) {
+            if (ends_word(b)) mask[t >> 5] &= ~(1u << (t & 31));
+          });
           continue;
         }
         if (!probe.Armed()) continue;
       }
       if (kw == word_) {  // the word is whole: any token that ends it
-        for (int32_t w = 0; w < store.mask_words(); ++w) {
-          uint32_t bits = mask[w];
-          while (bits) {
-            const int32_t t = w * 32 + __builtin_ctz(bits);
-            bits &= bits - 1;
-            if (t >= store.vocab_size || store.token_special[t]) continue;
-            const std::string_view b = store.TokenBytes(t);
-            if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) check(t);
-          }
-        }
+        each_allowed([&](int32_t t, std::string_view b) {
+          if (ends_word(b)) check(t);
+        });
       }
     }
   }

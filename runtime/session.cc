@@ -698,6 +698,13 @@ Status Session::AdvanceOne(const std::vector<LiveState>& in, std::string_view by
       const int32_t words = s->scanner_words;
       for (int32_t i = s->set_offsets[map]; i < s->set_offsets[map + 1]; ++i) {
         const int32_t ns = s->set_data[i] >> 16, old = s->set_data[i] & 0xFFFF;
+        // A slot the step did not open: only a forged or damaged store (the
+        // loader checks the map's ranges, not what each step opens).
+        if (static_cast<size_t>(old + 1) * words > sim.slots.size()) {
+          return Status(ErrorCode::kStoreFile,
+                        "damaged store: a lexer state's slot map names slot " +
+                            std::to_string(old) + ", which its step does not open");
+        }
         if (n.slot_bits.size() < static_cast<size_t>(ns + 1) * words) {
           n.slot_bits.resize(static_cast<size_t>(ns + 1) * words, 0);
         }
