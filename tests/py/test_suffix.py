@@ -70,6 +70,26 @@ def allowed(matcher, bitmask):
     return np.nonzero(bits)[0]
 
 
+def random_middle(m, bitmask, rng, budget, label):
+    """A random middle from matcher `m` (its suffix set): up to `budget`
+    tokens drawn from each mask, the stop token taken with probability 1/4
+    where allowed, then steered to a shortest completion.  "budget" (ended
+    in it), "steered", or None (no completion ended it)."""
+    eos_ids = set(m.store.eos_ids)
+    for _ in range(budget):
+        ids = allowed(m, bitmask)
+        can_stop = any(int(t) in eos_ids for t in ids)
+        text_ids = [int(t) for t in ids if int(t) not in eos_ids]
+        assert can_stop or text_ids, (label, "a step with nothing allowed")
+        if can_stop and (not text_ids or rng.random() < 0.25):
+            return "budget"
+        assert m.accept_token(rng.choice(text_ids))
+    completion = m.find_completion()
+    if completion is None or not m.accept_string(completion) or not m.can_end():
+        return None
+    return "steered"
+
+
 def test_can_end_agrees_with_lark(store, parser, cases):
     bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
     eos = store.eos_ids[0]
@@ -101,30 +121,17 @@ def test_original_middle_is_reachable(store, cases):
 def test_random_middles_fit_the_suffix(store, parser, cases):
     rng = random.Random(7)
     bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
-    eos = store.eos_ids[0]
     in_budget = steered = no_end = 0
     semantic = []
     for name, prefix, _, suffix in cases:
         m = cfgmask.GrammarMatcher(store, suffix=suffix)
         assert m.accept_string(prefix)
-        ended = False
-        for _ in range(BUDGET):
-            ids = allowed(m, bitmask)
-            can_stop = eos in ids
-            text_ids = [int(t) for t in ids if t not in store.eos_ids]
-            assert can_stop or text_ids, (name, "a step with nothing allowed")
-            if can_stop and (not text_ids or rng.random() < 0.25):
-                ended = True
-                break
-            assert m.accept_token(rng.choice(text_ids))
-        if ended:
-            in_budget += 1
-        else:
-            completion = m.find_completion()
-            if completion is None or not m.accept_string(completion) or not m.can_end():
-                no_end += 1
-                continue
-            steered += 1
+        how = random_middle(m, bitmask, rng, BUDGET, name)
+        if how is None:
+            no_end += 1
+            continue
+        in_budget += how == "budget"
+        steered += how == "steered"
         middle = m.text[len(prefix):]
         text = prefix + middle + suffix
         assert lark_ok(parser, text), (name, middle)

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import cfgmask
+from test_suffix import random_middle
 
 FULL = os.environ.get("CFGMASK_FULL") == "1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,29 +115,16 @@ def test_original_middle_is_allowed(store, cases):
 def test_random_middles_all_end(store, parser, cases):
     rng = random.Random(11)
     bitmask = cfgmask.allocate_token_bitmask(1, store.vocab_size)
-    eos = store.eos_ids[0]
     in_budget = steered = no_end = 0
     for prefix, _, suffix in cases:
         m = cfgmask.GrammarMatcher(store, prefix=prefix, suffix=suffix)
         assert m.suffix_exact
-        ended = False
-        for _ in range(BUDGET):
-            ids = allowed(m, bitmask)
-            can_stop = eos in ids
-            text_ids = [int(t) for t in ids if t not in store.eos_ids]
-            assert can_stop or text_ids, (prefix, suffix, "a step with nothing allowed")
-            if can_stop and (not text_ids or rng.random() < 0.25):
-                ended = True
-                break
-            assert m.accept_token(rng.choice(text_ids))
-        if ended:
-            in_budget += 1
-        else:
-            completion = m.find_completion()
-            if completion is None or not m.accept_string(completion) or not m.can_end():
-                no_end += 1
-                continue
-            steered += 1
+        how = random_middle(m, bitmask, rng, BUDGET, (prefix, suffix))
+        if how is None:
+            no_end += 1
+            continue
+        in_budget += how == "budget"
+        steered += how == "steered"
         text = m.text + suffix
         assert lark_ok(parser, text), (prefix, m.text[len(prefix):], suffix)
         json.loads(text)
