@@ -19,21 +19,53 @@ namespace cfgmask {
 
 void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out) {
   const size_t b = sessions.size();
-  std::vector<std::vector<int32_t>> per(b);
+  std::vector<std::vector<int32_t>> per(b), clears(b);
+  std::vector<std::vector<uint32_t>> whole(b);
+  std::vector<uint8_t> is_whole(b, 0);
   out->eos.assign(b, 0);
   tbb::parallel_for(size_t{0}, b, [&](size_t i) {
+    if (!sessions[i]->FilterClears(&clears[i])) {
+      // The filter needs the mask: the CPU fills the row.
+      whole[i].resize(static_cast<size_t>(sessions[i]->store()->mask_words()));
+      sessions[i]->FillMask(whole[i].data());
+      is_whole[i] = 1;
+      return;
+    }
     bool eos = false;
     sessions[i]->AcceptedRows(&per[i], &eos);
     out->eos[i] = eos ? 1 : 0;
   });
-  out->row_begin.assign(b + 1, 0);
+  auto flatten = [&](auto& parts, auto* flat, std::vector<int32_t>* begin) {
+    begin->assign(b + 1, 0);
+    for (size_t i = 0; i < b; ++i) {
+      (*begin)[i + 1] = (*begin)[i] + static_cast<int32_t>(parts[i].size());
+    }
+    flat->resize(static_cast<size_t>((*begin)[b]));
+    tbb::parallel_for(size_t{0}, b, [&](size_t i) {
+      std::copy(parts[i].begin(), parts[i].end(), flat->begin() + (*begin)[i]);
+    });
+  };
+  flatten(per, &out->rows, &out->row_begin);
+  flatten(clears, &out->clears, &out->clear_begin);
+  std::vector<int32_t> whole_begin;
+  flatten(whole, &out->whole_words, &whole_begin);
+  out->whole.assign(b, -1);
   for (size_t i = 0; i < b; ++i) {
-    out->row_begin[i + 1] = out->row_begin[i] + static_cast<int32_t>(per[i].size());
+    if (is_whole[i]) out->whole[i] = whole_begin[i];
   }
-  out->rows.resize(static_cast<size_t>(out->row_begin[b]));
-  tbb::parallel_for(size_t{0}, b, [&](size_t i) {
-    std::copy(per[i].begin(), per[i].end(), out->rows.begin() + out->row_begin[i]);
-  });
+}
+
+void FinishBatchRow(const BatchRows& rows, int32_t b, int32_t mask_words, uint32_t* row,
+                    int32_t words_per_row) {
+  if (rows.whole[b] >= 0) {
+    std::memcpy(row, rows.whole_words.data() + rows.whole[b], sizeof(uint32_t) * mask_words);
+    std::memset(row + mask_words, 0, sizeof(uint32_t) * (words_per_row - mask_words));
+    return;
+  }
+  for (int32_t k = rows.clear_begin[b]; k < rows.clear_begin[b + 1]; ++k) {
+    const int32_t t = rows.clears[k];
+    row[kernels::TokenWord(t)] &= ~kernels::TokenBit(t);
+  }
 }
 
 int64_t AcceptTokens(Session* session, int64_t k, const std::function<int64_t(int64_t i)>& token,

@@ -36,14 +36,31 @@ namespace cfgmask {
 
 // The accepted rows of a batch step, flattened: session b's rows are
 // rows[row_begin[b] .. row_begin[b+1]), eos[b] says whether EOS is allowed.
+// What the session's filter (Session::FilterMask: the scope layer's checks,
+// an exact suffix) takes from their OR comes with them: session b's mask is
+// the OR less the tokens clears[clear_begin[b] .. clear_begin[b+1]); or,
+// when whole[b] >= 0, exactly the store's mask_words() words at
+// whole_words[whole[b]] that the CPU filled (a filter that needs the mask
+// itself), its rows then empty and eos[b] 0.
 struct BatchRows {
   std::vector<int32_t> rows;
-  std::vector<int32_t> row_begin;  // B + 1
-  std::vector<uint8_t> eos;        // B
+  std::vector<int32_t> row_begin;    // B + 1
+  std::vector<uint8_t> eos;          // B
+  std::vector<int32_t> clears;
+  std::vector<int32_t> clear_begin;  // B + 1
+  std::vector<int32_t> whole;        // B: -1, or an offset into whole_words
+  std::vector<uint32_t> whole_words;
 };
 
-// Collects every session's accepted rows, sessions in parallel.
+// Collects every session's accepted rows and its filter's part, sessions in
+// parallel.
 void CollectAcceptedRows(std::span<Session* const> sessions, BatchRows* out);
+
+// The CPU reference of a BatchRows row's last step: `row` (words_per_row
+// words) holds the OR of session b's rows and EOS (OrSessionRowsTwin); this
+// applies the clears, or writes the whole row, as the CUDA kernel does.
+void FinishBatchRow(const BatchRows& rows, int32_t b, int32_t mask_words, uint32_t* row,
+                    int32_t words_per_row);
 
 // Accepts the ids token(0), ..., token(k - 1) in order, stopping early when
 // the session ends.  Returns -1, or the index of the first refused id (an id

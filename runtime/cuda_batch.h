@@ -4,7 +4,11 @@
 // memory), and one kernel that masks logits in place (fp32, fp16, bf16:
 // -inf wherever the bit is 0).  The parser-side work
 // (Session::AcceptedRows) stays on the CPU; only row ids cross the bus, in
-// one copy from pinned memory.
+// one copy from pinned memory, with what each session's filter takes from
+// their OR (Session::FilterMask: the strict Python grammar's scope checks, an
+// exact suffix): the tokens to clear, or, where the filter needs the mask
+// itself, the row the CPU filled (BatchRows).  The masks are Session::FillMask's,
+// bit for bit.
 //
 // Compiled only when CFGMASK_CUDA is on (library cfgmask_cuda).  The
 // arithmetic is in mask_kernels.h, shared with the CPU twins

@@ -7,14 +7,16 @@
 // iterations (mask_kernels.h: a bitset word, a complement word, or a listed
 // token; a long sorted list's part inside the slice is found by binary
 // search), with shared-memory atomicOr and no barrier between rows; EOS ids
-// last; then the slice is written out.
+// last; then the tokens the session's filter clears (BatchRows::clears) are
+// cleared and the slice is written out.  A row the CPU filled whole
+// (BatchRows::whole: a filter that needs the mask) is copied instead.
 // Slicing puts B x ceil(words / kSliceWords) blocks to work (a block per
 // session left most of the GPU idle: at B = 16 and 262,144 tokens the
 // first version took 0.8 ms, measured on an H200, docs/gpu.md) and bounds
 // the shared memory at 4 KiB whatever the vocabulary.
 // ApplyTokenBitmaskKernel: one thread per logit, raw bits of the dtype.
-// The CPU twins are OrSessionRowsTwin (or_reduce.h) and
-// ApplyTokenBitmaskInplaceCpu (batch.h).  Tested by cuda_batch_test.cc.
+// The CPU twins are OrSessionRowsTwin (or_reduce.h) followed by
+// FinishBatchRow (batch.h), and ApplyTokenBitmaskInplaceCpu (batch.h).  Tested by cuda_batch_test.cc.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -45,12 +47,23 @@ Status CudaError(cudaError_t err, const char* what) {
 
 __global__ void OrSessionRowsKernel(const kernels::StoreView* views, const int32_t* store_index,
                                     const int32_t* row_begin, const int32_t* eos,
-                                    const int32_t* rows, uint32_t* bitmask, int32_t words_per_row) {
+                                    const int32_t* rows, const int32_t* clear_begin,
+                                    const int32_t* clears, const int32_t* whole,
+                                    const uint32_t* whole_words, uint32_t* bitmask,
+                                    int32_t words_per_row) {
   __shared__ uint32_t m[kSliceWords];
   const int32_t b = blockIdx.y;
   const int32_t w0 = blockIdx.x * kSliceWords;
   const int32_t w1 = min(words_per_row, w0 + kSliceWords);
   const kernels::StoreView s = views[store_index[b]];
+  uint32_t* out = bitmask + static_cast<size_t>(b) * words_per_row;
+  if (whole[b] >= 0) {  // the CPU filled this row (the same for the whole block)
+    const uint32_t* src = whole_words + whole[b];
+    for (int32_t w = w0 + threadIdx.x; w < w1; w += blockDim.x) {
+      out[w] = w < s.mask_words ? src[w] : 0u;
+    }
+    return;
+  }
   for (int32_t w = threadIdx.x; w < w1 - w0; w += blockDim.x) m[w] = 0;
   __syncthreads();
   // Rows cover the store's own words; words past them (padding) stay 0.
@@ -98,7 +111,12 @@ __global__ void OrSessionRowsKernel(const kernels::StoreView* views, const int32
     }
   }
   __syncthreads();
-  uint32_t* out = bitmask + static_cast<size_t>(b) * words_per_row;
+  // The session's filter: tokens cleared after every OR.
+  for (int32_t k = clear_begin[b] + threadIdx.x; k < clear_begin[b + 1]; k += blockDim.x) {
+    const int32_t w = kernels::TokenWord(clears[k]);
+    if (w >= w0 && w < w1) atomicAnd(&m[w - w0], ~kernels::TokenBit(clears[k]));
+  }
+  __syncthreads();
   for (int32_t w = threadIdx.x; w < w1 - w0; w += blockDim.x) out[w0 + w] = m[w];
 }
 
@@ -225,7 +243,8 @@ Status CudaBatchMasker::FillFromRows(const BatchRows& rows, std::span<const Cuda
                                      int32_t* device_bitmask, int32_t words_per_row,
                                      void* stream) {
   const int32_t batch = static_cast<int32_t>(stores.size());
-  if (rows.row_begin.size() != stores.size() + 1 || rows.eos.size() != stores.size()) {
+  if (rows.row_begin.size() != stores.size() + 1 || rows.eos.size() != stores.size() ||
+      rows.clear_begin.size() != stores.size() + 1 || rows.whole.size() != stores.size()) {
     return Status(ErrorCode::kInvalidArgument, "FillFromRows: rows and stores differ in number");
   }
   if (batch == 0) return Status::Ok();
@@ -233,7 +252,8 @@ Status CudaBatchMasker::FillFromRows(const BatchRows& rows, std::span<const Cuda
     return Status(ErrorCode::kInvalidArgument, "FillFromRows: more than 65,535 sessions in a batch");
   }
   // One pinned staging buffer, one copy: the store views (8-byte aligned,
-  // first), then row_begin (B+1) | store index (B) | eos (B) | rows.
+  // first), then row_begin (B+1) | store index (B) | eos (B) |
+  // clear_begin (B+1) | whole (B) | rows | clears | whole_words.
   views_.clear();
   std::unordered_map<const CudaStore*, int32_t> index;
   std::vector<int32_t> store_index(batch);
@@ -250,7 +270,16 @@ Status CudaBatchMasker::FillFromRows(const BatchRows& rows, std::span<const Cuda
     store_index[b] = it->second;
   }
   const size_t views_bytes = views_.size() * sizeof(kernels::StoreView);
-  const size_t ints = (batch + 1) + 2 * static_cast<size_t>(batch) + rows.rows.size();
+  for (int32_t b = 0; b < batch; ++b) {
+    if (rows.whole[b] >= 0 &&
+        static_cast<size_t>(rows.whole[b]) + stores[b]->device_view().mask_words >
+            rows.whole_words.size()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "FillFromRows: session " + std::to_string(b) + "'s whole row is out of range");
+    }
+  }
+  const size_t meta_ints = 2 * (batch + 1) + 3 * static_cast<size_t>(batch);
+  const size_t ints = meta_ints + rows.rows.size() + rows.clears.size() + rows.whole_words.size();
   const size_t bytes = views_bytes + ints * 4;
   // The previous call's copy must be done before its pinned bytes change.
   if (copied_ != nullptr) {
@@ -269,7 +298,16 @@ Status CudaBatchMasker::FillFromRows(const BatchRows& rows, std::span<const Cuda
   std::memcpy(meta, rows.row_begin.data(), (batch + 1) * 4);
   std::memcpy(meta + batch + 1, store_index.data(), batch * 4);
   for (int32_t b = 0; b < batch; ++b) meta[2 * batch + 1 + b] = rows.eos[b];
-  if (!rows.rows.empty()) std::memcpy(meta + 3 * batch + 1, rows.rows.data(), rows.rows.size() * 4);
+  std::memcpy(meta + 3 * batch + 1, rows.clear_begin.data(), (batch + 1) * 4);
+  std::memcpy(meta + 4 * batch + 2, rows.whole.data(), batch * 4);
+  int32_t* tail = meta + meta_ints;
+  auto put = [&tail](const void* src, size_t n) {
+    if (n > 0) std::memcpy(tail, src, n * 4);
+    tail += n;
+  };
+  put(rows.rows.data(), rows.rows.size());
+  put(rows.clears.data(), rows.clears.size());
+  put(rows.whole_words.data(), rows.whole_words.size());
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   CFGMASK_CUDA_RETURN_IF_ERROR(
@@ -280,10 +318,13 @@ Status CudaBatchMasker::FillFromRows(const BatchRows& rows, std::span<const Cuda
   const int32_t* dmeta = reinterpret_cast<const int32_t*>(dev + views_bytes);
   const dim3 grid((words_per_row + kSliceWords - 1) / kSliceWords, batch);
   if (grid.x == 0) return Status::Ok();
+  const int32_t* drows = dmeta + meta_ints;
+  const int32_t* dclears = drows + rows.rows.size();
+  const uint32_t* dwhole = reinterpret_cast<const uint32_t*>(dclears + rows.clears.size());
   OrSessionRowsKernel<<<grid, kOrThreads, 0, s>>>(
       reinterpret_cast<const kernels::StoreView*>(dev), dmeta + batch + 1, dmeta,
-      dmeta + 2 * batch + 1, dmeta + 3 * batch + 1, reinterpret_cast<uint32_t*>(device_bitmask),
-      words_per_row);
+      dmeta + 2 * batch + 1, drows, dmeta + 3 * batch + 1, dclears, dmeta + 4 * batch + 2, dwhole,
+      reinterpret_cast<uint32_t*>(device_bitmask), words_per_row);
   CFGMASK_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "OrSessionRowsKernel launch");
   return Status::Ok();
 }

@@ -442,6 +442,27 @@ void Session::FilterMask(uint32_t* mask) const {
   });
 }
 
+bool Session::FilterClears(std::vector<int32_t>* clears) const {
+  clears->clear();
+  if (quotient_ && !terminated_) return false;  // checks classes of the allowed tokens
+  if (!scope_) return true;
+  bool at_word = false, colon_only = true;
+  if (scope_->Armed(&at_word, &colon_only) || at_word) return false;
+  // Otherwise the layer checks listed tokens one at a time, each on its own
+  // copy of the layer (ScopeLayer::Filter): what it clears from a full mask
+  // is what it clears from any mask.
+  const int32_t words = store_->mask_words();
+  std::vector<uint32_t> all(static_cast<size_t>(words), ~0u);
+  scope_->Filter(*store_, *scope_index_, all.data());
+  for (int32_t w = 0; w < words; ++w) {
+    for (uint32_t bits = ~all[w]; bits != 0; bits &= bits - 1) {
+      const int32_t t = w * 32 + __builtin_ctz(bits);
+      if (t < store_->vocab_size) clears->push_back(t);
+    }
+  }
+  return true;
+}
+
 bool Session::MeetsSuffix(const std::vector<LiveState>& out) const {
   if (!quotient_) return true;
   for (const LiveState& l : out) {

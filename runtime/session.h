@@ -111,6 +111,14 @@ class Session {
   // Free when the store has no layer, no check is pending and no suffix is
   // set.
   void FilterMask(uint32_t* mask) const;
+  // FilterMask as a list, for a mask ORed elsewhere (the CUDA batch path,
+  // runtime/cuda_batch.h): when the filter clears a set of tokens that does
+  // not depend on the rest of the mask and is cheap to list (no check armed
+  // at the word being written, no exact suffix), fills `clears` with the
+  // tokens it would clear from a full mask and returns true; FilterMask(m)
+  // is then m with those bits cleared.  Returns false when the filter needs
+  // the mask itself (the caller then fills the row with FillMask).
+  bool FilterClears(std::vector<int32_t>* clears) const;
   std::vector<uint32_t> Mask() {
     std::vector<uint32_t> m(store_->mask_words());
     FillMask(m.data());

@@ -101,6 +101,7 @@ void TeacherForce(int32_t batch, int32_t steps, uint32_t seed) {
       OrSessionRowsTwin(views[b % 2], rows.rows.data() + rows.row_begin[b],
                         rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0,
                         twin.data(), words_per_row);
+      FinishBatchRow(rows, b, store.mask_words(), twin.data(), words_per_row);
       ASSERT_EQ(twin, want) << "twin, session " << b << " step " << step;
       // Next token: a random allowed non-EOS token; a session with none
       // starts over.
@@ -166,8 +167,14 @@ struct CorpusLanguage {
   std::vector<ForcedText> texts;
 };
 
+// How the sessions' filters rode with the rows (BatchRows): rows filled whole
+// by the CPU, and rows with tokens to clear.
+struct FilterCounts {
+  int64_t whole = 0, cleared = 0;
+};
+
 void TeacherForceCorpus(const std::vector<const CorpusLanguage*>& languages, int32_t batch,
-                        int32_t steps, uint32_t seed) {
+                        int32_t steps, uint32_t seed, FilterCounts* filters = nullptr) {
   std::mt19937 rng(seed);
   int32_t words_per_row = 0;
   std::vector<std::vector<uint32_t>> text_masks;
@@ -236,7 +243,13 @@ void TeacherForceCorpus(const std::vector<const CorpusLanguage*>& languages, int
       OrSessionRowsTwin(view, rows.rows.data() + rows.row_begin[b],
                         rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0, twin.data(),
                         words_per_row);
-      ASSERT_EQ(twin, want) << "twin, session " << b << " step " << step;
+      FinishBatchRow(rows, b, store.mask_words(), twin.data(), words_per_row);
+      ASSERT_EQ(twin, want) << "twin, session " << b << " step " << step << " at byte "
+                            << slot.session->text().size();
+      if (filters != nullptr) {
+        filters->whole += rows.whole[b] >= 0;
+        filters->cleared += rows.clear_begin[b + 1] > rows.clear_begin[b];
+      }
       ++compared;
       ++per_language[slot.language];
       if (slot.pos == slot.text->tokens.size()) {
@@ -323,6 +336,80 @@ TEST(BatchTest, CorpusQwen2PythonWithSpmSql) {
   ASSERT_TRUE(qwen.store != nullptr) << st.message();
   qwen.texts = ForceTexts(qwen.store, StdlibTexts(TestQuick() ? 6 : 30, 1500, 12000));
   TeacherForceCorpus({&qwen, spm[1]}, 9, TestQuick() ? 40 : 400, 14);
+}
+
+// The strict Python grammar's scope layer filters the OR of a session's
+// rows (Session::FilterMask); the batch's rows carry that filter (tokens to
+// clear, or the row filled whole by the CPU where the filter needs the
+// mask), so the CUDA path's twin gives every session's mask too.  Texts that
+// arm the layer's checks (parameter and keyword lists, global, nonlocal,
+// walrus, async, annotations) beside standard-library modules.
+TEST(BatchTest, CorpusStrictPythonScopeFilter) {
+  REQUIRE_CORPUS_ENV();
+  static CorpusLanguage strict;
+  Status st;
+  strict.store = CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark",
+                                 TestEnv("CFGMASK_TOK_LLAMA_SPM"), "file_input", &st);
+  ASSERT_TRUE(strict.store != nullptr) << st.message();
+  std::vector<std::string> texts = {
+      "def f(a, b=1, *args, c, **kw):\n    global g\n    g = a + b\n"
+      "    return f(a=1, b=2, c=3, d=4)\n",
+      "def outer():\n    x = 1\n    def inner(y):\n        nonlocal x\n        x += y\n"
+      "        return [v for v in range(y) if (w := v)]\n    return inner\n",
+      "async def h(q, *, k: int = 2) -> None:\n    async for i in q:\n"
+      "        print(await i, sep='', end=k)\n",
+      "class C(object, metaclass=type):\n    z: int = 1\n\n"
+      "    def m(self, /, p, *, k=2):\n        return lambda u, v=3: u + v + p\n",
+      "import os\nglobal_name = 1\n\ndef g():\n    global global_name, other\n"
+      "    other = global_name\n    return os.path.join(a='x', b='y')\n",
+  };
+  const std::vector<std::string> stdlib = StdlibTexts(TestQuick() ? 4 : 24, 1500, 8000);
+  texts.insert(texts.end(), stdlib.begin(), stdlib.end());
+  strict.texts = ForceTexts(strict.store, texts);
+  ASSERT_GE(strict.texts.size(), 5u);
+  FilterCounts filters;
+  TeacherForceCorpus({&strict}, 5, TestQuick() ? 160 : 1600, 15, &filters);
+  ::testing::Test::RecordProperty("whole_rows", static_cast<int>(filters.whole));
+  ::testing::Test::RecordProperty("rows_with_clears", static_cast<int>(filters.cleared));
+  EXPECT_GT(filters.whole, 0);    // a check armed: the CPU filled the row
+  EXPECT_GT(filters.cleared, 0);  // listed tokens cleared after the OR
+}
+
+// With an exact suffix (runtime/suffix_quotient.h) the filter needs the
+// mask: the batch's rows hold the session's whole row, equal to its mask.
+TEST(BatchTest, ExactSuffixRowsComeWhole) {
+  REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  const CompiledStore* store = Store("json.lark");
+  ASSERT_TRUE(store != nullptr);
+  const std::string prefix = "{\"a\": [1, 2", suffix = "], \"b\": null}";
+  Session plain(store), fim(store);
+  fim.SetSuffix(suffix);
+  ASSERT_TRUE(fim.suffix_exact());
+  const Segmenter segmenter(*store);
+  for (const Segment& seg : segmenter.Cut(prefix, SegmentMode::kGreedy, nullptr)) {
+    ASSERT_GE(seg.token, 0);
+    ASSERT_TRUE(plain.Advance(seg.token).ok());
+    ASSERT_TRUE(fim.Advance(seg.token).ok());
+  }
+  std::vector<Session*> sessions = {&plain, &fim};
+  BatchRows rows;
+  CollectAcceptedRows(sessions, &rows);
+  EXPECT_EQ(rows.whole[0], -1);
+  ASSERT_GE(rows.whole[1], 0);
+  const std::vector<uint32_t> text = TextTokenMask(*store);
+  const kernels::StoreView view = HostStoreView(*store, text.data());
+  const int32_t words = store->mask_words();
+  for (int32_t b = 0; b < 2; ++b) {
+    std::vector<uint32_t> twin(words);
+    OrSessionRowsTwin(view, rows.rows.data() + rows.row_begin[b],
+                      rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0, twin.data(),
+                      words);
+    FinishBatchRow(rows, b, words, twin.data(), words);
+    EXPECT_EQ(twin, sessions[b]->Mask()) << "session " << b;
+  }
+  // The suffix's mask differs from the prefix mask here (`]` then `}` would
+  // leave the suffix unmet); otherwise the case shows nothing.
+  EXPECT_NE(plain.Mask(), fim.Mask());
 }
 
 TEST(BatchTest, ArgumentErrors) {

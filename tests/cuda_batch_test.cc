@@ -108,9 +108,11 @@ std::vector<int32_t> GpuSweepSizes(int32_t every) {
 template <typename Bits>
 void CheckApplyKernel(LogitsDType dtype, const std::vector<int32_t>& vocabs);
 
-// The OR kernel against OrSessionRowsTwin on random stores of vocabulary v,
-// a batch of 9 sessions over two stores, at the store's own row width, a
-// padded one, and one of 12,289 words (13 slices, the last one short).
+// The OR kernel against OrSessionRowsTwin + FinishBatchRow on random stores
+// of vocabulary v, a batch of 9 sessions over two stores (with random
+// filters: tokens cleared, rows the CPU filled whole), at the store's own
+// row width, a padded one, and one of 12,289 words (13 slices, the last one
+// short).
 void CheckOrKernel(int32_t v, std::mt19937& rng) {
   {
     std::vector<CompiledStore> host = {RandomStore(v, 10, rng), RandomStore(v / 2 + 1, 10, rng)};
@@ -124,13 +126,30 @@ void CheckOrKernel(int32_t v, std::mt19937& rng) {
     const int32_t batch = 9;
     BatchRows rows;
     rows.row_begin.push_back(0);
+    rows.clear_begin.push_back(0);
     std::vector<const CudaStore*> stores;
     for (int32_t b = 0; b < batch; ++b) {
       stores.push_back(device[b % 2].get());
-      const int32_t n = static_cast<int32_t>(rng() % 12);
+      const int32_t vb = host[b % 2].vocab_size;
+      // A session's filter: some rows come whole from the CPU, the others
+      // with tokens to clear (in and out of the rows' OR, repeated too).
+      const bool whole = rng() % 4 == 0;
+      const int32_t n = whole ? 0 : static_cast<int32_t>(rng() % 12);
       for (int32_t i = 0; i < n; ++i) rows.rows.push_back(static_cast<int32_t>(rng() % 10));
       rows.row_begin.push_back(static_cast<int32_t>(rows.rows.size()));
-      rows.eos.push_back(rng() % 2);
+      rows.eos.push_back(whole ? 0 : rng() % 2);
+      const int32_t c = whole ? 0 : static_cast<int32_t>(rng() % 40);
+      for (int32_t i = 0; i < c; ++i) rows.clears.push_back(static_cast<int32_t>(rng() % vb));
+      if (c > 0 && rng() % 2 == 0) rows.clears.push_back(vb - 1);
+      rows.clear_begin.push_back(static_cast<int32_t>(rows.clears.size()));
+      rows.whole.push_back(whole ? static_cast<int32_t>(rows.whole_words.size()) : -1);
+      if (whole) {
+        for (int32_t w = 0; w < host[b % 2].mask_words(); ++w) {
+          uint32_t bits = static_cast<uint32_t>(rng());
+          if (w == host[b % 2].mask_words() - 1 && vb % 32 != 0) bits &= (1u << (vb % 32)) - 1;
+          rows.whole_words.push_back(bits);
+        }
+      }
     }
     for (int32_t words_per_row :
          {host[0].mask_words(), host[0].mask_words() + 5, std::max(host[0].mask_words(), 12289)}) {
@@ -147,6 +166,7 @@ void CheckOrKernel(int32_t v, std::mt19937& rng) {
         OrSessionRowsTwin(view, rows.rows.data() + rows.row_begin[b],
                           rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0, want.data(),
                           words_per_row);
+        FinishBatchRow(rows, b, host[b % 2].mask_words(), want.data(), words_per_row);
         ASSERT_EQ(std::vector<uint32_t>(got.begin() + static_cast<size_t>(b) * words_per_row,
                                         got.begin() + static_cast<size_t>(b + 1) * words_per_row),
                   want)

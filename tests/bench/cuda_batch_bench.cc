@@ -51,6 +51,7 @@
 
 #include "maskstore/compiled_store.h"
 #include "runtime/batch.h"
+#include "runtime/or_reduce.h"
 #include "runtime/session.h"
 #include "tests/serving_corpus.h"
 
@@ -211,6 +212,13 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
   std::vector<float> host_logits(static_cast<size_t>(batch) * vocab, 0.5f);
   std::vector<double> t_parser, t_fill, t_cpu_apply;
   BatchRows rows;
+  // The GPU path's CPU twin (OrSessionRowsTwin + FinishBatchRow) against the
+  // CPU fill, every step, with or without a GPU: the rows and the filters
+  // they carry must give the same masks.
+  const std::vector<uint32_t> text_mask = TextTokenMask(store);
+  const kernels::StoreView host_view = HostStoreView(store, text_mask.data());
+  std::vector<uint32_t> twin(words);
+  int64_t twin_mismatches = 0, whole_rows = 0, cleared_rows = 0;
 #ifdef CFGMASK_HAVE_CUDA
   std::string why;
   const bool gpu = CudaDeviceAvailable(&why);
@@ -250,13 +258,26 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
       std::fprintf(stderr, "cuda_batch_bench: %s\n", st.message().c_str());
       std::exit(1);
     }
+    for (int32_t b = 0; b < batch; ++b) {
+      OrSessionRowsTwin(host_view, rows.rows.data() + rows.row_begin[b],
+                        rows.row_begin[b + 1] - rows.row_begin[b], rows.eos[b] != 0, twin.data(),
+                        words);
+      FinishBatchRow(rows, b, words, twin.data(), words);
+      if (std::memcmp(twin.data(), host_mask.data() + static_cast<size_t>(b) * words,
+                      sizeof(uint32_t) * words) != 0) {
+        ++twin_mismatches;
+      }
+      whole_rows += rows.whole[b] >= 0;
+      cleared_rows += rows.clear_begin[b + 1] > rows.clear_begin[b];
+    }
+    auto t2b = Clock::now();
     st = ApplyTokenBitmaskInplaceCpu(host_logits.data(), LogitsDType::kFloat32, batch, vocab,
                                      host_mask.data(), words);
     auto t3 = Clock::now();
     if (timed) {
       t_fill.push_back(Micros(t0, t1));
       t_parser.push_back(Micros(t1, t2));
-      t_cpu_apply.push_back(Micros(t2, t3));
+      t_cpu_apply.push_back(Micros(t2b, t3));
     }
 #ifdef CFGMASK_HAVE_CUDA
     if (gpu) {
@@ -303,6 +324,9 @@ nlohmann::json RunOne(const std::string& name, const CompiledStore& store,
   r["parser"] = Summary(t_parser);
   r["cpu_fill"] = Summary(t_fill);
   r["cpu_apply"] = Summary(t_cpu_apply);
+  r["twin_mismatched_sessions"] = twin_mismatches;
+  r["rows_filled_whole"] = whole_rows;  // session steps whose filter needed the mask
+  r["rows_with_clears"] = cleared_rows;
   r["gpu"] = false;
 #ifdef CFGMASK_HAVE_CUDA
   if (gpu) {
@@ -345,7 +369,7 @@ int Main(int argc, char** argv) {
 #else
   out["device"] = "none: built without CUDA";
 #endif
-  int64_t mismatched = 0;
+  int64_t mismatched = 0, twin_mismatched = 0;
   for (const auto& [name, path] : o.stores) {
     CompiledStore store;
     Status st = ReadStoreFile(path, &store);
@@ -370,9 +394,13 @@ int Main(int argc, char** argv) {
       r["texts"] = texts.size();
       r["threads"] = threads > 0 ? threads : out["cores"].get<int32_t>();
       mismatched += r.value("gpu_or_mismatched_steps", int64_t{0});
+      twin_mismatched += r["twin_mismatched_sessions"].get<int64_t>();
       std::fprintf(stderr, "%s B=%d V=%d threads=%d: cpu_fill mean %.1f µs p99 %.1f", name.c_str(),
                    batch, store.vocab_size, r["threads"].get<int32_t>(), r["cpu_fill"]["mean_us"].get<double>(),
                    r["cpu_fill"]["p99_us"].get<double>());
+      std::fprintf(stderr, " | filter: %lld whole, %lld with clears",
+                   static_cast<long long>(r["rows_filled_whole"].get<int64_t>()),
+                   static_cast<long long>(r["rows_with_clears"].get<int64_t>()));
       if (r["gpu"].get<bool>()) {
         std::fprintf(stderr, " | h2d %.1f gpu_or %.1f apply_f32 %.1f apply_bf16 %.1f µs | share %.2f",
                      r["h2d"]["mean_us"].get<double>(), r["gpu_or"]["mean_us"].get<double>(),
@@ -384,17 +412,22 @@ int Main(int argc, char** argv) {
     }
   }
   out["gpu_or_mismatched_steps"] = mismatched;
+  out["twin_mismatched_sessions"] = twin_mismatched;
   const std::string text = out.dump(1);
   if (!o.json.empty()) {
     std::ofstream(o.json) << text << "\n";
   } else {
     std::printf("%s\n", text.c_str());
   }
+  if (twin_mismatched > 0) {
+    std::fprintf(stderr, "cuda_batch_bench: the GPU path's CPU twin differed from the CPU fill "
+                 "for %lld session steps\n", static_cast<long long>(twin_mismatched));
+  }
   if (mismatched > 0) {
     std::fprintf(stderr, "cuda_batch_bench: the GPU OR-reduction differed from the CPU fill on "
                  "%lld steps\n", static_cast<long long>(mismatched));
-    return 1;
   }
+  if (mismatched > 0 || twin_mismatched > 0) return 1;
   return 0;
 }
 
