@@ -4,6 +4,15 @@
 // build of the cfgmask library the test is linked with (its file's time and
 // size), so all tests of one build share one compile of each store and an
 // edited grammar is compiled again.
+//
+// $CFGMASK_TEST_COMPILER, when set, names a cfgmask binary that compiles
+// the stores the cache lacks (`cfgmask compile`, in a subprocess) instead
+// of the library the test is linked with.  tests/sanitize.sh points it at
+// the optimised build: the sanitizer run then loads the stores and runs
+// everything after the compile under the sanitizer (the store reader, the
+// sessions, the tools) without the instrumented compile of each large store
+// (minutes each); the compile itself runs under the sanitizer in the tests
+// that call CompileStore directly.
 #ifndef CFGMASK_TESTS_TEST_STORE_CACHE_H_
 #define CFGMASK_TESTS_TEST_STORE_CACHE_H_
 
@@ -27,6 +36,18 @@ inline std::string TestEnv(const char* name) {
 }
 
 inline bool TestQuick() { return TestEnv("CFGMASK_QUICK") == "1" && TestEnv("CFGMASK_FULL") != "1"; }
+
+// True in the AddressSanitizer build (tests/sanitize.sh).  A differential
+// test that repeats one code path many times may take fewer cases there, to
+// look for memory errors rather than wrong answers; the optimised build runs
+// it at its full size (CI size, or CFGMASK_FULL).
+inline bool TestSanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+  return TestEnv("CFGMASK_FULL") != "1";
+#else
+  return false;
+#endif
+}
 
 inline const CompiledStore* CachedTestStore(const std::string& grammar, const std::string& tokenizer,
                                             const std::string& start, Status* status) {
@@ -63,6 +84,23 @@ inline const CompiledStore* CachedTestStore(const std::string& grammar, const st
   const std::string path = dir + "/" + std::to_string(std::hash<std::string>()(key)) + ".cfgm";
   auto store = std::make_unique<CompiledStore>();
   *status = ReadStoreFile(path, store.get());
+  const std::string compiler = TestEnv("CFGMASK_TEST_COMPILER");
+  if (!status->ok() && !compiler.empty()) {
+    auto quote = [](const std::string& a) {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
+    std::string cmd = quote(compiler) + " compile " + quote(grammar) + " --tokenizer " +
+                      quote(tokenizer) + " --no-streamline -o " + quote(path) + " >/dev/null";
+    if (!start.empty()) cmd += " --start " + quote(start);
+    if (std::system(cmd.c_str()) != 0) {
+      *status = Status(ErrorCode::kInvalidArgument, "CFGMASK_TEST_COMPILER failed: " + cmd);
+      return nullptr;
+    }
+    *status = ReadStoreFile(path, store.get());
+    if (!status->ok()) return nullptr;
+  }
   if (!status->ok()) {
     CompileOptions opt;
     opt.start = start;
