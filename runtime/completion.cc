@@ -189,6 +189,43 @@ int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
   return INT32_MAX;
 }
 
+int32_t Completer::Credit(int32_t q) {
+  auto it = credit_memo_.find(q);
+  if (it != credit_memo_.end()) return it->second;
+  const int32_t P = s_.num_parse_terminals;
+  if (visit_stamp_.empty()) visit_stamp_.assign(s_.num_lex_states, 0);
+  ++stamp_;
+  int32_t credit = 0;
+  std::vector<int32_t> frontier{q}, next;
+  visit_stamp_[q] = stamp_;
+  // At depth d a terminal t that ends there has written at most
+  // cost(t) - d of what StackCost counts for it; deeper levels credit less.
+  for (int32_t d = 0; d < max_terminal_cost_ && !frontier.empty(); ++d) {
+    for (int32_t x : frontier) {
+      for (int32_t c = s_.cand_offsets[x]; c < s_.cand_offsets[x + 1]; ++c) {
+        const int32_t t = s_.cand_terminal[c];
+        // An ignored terminal is not counted by StackCost: no credit.
+        if (t < P) credit = std::max(credit, terminal_cost_[t] - d);
+      }
+    }
+    if (credit >= max_terminal_cost_ - d - 1) break;  // deeper levels give less
+    next.clear();
+    for (int32_t x : frontier) {
+      for (int32_t i = s_.step_offsets[x]; i < s_.step_offsets[x + 1]; ++i) {
+        const int32_t to = s_.step_to[i];
+        if (to >= 0 && visit_stamp_[to] != stamp_) {
+          visit_stamp_[to] = stamp_;
+          next.push_back(to);
+        }
+      }
+    }
+    frontier.swap(next);
+  }
+  if (credit_memo_.size() > (1u << 20)) credit_memo_.clear();
+  credit_memo_.emplace(q, credit);
+  return credit;
+}
+
 int32_t Completer::Estimate(const Session& session) {
   int32_t best = INT32_MAX;
   for (const LiveState& l : session.live()) {
@@ -213,6 +250,7 @@ int32_t Completer::Estimate(const Session& session) {
       } else {
         credit = max_terminal_cost_;
       }
+      credit = std::min(credit, Credit(l.q));
       cost = std::max(0, cost - credit);
     }
     best = std::min(best, cost);
@@ -258,6 +296,12 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
     std::reverse(path.begin(), path.end());
   };
   bool budget_hit = false;
+  // The shortest completion met so far: a child that can end is not a node;
+  // the search stops once no queued node can lead to a shorter one (every f
+  // is a lower bound on the completions through its node), so the one
+  // returned is a shortest one even though goals are met when made.
+  int32_t best_len = INT32_MAX;
+  std::string best;
   // Per node expanded once: the children not made yet (byte, f, key), so
   // that coming back does not replay the node.
   struct Deferred {
@@ -267,6 +311,7 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
   };
   std::unordered_map<int64_t, std::vector<Deferred>> deferred;
   while (!open.empty()) {
+    if (open.top().f >= best_len) break;
     const Open node = open.top();
     open.pop();
     if (auto d = deferred.find(node.id); d != deferred.end()) {
@@ -311,10 +356,12 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
         if (!session->AdvanceBytes(std::string_view(&byte, 1)).ok()) continue;
         any = true;
         if (session->CanEnd()) {
-          session->Rollback(path.empty() ? 1 : 2);
-          *completion = path + byte;
-          if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
-          return CompletionResult::kFound;
+          if (node.g + 1 < best_len) {
+            best_len = node.g + 1;
+            best = path + byte;
+          }
+          session->Rollback(1);
+          continue;
         }
         const uint64_t k = SessionKey(*session);
         auto it = seen.find(k);
@@ -348,6 +395,12 @@ CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::str
     }
   }
   if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
+  if (best_len < INT32_MAX) {
+    // A shortest completion, unless the budget ran out first (then the
+    // shortest one met).
+    *completion = std::move(best);
+    return CompletionResult::kFound;
+  }
   // With the budget never hit, every configuration reachable from here was
   // expanded: the text has no completion at all.
   return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;

@@ -59,6 +59,12 @@ class Completer {
 
  private:
   int32_t Estimate(const Session& session);
+  // What the terminal in progress at lexer state q may already have
+  // written of the bytes StackCost counts for it: the most, over the
+  // terminals that can still end from q, of the terminal's cost less the
+  // fewest bytes that end it from q (a breadth-first search over the
+  // lexer's steps, memoised per state).
+  int32_t Credit(int32_t q);
 
   const CompiledStore& s_;
   int32_t max_rule_length_ = 0;
@@ -70,6 +76,9 @@ class Completer {
   std::vector<std::vector<int32_t>> reduces_;
   std::vector<uint8_t> accepts_;
   std::unordered_map<uint64_t, int32_t> stack_cost_memo_;
+  std::unordered_map<int32_t, int32_t> credit_memo_;
+  std::vector<int32_t> visit_stamp_;  // per lexer state: the Credit search that reached it
+  int32_t stamp_ = 0;
 };
 
 // Ends the session's text with a shortest completion made of tokens: the

@@ -533,6 +533,158 @@ TEST(ViablePrefix, AGreedyMatchThatSwallowsItsSuccessorIsRefused) {
   ExpectNoDeadEnds({{"separated", kSeparated}}, 8, 8, 17);
 }
 
+// The completion search returns a shortest completion: on random grammars
+// (with and without a newline terminal and an ignored comment), at every
+// step of random masked walks, its length equals that of a plain
+// breadth-first search over the grammar's alphabet (no memo, every
+// configuration of each length expanded before the next length) whenever
+// that search finds one within 10 bytes, and is longer than 10 bytes when
+// the search proves none is that short.  The estimate (StackCost less the
+// credit of the terminal in progress) must be a lower bound for this to
+// hold.
+int ShortestByBreadthFirst(const Session& start, const std::string& alphabet, int bound,
+                           int64_t max_nodes) {
+  if (start.Fork().CanEnd()) return 0;
+  std::vector<Session> level;
+  level.push_back(start.Fork());
+  std::unordered_map<uint64_t, int> seen{{SessionKey(start), 0}};
+  int64_t nodes = 0;
+  for (int len = 1; len <= bound && !level.empty(); ++len) {
+    std::vector<Session> next;
+    for (const Session& s : level) {
+      for (char c : alphabet) {
+        Session n = s.Fork();
+        if (!n.AdvanceBytes(std::string_view(&c, 1)).ok()) continue;
+        if (n.CanEnd()) return len;
+        const uint64_t k = SessionKey(n);
+        if (!seen.emplace(k, len).second) continue;
+        if (++nodes > max_nodes) return -2;  // unknown
+        next.push_back(std::move(n));
+      }
+    }
+    level.swap(next);
+  }
+  return -1;  // none of at most `bound` bytes
+}
+
+void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  int64_t compared = 0, longer = 0, unknown = 0;
+  std::vector<int64_t> nodes_used;
+  for (int g = 0; g < grammars; ++g) {
+    const std::string grammar = RandomLarkGrammar(rng, comments);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string name = (comments ? "shortest_c" : "shortest") + std::to_string(g);
+    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore store;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // conflicts
+    ASSERT_TRUE(StreamlineStore(&store, StreamlineOptions{}, nullptr).ok());
+    Completer completer(store);
+    for (int w = 0; w < walks; ++w) {
+      Session s(&store);
+      for (int k = 0; k < steps; ++k) {
+        const int want = ShortestByBreadthFirst(s, alphabet, 10, 200000);
+        std::string got;
+        int64_t used = 0;
+        const CompletionResult r = completer.Search(&s, 1000000, &got, &used);
+        nodes_used.push_back(used);
+        if (want == -2) {
+          ++unknown;
+        } else if (want >= 0) {
+          ++compared;
+          ASSERT_EQ(r, CompletionResult::kFound) << grammar << JsonQuote(s.text());
+          EXPECT_EQ(static_cast<int>(got.size()), want)
+              << grammar << "text " << JsonQuote(s.text()) << " completion " << JsonQuote(got);
+          Session end = s.Fork();
+          ASSERT_TRUE(end.AdvanceBytes(got).ok());
+          EXPECT_TRUE(end.CanEnd()) << grammar << JsonQuote(s.text() + got);
+        } else {
+          ++longer;
+          if (r == CompletionResult::kFound) EXPECT_GT(got.size(), 10u) << JsonQuote(s.text());
+        }
+        if (::testing::Test::HasFailure()) return;
+        std::vector<uint32_t> mask = s.Mask();
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < store.vocab_size; ++t) {
+          if (((mask[t >> 5] >> (t & 31)) & 1) && !store.token_special[t]) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
+      }
+    }
+  }
+  std::sort(nodes_used.begin(), nodes_used.end());
+  const auto at = [&](double p) {
+    return nodes_used.empty() ? 0 : nodes_used[static_cast<size_t>(p * (nodes_used.size() - 1))];
+  };
+  std::printf("%lld prefixes with a completion of at most 10 bytes, all shortest; %lld longer; "
+              "%lld unknown; search nodes p50 %lld p99 %lld max %lld\n",
+              static_cast<long long>(compared), static_cast<long long>(longer),
+              static_cast<long long>(unknown), static_cast<long long>(at(0.5)),
+              static_cast<long long>(at(0.99)), static_cast<long long>(at(1.0)));
+  EXPECT_GT(compared, 50);
+  EXPECT_LE(unknown * 20, compared);
+}
+
+TEST(ViablePrefix, CompletionSearchFindsShortestCompletions) {
+  const bool quick = TestQuick();
+  ExpectShortestCompletions(false, quick ? 20 : 200, quick ? 2 : 6, quick ? 10 : 24, 20261127);
+  ExpectShortestCompletions(true, quick ? 20 : 200, quick ? 2 : 6, quick ? 10 : 24, 20261128);
+}
+
+// The same on the strict Python grammar with LLaMA's vocabulary: along
+// random masked walks, the completion search's answer is never longer than
+// one a breadth-first search finds over a few bytes (the closers, quotes,
+// a digit, a letter, newline and space), and it completes the text.
+TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store =
+      CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark",
+                      TestEnv("CFGMASK_TOK_LLAMA_SPM"), "file_input", &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  const std::string alphabet = "\n )]}'\"0a:";
+  Completer completer(*store);
+  std::mt19937 rng(20261127);
+  int64_t compared = 0;
+  const int walks = TestQuick() ? 6 : 40;
+  for (int w = 0; w < walks; ++w) {
+    Session s(store);
+    for (int k = 0; k < 40; ++k) {
+      std::vector<uint32_t> mask = s.Mask();
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < store->vocab_size; ++t) {
+        if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      // Short tokens, as a sampler at high temperature writes them.
+      int32_t pick = allowed[rng() % allowed.size()];
+      for (int tries = 0; tries < 8 && store->TokenBytes(pick).size() > 2; ++tries) {
+        pick = allowed[rng() % allowed.size()];
+      }
+      ASSERT_TRUE(s.Advance(pick).ok());
+      if (k % 4 != 3) continue;
+      const int bfs = ShortestByBreadthFirst(s, alphabet, 4, 100000);
+      if (bfs < 0) continue;
+      std::string got;
+      ASSERT_EQ(completer.Search(&s, 200000, &got, nullptr), CompletionResult::kFound)
+          << JsonQuote(s.text());
+      EXPECT_LE(static_cast<int>(got.size()), bfs)
+          << JsonQuote(s.text()) << " completed by " << JsonQuote(got);
+      Session end = s.Fork();
+      ASSERT_TRUE(end.AdvanceBytes(got).ok());
+      EXPECT_TRUE(end.CanEnd()) << JsonQuote(s.text() + got);
+      ++compared;
+    }
+  }
+  std::printf("%lld prefixes compared\n", static_cast<long long>(compared));
+  EXPECT_GT(compared, walks * 3);
+}
+
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
   const bool quick = TestQuick();
   const int grammars = quick ? 40 : 400;
