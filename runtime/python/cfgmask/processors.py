@@ -19,6 +19,7 @@ Neither package is imported here unless a tensor needs it.
 """
 from __future__ import annotations
 
+import ctypes
 import inspect
 import time
 from typing import List, Optional, Sequence, Union
@@ -151,7 +152,9 @@ class LlamaCppLogitsProcessor:
         idx_at = names.index("idx") if "idx" in names else None
         n_vocab = llm.n_vocab()
         get_logits = llama_cpp.llama_get_logits_ith
-        as_array = np.ctypeslib.as_array
+        addressof, row_type = ctypes.addressof, ctypes.c_float * n_vocab
+        rows = {}  # the row's address -> a numpy view of it (np.ctypeslib.as_array
+        #            costs tens of µs a call)
 
         def sample(*args, **kwargs):
             idx = kwargs.get("idx")
@@ -159,7 +162,15 @@ class LlamaCppLogitsProcessor:
                 idx = args[idx_at]
             # Llama.sample's own choice of row: the last one, or idx's.
             ridx = -1 if idx is None else idx - llm.n_tokens
-            row = as_array(get_logits(llm._ctx.ctx, ridx), shape=(n_vocab,))
+            pointer = get_logits(llm._ctx.ctx, ridx)
+            if not pointer:
+                raise Error(f"llama.cpp has no logits for row {ridx}")
+            at = addressof(pointer.contents)
+            row = rows.get(at)
+            if row is None:
+                if len(rows) > 64:
+                    rows.clear()
+                row = rows[at] = np.frombuffer(row_type.from_address(at), dtype=np.float32)
             self(llm._input_ids, row)
             return real(*args, **kwargs)
 
