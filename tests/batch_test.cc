@@ -511,12 +511,14 @@ TEST(BatchTest, ApplyTokenBitmaskBFloat16) {
 
 // The strided row (llama-cpp-python's logits field of a record array)
 // against the contiguous kernel: the same logits end up -inf, the elements
-// between the strided ones are never written.
+// between the strided ones are never written, and nothing past the last
+// logit is touched (the buffer ends there, so the sanitizers see any access
+// past it).
 template <typename Bits>
 void CheckApplyStrided(LogitsDType dtype) {
   std::mt19937 rng(static_cast<uint32_t>(dtype) + 29);
-  for (int32_t vocab : {1, 31, 32, 33, 95, 300, 32003, 49152, 151936}) {
-    for (int64_t stride : {1, 2, 3, 6}) {
+  for (int32_t vocab : {1, 31, 32, 33, 64, 65, 95, 97, 300, 32003, 49152, 151936, 262144}) {
+    for (int64_t stride : {1, 2, 3, 4, 6}) {
       const int32_t words = (vocab + 31) / 32 - (vocab > 64 && vocab % 2 ? 1 : 0);
       std::vector<int32_t> bitmask(static_cast<size_t>(words));
       for (int32_t& w : bitmask) {
@@ -525,7 +527,7 @@ void CheckApplyStrided(LogitsDType dtype) {
       }
       std::vector<Bits> flat(static_cast<size_t>(vocab));
       for (Bits& x : flat) x = static_cast<Bits>(rng());
-      std::vector<Bits> strided(static_cast<size_t>(vocab) * stride);
+      std::vector<Bits> strided(static_cast<size_t>(vocab - 1) * stride + 1);
       for (Bits& x : strided) x = static_cast<Bits>(rng());
       const std::vector<Bits> before = strided;
       for (int32_t t = 0; t < vocab; ++t) strided[t * stride] = flat[t];

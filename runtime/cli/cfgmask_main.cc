@@ -109,10 +109,11 @@ const CommandSpec kCommands[] = {
      1},
     {"bench",
      "bench STORE.cfgm FILE... [--json] [--segment greedy|random|bytes|canonical] [--seed S] "
-     "[--memo-mb M]",
-     "canonical: token ids read from FILE.ids; M: the session's row memo in MiB, 0 = off",
+     "[--memo-mb M] [--prefault]",
+     "canonical: token ids read from FILE.ids; M: the session's row memo in MiB, 0 = off; "
+     "--prefault: every root's rows checked (and so read) before the first step",
      {"--segment", "--seed", "--memo-mb"},
-     {"--json"},
+     {"--json", "--prefault"},
      2,
      SIZE_MAX},
     {"reduction",
@@ -643,6 +644,7 @@ int Bench(const CommandSpec& spec, const Args& args) {
   input.texts = t.texts;
   input.steps = [&](size_t f) { return t.Steps(segmenter, f, &rng); };
   input.memo_mb = memo_mb;
+  input.prefault = args.Has("--prefault");
   BenchReport report;
   std::vector<std::string> errors;
   RunBench(store, input, &report, &errors);

@@ -31,6 +31,12 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
               std::vector<std::string>* errors) {
   SessionLimits limits;
   limits.memo_bytes = input.memo_mb << 20;
+  if (input.prefault) {
+    const auto p0 = std::chrono::steady_clock::now();
+    if (!store.AllRowsOk()) errors->push_back(DamagedRowsMessage());
+    report->prefault_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+  }
   Session session(&store, limits);
   std::vector<uint32_t> mask(store.mask_words());
   std::vector<double> mask_us, hit_us, miss_us, first_us, cpu_us;
@@ -56,6 +62,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
       if (us - cpu > 1000) ++preempted;
       (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
       if (first) first_us.push_back(us);
+      if (first && f == 0) report->first_step_cold_us = us;
       first = false;
       Status st = seg.token >= 0
                       ? session.Advance(seg.token)
@@ -87,6 +94,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   report->max_live = static_cast<int64_t>(max_live);
   report->peak_rss_bytes = PeakRssBytes();
   report->memo_mb = input.memo_mb;
+  report->prefault = input.prefault;
   report->memo_hits = session.memo_hits();
   report->memo_misses = session.memo_misses();
 }

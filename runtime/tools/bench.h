@@ -26,6 +26,9 @@ struct BenchInput {
   // The steps of file f (a segmentation of texts[f]), asked for in file order.
   std::function<std::vector<Segment>(size_t f)> steps;
   int64_t memo_mb = 0;  // the session's row memo in MiB (0: off)
+  // Check every root's rows before the first step (CompiledStore::AllRowsOk:
+  // reads the whole row payload, so no step pays a first touch).
+  bool prefault = false;
 };
 
 // Fills `report`'s step figures, memo counts and peak memory; a file that

@@ -268,6 +268,11 @@ std::string BenchReportText(const BenchReport& r) {
                   "was preempted: a loaded machine)\n", r.preempted_steps);
   }
   line("first step", r.mask_us_first);
+  out += Format("  first step of the run (store just opened) %.1f µs\n", r.first_step_cold_us);
+  if (r.prefault) {
+    out += Format("  prefault         every root's rows checked before the run: %.3f s\n",
+                  r.prefault_seconds);
+  }
   if (r.memo_mb > 0) {
     out += Format("  row memo         %" PRId64 " MiB: %" PRId64 " hits, %" PRId64 " misses\n",
                   r.memo_mb, r.memo_hits, r.memo_misses);
@@ -308,6 +313,9 @@ std::string BenchReportJson(const BenchReport& r) {
   j["mask_cpu_us"] = quantiles(r.mask_cpu_us);
   j["preempted_steps"] = r.preempted_steps;
   j["first_step_us"] = quantiles(r.mask_us_first);
+  j["first_step_cold_us"] = Round(r.first_step_cold_us, 1e3);
+  j["prefault"] = r.prefault;
+  j["prefault_seconds"] = Round(r.prefault_seconds, 1e6);
   j["memo"] = {{"mb", r.memo_mb},
                {"hits", r.memo_hits},
                {"misses", r.memo_misses},

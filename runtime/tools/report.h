@@ -86,6 +86,11 @@ struct BenchReport {
   std::vector<double> mask_us_hit;       // steps answered from the row memo alone, sorted
   std::vector<double> mask_us_miss;      // steps with a memo miss, sorted
   std::vector<double> mask_us_first;     // each file's first step (a fresh session), sorted
+  // The run's very first step: the store just opened, none of its pages
+  // touched yet (the first file's first step, also in mask_us_first).
+  double first_step_cold_us = 0;
+  bool prefault = false;                 // rows checked before the first step (--prefault)
+  double prefault_seconds = 0;           // what that took
   // Every step's FillMask in this thread's CPU time, sorted: on a loaded
   // machine the wall-clock tail is mostly time the thread was not running.
   std::vector<double> mask_cpu_us;

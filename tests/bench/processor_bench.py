@@ -5,7 +5,9 @@ start file_input, with SmolLM2's 49,152 and Qwen2's 151,936 tokens), the
 token streams of a few standard-library files (tokenize_forced from a fresh
 matcher: every token is in its step's mask) are fed through
 LlamaCppLogitsProcessor (numpy input_ids and the strided float32 view of a
-token-data record array, as llama-cpp-python hands them) and
+token-data record array, as llama-cpp-python hands them; and, as
+"llama-cpp attached", a contiguous float32 row, as
+LlamaCppLogitsProcessor.attach hands it llama.cpp's own logits) and
 HFLogitsProcessor (CPU torch tensors of shape (1, length) and (1, vocab), or
 numpy arrays where torch is missing).  Per call it records the call's time
 and, from the same call, the engine's accept, fill and masking-kernel times
@@ -74,15 +76,23 @@ def allowed_count(bitmask):
     return int(np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8)).sum())
 
 
-def run_llama(module, store, toks_list, logits, timed_engine):
+def run_llama(module, store, toks_list, logits, timed_engine, attached=False):
+    """With `attached`, the processor is handed a contiguous float32 row, as
+    LlamaCppLogitsProcessor.attach hands it llama.cpp's own logits."""
     calls, parts = [], {"accept": [], "fill": [], "mask": [], "allowed": []}
     prompt = np.array([1, 2, 3], dtype=np.intc)
     for toks in toks_list:
         proc = module.LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
         ids = np.concatenate([prompt, np.asarray(toks, dtype=np.intc)])
         rec, view = strided_view(store.vocab_size)
+        if attached:
+            rec = None
+            view = np.empty(store.vocab_size, dtype=np.float32)
         for n in range(len(toks)):
-            rec["logit"] = logits  # what llama.cpp writes before each call
+            if attached:
+                view[:] = logits  # what llama.cpp writes before each call
+            else:
+                rec["logit"] = logits
             cur = ids[:len(prompt) + n]
             t0 = time.perf_counter_ns()
             proc(cur, view)
@@ -233,13 +243,14 @@ def main():
         toks_list = streams(store, STDLIB_FILES[:args.files], args.max_tokens)
         rng = np.random.default_rng(1)
         logits = rng.standard_normal(store.vocab_size).astype(np.float32)
-        for proto in ("llama-cpp", "hf"):
+        for proto in ("llama-cpp", "llama-cpp attached", "hf"):
             for name, module in (("cfgmask", current), ("baseline", baseline)):
                 if module is None:
                     continue
                 timed = module is current
-                if proto == "llama-cpp":
-                    calls, parts = run_llama(module, store, toks_list, logits, timed)
+                if proto.startswith("llama-cpp"):
+                    calls, parts = run_llama(module, store, toks_list, logits, timed,
+                                             attached=proto != "llama-cpp")
                 else:
                     calls, parts = run_hf(module, store, toks_list, logits, timed, torch)
                 for density, c, p in split_by_density(calls, parts, store.vocab_size):

@@ -140,3 +140,54 @@ def test_readme_main_job_compiles(store):
     assert r.returncode == 0, r.stderr
     assert "def fibonacci" in r.stdout
     assert "compile(): ok" in r.stderr, r.stdout + r.stderr
+
+
+def _greedy(llm, store, prefix, attach, max_tokens=24):
+    import llama_cpp
+    from cfgmask.processors import LlamaCppLogitsProcessor
+    proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store, prefix=prefix.encode()))
+    stops = set(store.eos_ids) | set(gen.stop_token_ids(llm))
+    prompt = llm.tokenize(prefix.encode(), add_bos=True, special=False)
+    kwargs = {}
+    if attach:
+        proc.attach(llm)
+    else:
+        kwargs["logits_processor"] = llama_cpp.LogitsProcessorList([proc])
+    tokens = []
+    llm.reset()
+    try:
+        for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True, **kwargs):
+            if tok in stops:
+                break
+            tokens.append(tok)
+            if len(tokens) >= max_tokens:
+                break
+    finally:
+        proc.detach()
+    return tokens, proc
+
+
+def test_attach_masks_llama_cpp_logits_row(store, llm):
+    """LlamaCppLogitsProcessor.attach masks the context's contiguous logits
+    row before llama.cpp builds its records: the same greedy tokens as the
+    processor on the record view, every one in its step's mask, and the
+    model's sample method restored afterwards."""
+    s, _ = store
+    prefix = "def mean(values):\n    "
+    strided, p1 = _greedy(llm, s, prefix, attach=False)
+    attached, p2 = _greedy(llm, s, prefix, attach=True)
+    assert len(strided) > 4
+    assert attached == strided
+    assert p2.calls == p1.calls
+    assert "sample" not in vars(llm)
+    m = cfgmask.GrammarMatcher(s, prefix=prefix.encode())
+    for t in attached:
+        assert m.accept_token(int(t))
+    from cfgmask.processors import LlamaCppLogitsProcessor
+    p = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(s)).attach(llm)
+    try:
+        with pytest.raises(cfgmask.Error):
+            LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(s)).attach(llm)
+    finally:
+        p.detach()
+    assert "sample" not in vars(llm)

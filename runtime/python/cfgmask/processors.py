@@ -19,6 +19,8 @@ Neither package is imported here unless a tensor needs it.
 """
 from __future__ import annotations
 
+import ctypes
+import inspect
 import time
 from typing import List, Optional, Sequence, Union
 
@@ -84,6 +86,13 @@ class LlamaCppLogitsProcessor:
     The scores are masked in place (llama-cpp-python's strided view of its
     token-data array included) and returned; scores of another dtype than
     float32 or float16 are masked in a float32 copy, which is returned.
+
+    llama-cpp-python hands a logits processor the logit field of its
+    (id, logit, p) records, 12 bytes apart: refusing a scattered part of the
+    vocabulary there touches three times the memory of a float32 row.
+    :meth:`attach` masks llama.cpp's own contiguous logits row instead, just
+    before the sampler copies it into those records (give the processor to
+    ``attach`` instead of ``logits_processor``).
     """
 
     def __init__(self, matcher: GrammarMatcher, suffix: Union[str, bytes, None] = None):
@@ -125,6 +134,56 @@ class LlamaCppLogitsProcessor:
         self.mask_seconds += time.perf_counter() - t0
         self.calls += 1
         return out
+
+    def attach(self, llm) -> "LlamaCppLogitsProcessor":
+        """Constrains every token ``llm`` (a ``llama_cpp.Llama``) samples
+        from now on by masking the context's own logits row (contiguous
+        float32, ``llama_get_logits_ith``) right before ``Llama.sample``
+        builds its token-data records from it: ``generate``,
+        ``create_completion`` and ``__call__`` all sample through it.  The
+        processor is then not given as a ``logits_processor`` (other
+        processors there see the masked logits).  Wraps ``llm.sample`` on
+        this instance only; :meth:`detach` restores it.  Returns self."""
+        import llama_cpp  # only where a model is attached
+        if "sample" in vars(llm):
+            raise Error("this Llama already has a processor attached (detach it first)")
+        real = llm.sample
+        names = list(inspect.signature(real).parameters)
+        idx_at = names.index("idx") if "idx" in names else None
+        n_vocab = llm.n_vocab()
+        get_logits = llama_cpp.llama_get_logits_ith
+        addressof, row_type = ctypes.addressof, ctypes.c_float * n_vocab
+        rows = {}  # the row's address -> a numpy view of it (np.ctypeslib.as_array
+        #            costs tens of µs a call)
+
+        def sample(*args, **kwargs):
+            idx = kwargs.get("idx")
+            if idx is None and idx_at is not None and len(args) > idx_at:
+                idx = args[idx_at]
+            # Llama.sample's own choice of row: the last one, or idx's.
+            ridx = -1 if idx is None else idx - llm.n_tokens
+            pointer = get_logits(llm._ctx.ctx, ridx)
+            if not pointer:
+                raise Error(f"llama.cpp has no logits for row {ridx}")
+            at = addressof(pointer.contents)
+            row = rows.get(at)
+            if row is None:
+                if len(rows) > 64:
+                    rows.clear()
+                row = rows[at] = np.frombuffer(row_type.from_address(at), dtype=np.float32)
+            self(llm._input_ids, row)
+            return real(*args, **kwargs)
+
+        llm.sample = sample
+        self._attached = llm
+        return self
+
+    def detach(self) -> None:
+        """Undoes :meth:`attach`."""
+        llm = getattr(self, "_attached", None)
+        if llm is not None:
+            vars(llm).pop("sample", None)
+            self._attached = None
 
     def _accept(self, new) -> None:
         for t in new:
