@@ -251,7 +251,8 @@ class ScopeLayer {
   bool last_name_live_ = false;
   // Tokenizer.
   enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
-                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec };
+                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec,
+                    kEscN, kEscName };
   Mode mode_ = Mode::kIndent;
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
@@ -260,6 +261,7 @@ class ScopeLayer {
   char quote_ = 0;
   bool triple_ = false, raw_ = false, fstr_ = false;
   int32_t quote_run_ = 0;
+  std::string uname_;           // the name of a \N{...} escape being read
   int32_t field_depth_ = 0;
   char field_quote_ = 0;
   std::string field_word_;
