@@ -93,7 +93,7 @@ ROWS = [
 ("def g():\n    return f'''{x:\n", False, False),
 ("def g():\n    return f'''{x:\\n}'''\n", True, False),
 ("def g():\n    return f'{x:\\N{DASH}}'\n", False, False),
-("def g():\n    return f'\\N{EM DASH}{x}'\n", True, False),
+("def g():\n    return f'\\N{EM DASH}{x}'\n", True, True),
 ("def g():\n    return f'{x:{y}=}'\n", True, False),
 ("def g():\n    return f'{x:#x}'\n", True, True),
 ("def g():\n    return f'{x:#{y}}'\n", True, False),
