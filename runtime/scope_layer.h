@@ -36,7 +36,9 @@
 //     `for`, `,` or `)`;
 //   - an assignment expression in a comprehension's iterable, to one of its
 //     iteration variables (either order; any comprehension around it too),
-//     or in a comprehension of a class body.
+//     or in a comprehension of a class body;
+//   - a `\N{...}` escape whose name is no character's name
+//     (grammar/base/unicode_names.h), at the byte after which none can begin.
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
