@@ -22,6 +22,8 @@
 // compile.c for __debug__.
 #include "runtime/scope_layer.h"
 
+#include "grammar/base/unicode_names.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -103,7 +105,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       i = j;
     }
     // `global` fails only with a name after it in the same token.
-    bool risky = b.find(kDebug) != std::string_view::npos ||
+    bool risky = b.find(kDebug) != std::string_view::npos || b.find("\\N") != std::string_view::npos ||
                  b.find("nonlocal") != std::string_view::npos ||
                  b.find(":=") != std::string_view::npos;
     // `await`, `yield` (and `from` after it), `async`: only a token in which
@@ -241,6 +243,8 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
+  // Inside a \N{...} escape's name every byte is checked.
+  if (mode_ == Mode::kEscN || mode_ == Mode::kEscName) return true;
   // A name of an open parameter or keyword list being written, or just
   // written (its `=` may follow): any token may finish or commit it.
   if (!frames_.empty() && !frames_.back().names.empty()) {
@@ -325,6 +329,12 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return;
   }
   for (int32_t t : index.risky()) check(t);
+  // After a string's backslash: tokens that open a \N{...} name.
+  if (mode_ == Mode::kStrEsc && !raw_) {
+    if (const auto* ts = index.Finishing("N")) {
+      for (int32_t t : *ts) check(t);
+    }
+  }
   if (PendingNonlocal()) {
     for (int32_t t : index.newline()) check(t);
   }
@@ -502,6 +512,24 @@ void ScopeLayer::Byte(unsigned char c) {
     case Mode::kStrEsc:
       mode_ = Mode::kString;
       if (raw_ && fstr_ && (c == '{' || c == '}')) break;  // a raw f-string's field opens
+      if (!raw_ && c == 'N') mode_ = Mode::kEscN;  // \N{name}
+      return;
+    case Mode::kEscN:  // the grammar has a `{` here
+      mode_ = c == '{' ? Mode::kEscName : Mode::kString;
+      uname_.clear();
+      return;
+    case Mode::kEscName:
+      // The name must be a character's name (grammar/base/unicode_names.h):
+      // refused at the byte after which no name can begin so, or at a `}`
+      // that ends it short of one.
+      if (c == '}') {
+        if (!IsUnicodeName(uname_)) Fail("unknown Unicode character name");
+        mode_ = Mode::kString;
+        uname_.clear();
+        return;
+      }
+      uname_ += static_cast<char>(c);
+      if (!IsUnicodeNamePrefix(uname_)) Fail("unknown Unicode character name");
       return;
     case Mode::kFBrace:
       if (c == '{') {

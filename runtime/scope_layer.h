@@ -36,7 +36,9 @@
 //     `for`, `,` or `)`;
 //   - an assignment expression in a comprehension's iterable, to one of its
 //     iteration variables (either order; any comprehension around it too),
-//     or in a comprehension of a class body.
+//     or in a comprehension of a class body;
+//   - a `\N{...}` escape whose name is no character's name
+//     (grammar/base/unicode_names.h), at the byte after which none can begin.
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -251,7 +253,8 @@ class ScopeLayer {
   bool last_name_live_ = false;
   // Tokenizer.
   enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
-                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec };
+                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec,
+                    kEscN, kEscName };
   Mode mode_ = Mode::kIndent;
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
@@ -260,6 +263,7 @@ class ScopeLayer {
   char quote_ = 0;
   bool triple_ = false, raw_ = false, fstr_ = false;
   int32_t quote_run_ = 0;
+  std::string uname_;           // the name of a \N{...} escape being read
   int32_t field_depth_ = 0;
   char field_quote_ = 0;
   std::string field_word_;

@@ -94,6 +94,9 @@ const char* const kAccepted[] = {
     "x = [(a := 1), [0 for a in b]]\n",
     "def f():\n    a: (await y, [x async for x in z]) = 1\nasync def g():\n    y: (yield from x) = 1\n",
     "async def f():\n    b: (__debug__ := 4) = (b := (yield 1))\n",
+    // \N{...}: a character's name (upper case; CJK unified ideographs by
+    // their hex digits), also in f-string text
+    "x = '\\N{ZOMBIE}\\N{CJK UNIFIED IDEOGRAPH-2A6DF}' + f'\\N{EM DASH}{y}'\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -203,6 +206,10 @@ const char* const kRefused[] = {
     "[[y := 1 for x in a] for y |in b]\n",
     "class A:\n    [y := 1 for| x in z]\n",
     "class A:\n    [x for x in z if (y |:= 1)]\n",
+    "x = '\\N{EM DASH|E}'\n",
+    "x = '\\N{EM DAS|}'\n",
+    "x = '\\N{CJK UNIFIED IDEOGRAPH-4D|C0}'\n",
+    "x = f'\\N{BULLE|}{y}'\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
@@ -301,7 +308,9 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         // backslash before one) can annotate it
         "def f():\n    global X\n    X", "def f():\n    global X\n    X ",
         "def g():\n    y = 1\n    def f():\n        nonlocal y\n        y",
-        "def f():\n    global X, Y\n    X \\\n"}) {
+        "def f():\n    global X, Y\n    X \\\n",
+        // inside and before a \N{...} name
+        "x = '\\", "x = '\\N", "x = '\\N{EM", "x = '\\N{EM DA", "x = f'a\\N{CJK UNIFIED IDEOGRAPH-4"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();

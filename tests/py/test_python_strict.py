@@ -436,6 +436,8 @@ PROBE = [
     ("match as a name", "match = 1\nmatch(x)\n"),
     ("generator expression as the only class base", "class A(x for x in y):\n    pass\n"),
     ("line continuation at the end of the file", "x = 1\n\\\n"),
+    ("\\N{...} escapes: CJK, in an f-string", 'x = "\\N{CJK UNIFIED IDEOGRAPH-4E00}" + f"\\N{BULLET}{y}"\n'),
+    ("\\N{...} escape, lower case (subset: refused)", 'x = "\\N{em dash}"\n'),
 ]
 
 
@@ -462,6 +464,56 @@ def test_construct_probe(store_llama, parser, tmp_path):
             wrong.append(rows[-1])
     print("\n" + "\n".join(rows))
     assert not wrong, wrong
+
+
+def test_unicode_name_escapes(store_llama, tmp_path):
+    """`\\N{NAME}` escapes teacher-forced through the LLaMA store: real names,
+    CJK unified ideographs, names with one character changed, inserted or
+    deleted, and cut short; the engine accepts exactly what CPython compiles,
+    apart from the names CPython reads that the layer leaves out (aliases, a
+    CJK name with a leading zero), which it must refuse."""
+    import unicodedata
+    rng = random.Random(41)
+    names = [n for n in (unicodedata.name(chr(c), "") for c in range(0x110000)) if n]
+    cases = rng.sample(names, 150)
+    cases += ["CJK UNIFIED IDEOGRAPH-%04X" % rng.randrange(0x3000, 0x32000) for _ in range(60)]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -"
+    for n in rng.sample(names, 150):
+        i = rng.randrange(len(n))
+        op = rng.randrange(4)
+        if op == 0:
+            n = n[:i] + rng.choice(alphabet) + n[i + 1:]
+        elif op == 1:
+            n = n[:i] + rng.choice(alphabet) + n[i:]
+        elif op == 2:
+            n = n[:i] + n[i + 1:]
+        else:
+            n = n[:max(1, i)]
+        cases.append(n)
+    cases += ["LATIN CAPITAL LETTER GHA", "CJK UNIFIED IDEOGRAPH-04E00", "BYTE ORDER MARK"]
+    files = []
+    for k, n in enumerate(cases):
+        p = tmp_path / f"n_{k:03d}.py"
+        p.write_text(f'x = "\\N{{{n}}}"\n', encoding="utf-8")
+        files.append(p)
+    r = run(BIN, "check", store_llama, *files)
+    engine = {int(m.group(1)): m.group(2).startswith("ok")
+              for m in re.finditer(r"n_(\d+)\.py(?::\S*)?: (\S*)", r.stdout)}
+    assert sorted(engine) == list(range(len(cases))), r.stdout[-2000:]
+    wrong, counts = [], [0, 0, 0]
+    for k, n in enumerate(cases):
+        cpy = cpython_error(f'x = "\\N{{{n}}}"\n') is None
+        try:
+            listed = unicodedata.name(unicodedata.lookup(n)) == n
+        except KeyError:
+            listed = False
+        expected = cpy and listed and re.fullmatch(r"[A-Z0-9][A-Z0-9 \-]*", n) is not None
+        counts[0 if expected else 1 if not cpy else 2] += 1
+        if engine[k] != expected:
+            wrong.append((n, engine[k], cpy))
+    print(f"\n\\N{{...}}: {len(cases)} names, {counts[0]} accepted, {counts[1]} rejected by "
+          f"CPython, {counts[2]} CPython reads and the layer leaves out")
+    assert not wrong, wrong[:10]
 
 
 # ------------------------------------------------------------------ completeness
