@@ -156,12 +156,12 @@ struct RewrittenRoot {
 // into it (ordered by items: the runtime walks a root's rows as a trie); one
 // row is copied in its own encoding, several are ORed.  Roots go in blocks,
 // in parallel within a block, and are appended in root order with their
-// sequences interned, so the store is the same for any thread count.
-// Returns the rows `group` dropped.
+// sequences and payloads interned (`rows`, over s), so the store is the same
+// for any thread count.  Returns the rows `group` dropped.
 template <class Group>
 int64_t RewriteRootRows(const CompiledStore& old, const std::vector<int32_t>& old_offsets,
                         int32_t threads, const Group& group, SequenceIndex* seq_id,
-                        CompiledStore* s) {
+                        RowPayloads* rows, CompiledStore* s) {
   const int32_t text_tokens = TextTokenCount(*s);
   const StoreArray<uint8_t>& special = s->token_special;
   const uint8_t* special_data = special.data();
@@ -198,7 +198,7 @@ int64_t RewriteRootRows(const CompiledStore& old, const std::vector<int32_t>& ol
     for (RewrittenRoot& o : out) {
       dropped += o.dropped;
       for (size_t i = 0; i < o.items.size(); ++i) {
-        CopyRow(o.rows, static_cast<int32_t>(i), seq_id->Intern(o.items[i]), s);
+        rows->Copy(o.rows, static_cast<int32_t>(i), seq_id->Intern(o.items[i]));
       }
       s->root_row_offsets.push_back(static_cast<int32_t>(s->row_seq.size()));
     }
@@ -335,10 +335,11 @@ int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
   const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   s.root_row_offsets.assign(1, 0);
+  RowPayloads payloads(&s);
   std::vector<int32_t> new_row(old.row_seq.size(), -1);
   auto copy_row = [&](int32_t r, int32_t seq) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    CopyRow(old, r, seq, &s);
+    payloads.Copy(old, r, seq);
   };
   const CompiledStore& cs = s;  // read by the workers while s is not written
   RewriteRootRows(
@@ -353,7 +354,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
           (*merged)[v].push_back(r);
         }
       },
-      &seq_id, &s);
+      &seq_id, &payloads, &s);
   // The rows of no group (simulated tokens): kept, renumbered.
   for (int32_t r = old_offsets[s.num_roots]; r < static_cast<int32_t>(old.row_seq.size()); ++r)
     copy_row(r, old.row_seq[r]);
@@ -455,9 +456,10 @@ int32_t ShareRowGroups(CompiledStore* store) {
   s.sim_token.clear();
   s.sim_row.clear();
   std::vector<int32_t> new_id(R, -1), new_row(old.row_seq.size(), -1);
+  RowPayloads payloads(&s);
   auto copy_row = [&](int32_t r) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    CopyRow(old, r, old.row_seq[r], &s);
+    payloads.Copy(old, r, old.row_seq[r]);
   };
   int32_t kept = 0;
   for (int32_t g = 0; g < R; ++g) {
@@ -628,6 +630,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   s.row_tokens.clear();
   s.row_bits.clear();
   const int32_t text_tokens = TextTokenCount(s);
+  RowPayloads payloads(&s);
   // Per root: the old rows of each folded sequence, sorted by the
   // sequence (the trie order).  A row whose sequence folds away is dropped.
   const CompiledStore& cs = s;  // read by the workers while s is not written
@@ -646,14 +649,14 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
           (*merged)[std::vector<int32_t>(items, items + len)].push_back(r);
         }
       },
-      &seq_id, &s);
+      &seq_id, &payloads, &s);
   // The single-token rows of simulated tokens (no sequence: kept as they are).
   {
     std::unordered_map<int32_t, int32_t> row_of_token;
     for (size_t i = 0; i < s.sim_token.size(); ++i) {
       const int32_t t = s.sim_token[i];
       auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
-      if (inserted) AppendRow(0, {t}, text_tokens, &s);
+      if (inserted) payloads.Append(0, {t}, text_tokens);
       s.sim_row[i] = it->second;
     }
   }
