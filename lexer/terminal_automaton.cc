@@ -227,6 +227,10 @@ static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& veto
 // Advances vetoes by one byte; returns false if one of them fired.
 static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint8_t b,
                        std::vector<uint32_t>* out) {
+  if (vetoes.empty()) {  // the common case: nothing to advance, nothing allocated
+    out->clear();
+    return true;
+  }
   std::set<uint32_t> next;
   std::vector<std::vector<uint8_t>> seen(nfa.subs.size());
   for (uint32_t v : vetoes) {
@@ -443,10 +447,11 @@ int32_t DoTermStep(TerminalAutomaton::TermTable* table, int32_t s, uint8_t b) {
   const Nfa& nfa = *table->nfa;
   std::vector<TerminalAutomaton::Entry> next;
   ClosureCtx c{&nfa, b, {}, &next};
-  // Copy: Intern below may reallocate `states`.
-  std::vector<TerminalAutomaton::Entry> list = table->states[s];
+  // Read in place: nothing below adds states before the loop ends (Intern,
+  // which may reallocate `states`, comes after it).
+  const std::vector<TerminalAutomaton::Entry>& list = table->states[s];
+  std::vector<uint32_t> v2;
   for (const auto& e : list) {
-    std::vector<uint32_t> v2;
     if (e.pc >= 0) {
       const NfaInst& in = nfa.insts[e.pc];
       if (b < in.lo || b > in.hi) continue;

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "maskstore/id_index.h"
@@ -232,6 +233,22 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
     total += static_cast<int64_t>(keys.size()) * states_of[root];
   }
   return total;
+}
+
+// The payloads a store holds (StreamlineStep::payloads): its rows'
+// distinct (array, offset, length) references, leaving out the rows of
+// sequences marked in `dead` (when given).  The store's payloads are
+// interned (RowPayloads), so equal references are equal payloads.
+int64_t StoredPayloads(const CompiledStore& s, const std::vector<int8_t>* dead) {
+  std::unordered_set<uint64_t> refs;
+  const int32_t root_rows = s.root_row_offsets.empty() ? 0 : s.root_row_offsets[s.num_roots];
+  for (int32_t r = 0; r < static_cast<int32_t>(s.row_seq.size()); ++r) {
+    if (dead && r < root_rows && (*dead)[s.row_seq[r]] > 0) continue;
+    const uint64_t bits = s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset);
+    refs.insert(bits << 62 | static_cast<uint64_t>(static_cast<uint32_t>(s.row_offset[r])) << 24 |
+                static_cast<uint32_t>(s.row_length[r]));
+  }
+  return static_cast<int64_t>(refs.size());
 }
 
 // Lexing conditions (streamline.h, step 2): each row's items replaced by
@@ -497,6 +514,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
 
   st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
                       s.num_roots, 0, 0});
+  st.steps.back().payloads = StoredPayloads(s, nullptr);
   // The budget and interrupt, on this thread: between steps, and per row of
   // the row steps (a helper thread only reads `stopped`).  An exception of
   // the hook (a signal in Python) waits for the helper, then goes on.
@@ -531,6 +549,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
                         SecondsSince(t_lex)});
+    st.steps.back().payloads = StoredPayloads(s, nullptr);
   }
 
   // Existing sequences by content, so that a prefix that is already a
@@ -604,6 +623,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
   st.steps.push_back({"never legal", rows_live, bytes_live, SeedKeys(s, &dead), s.num_roots,
                       never.counts().queries, never_seconds});
+  st.steps.back().payloads = StoredPayloads(s, &dead);
   st.queries = always.counts().queries;
   st.cache_hits = never.counts().cache_hits + always.counts().cache_hits;
   st.budget_exceeded = never.counts().budget_exceeded + always.counts().budget_exceeded;
@@ -670,6 +690,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
                       SecondsSince(t_step) - (beside ? 0 : never_seconds)});
+  st.steps.back().payloads = StoredPayloads(s, nullptr);
 
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
@@ -677,6 +698,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.steps.push_back({"shared row groups", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), st.steps.back().keys, s.num_roots, 0,
                         SecondsSince(t_step)});
+    st.steps.back().payloads = StoredPayloads(s, nullptr);
   }
   if (!poll(true)) return finish_stopped();
   st.rows_after = static_cast<int64_t>(s.row_seq.size());
@@ -687,7 +709,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     t_step = std::chrono::steady_clock::now();
     st.interchangeable = InterchangeableClasses(*options.grammar);
     st.steps.push_back({"interchangeable", st.rows_after, st.bytes_after, st.steps.back().keys,
-                        s.num_roots, 0, SecondsSince(t_step)});
+                        s.num_roots, 0, SecondsSince(t_step), st.steps.back().payloads});
   }
   st.seconds = SecondsSince(t0);
   if (stats) *stats = st;
