@@ -12,6 +12,7 @@
 #include "lexer/terminal_automaton.h"
 
 #include <algorithm>
+#include <unordered_set>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -128,7 +129,8 @@ struct TerminalAutomaton::TermTable {
 namespace {
 
 // Plain (unordered) closure of a lookahead body; true if its match is reached.
-bool VetoClosure(const Nfa& sub, uint32_t sub_index, int32_t pc, std::set<uint32_t>* out,
+// Live positions are appended to *out (SortUnique makes it the set).
+bool VetoClosure(const Nfa& sub, uint32_t sub_index, int32_t pc, std::vector<uint32_t>* out,
                  std::vector<uint8_t>* seen) {
   std::vector<int32_t> stack = {pc};
   bool fired = false;
@@ -139,25 +141,41 @@ bool VetoClosure(const Nfa& sub, uint32_t sub_index, int32_t pc, std::set<uint32
     (*seen)[p] = 1;
     const NfaInst& in = sub.insts[p];
     switch (in.op) {
-      case NfaInst::kByteRange: out->insert((sub_index << 24) | static_cast<uint32_t>(p)); break;
+      case NfaInst::kByteRange: out->push_back((sub_index << 24) | static_cast<uint32_t>(p)); break;
       case NfaInst::kSplit: stack.push_back(in.out1); stack.push_back(in.out); break;
       case NfaInst::kNop: stack.push_back(in.out); break;
       case NfaInst::kMatch: fired = true; break;
       // \Z: kept as a live position; it fires at the end of the input and
       // dies on any byte.
-      case NfaInst::kEndOfText: out->insert((sub_index << 24) | static_cast<uint32_t>(p)); break;
+      case NfaInst::kEndOfText: out->push_back((sub_index << 24) | static_cast<uint32_t>(p)); break;
       default: stack.push_back(in.out); break;  // bodies have no lookarounds
     }
   }
   return fired;
 }
 
+// Sorted, without duplicates: the set of live look-ahead positions.
+void SortUnique(std::vector<uint32_t>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
 bool InByteSet(const uint64_t set[4], int b) { return (set[b >> 6] >> (b & 63)) & 1; }
+
+// A closure entry with pending look-aheads (pc, vetoes), hashed for the
+// visited set (membership only: its order is never read).
+struct VetoedHash {
+  size_t operator()(const std::pair<int32_t, std::vector<uint32_t>>& e) const {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ static_cast<uint32_t>(e.first);
+    for (uint32_t v : e.second) h = (h ^ v) * 0xff51afd7ed558ccdULL, h ^= h >> 32;
+    return static_cast<size_t>(h);
+  }
+};
 
 struct ClosureCtx {
   const Nfa* nfa;
   int prev;  // byte just consumed, -1 at the start of the terminal
-  std::set<std::pair<int32_t, std::vector<uint32_t>>> visited;  // entries with vetoes
+  std::unordered_set<std::pair<int32_t, std::vector<uint32_t>>, VetoedHash> visited;  // entries with vetoes
   std::vector<TerminalAutomaton::Entry>* out;
   bool lookbehind_at_start = false;
   std::vector<uint8_t> visited_plain = {};  // by pc, entries without vetoes (the common case)
@@ -202,10 +220,11 @@ static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& veto
     }
     case NfaInst::kNegLookahead: {
       const Nfa& sub = c->nfa->subs[in.sub];
-      std::set<uint32_t> live(vetoes.begin(), vetoes.end());
+      std::vector<uint32_t> live(vetoes.begin(), vetoes.end());
       std::vector<uint8_t> seen(sub.insts.size(), 0);
       if (VetoClosure(sub, static_cast<uint32_t>(in.sub), sub.start, &live, &seen)) return;
-      Closure(c, in.out, std::vector<uint32_t>(live.begin(), live.end()), good);
+      SortUnique(&live);
+      Closure(c, in.out, live, good);
       break;
     }
     case NfaInst::kLookbehind: {
@@ -227,7 +246,11 @@ static void Closure(ClosureCtx* c, int32_t pc, const std::vector<uint32_t>& veto
 // Advances vetoes by one byte; returns false if one of them fired.
 static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint8_t b,
                        std::vector<uint32_t>* out) {
-  std::set<uint32_t> next;
+  if (vetoes.empty()) {  // the common case: nothing to advance, nothing allocated
+    out->clear();
+    return true;
+  }
+  std::vector<uint32_t> next;
   std::vector<std::vector<uint8_t>> seen(nfa.subs.size());
   for (uint32_t v : vetoes) {
     uint32_t sub_index = v >> 24;
@@ -238,7 +261,8 @@ static bool StepVetoes(const Nfa& nfa, const std::vector<uint32_t>& vetoes, uint
     if (seen[sub_index].empty()) seen[sub_index].assign(sub.insts.size(), 0);
     if (VetoClosure(sub, sub_index, in.out, &next, &seen[sub_index])) return false;
   }
-  out->assign(next.begin(), next.end());
+  SortUnique(&next);
+  *out = std::move(next);
   return true;
 }
 
@@ -443,10 +467,11 @@ int32_t DoTermStep(TerminalAutomaton::TermTable* table, int32_t s, uint8_t b) {
   const Nfa& nfa = *table->nfa;
   std::vector<TerminalAutomaton::Entry> next;
   ClosureCtx c{&nfa, b, {}, &next};
-  // Copy: Intern below may reallocate `states`.
-  std::vector<TerminalAutomaton::Entry> list = table->states[s];
+  // Read in place: nothing below adds states before the loop ends (Intern,
+  // which may reallocate `states`, comes after it).
+  const std::vector<TerminalAutomaton::Entry>& list = table->states[s];
+  std::vector<uint32_t> v2;
   for (const auto& e : list) {
-    std::vector<uint32_t> v2;
     if (e.pc >= 0) {
       const NfaInst& in = nfa.insts[e.pc];
       if (b < in.lo || b > in.hi) continue;

@@ -32,7 +32,9 @@
 namespace cfgmask {
 
 // 6: per-root row checksums (CompiledStore::root_row_checksum).
-constexpr uint32_t kStoreFormatVersion = 7;
+// 8: rows by reference: rows with equal payloads share one (row_offset),
+// so a store of format 7 and one of format 8 differ in bytes.
+constexpr uint32_t kStoreFormatVersion = 8;
 
 // The kind of a store item (CompiledStore::item_kind), numbered as
 // lexer/terminal_automaton.h's LexItem::Kind; what each means to the parser
@@ -110,7 +112,11 @@ struct CompiledStore {
   StoreArray<int32_t> root_index;              // per state: row group or -1
   StoreArray<int32_t> tail_item;               // per state: kTail item id, -1 at a start
 
-  // The mask store.
+  // The mask store.  A row (row id r) is a reference: its item sequence and
+  // its payload's kind, offset and length; equal payloads are stored once
+  // and shared by every row that holds them (maskstore/row_codec.h,
+  // RowPayloads), so a row id reads its tokens as row_tokens / row_bits
+  // [row_offset[r], + row_length[r]) whichever row stored them first.
   int32_t num_roots = 0;
   StoreArray<int32_t> root_row_offsets;        // per root, into row_*
   StoreArray<int32_t> row_seq, row_kind, row_offset, row_length;

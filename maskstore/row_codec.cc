@@ -1,7 +1,10 @@
 // Adaptive row storage: see row_codec.h.
 #include "maskstore/row_codec.h"
 
+#include <cstring>
 #include <set>
+
+#include "maskstore/store_format.h"
 
 namespace cfgmask {
 
@@ -51,6 +54,124 @@ void AppendRow(int32_t seq, const std::vector<int32_t>& toks, int32_t text_token
     s->row_bits.resize(base + words, 0);
     for (int32_t t : toks) s->row_bits[base + t / 32] |= 1u << (t % 32);
   }
+}
+
+namespace {
+
+uint64_t PayloadHash(bool bits, const void* data, int32_t length) {
+  const uint64_t h = StoreChecksum(static_cast<const char*>(data), static_cast<size_t>(length) * 4);
+  return (h ^ (bits ? 0x9e3779b97f4a7c15ULL : 0)) * 0xff51afd7ed558ccdULL;
+}
+
+}  // namespace
+
+RowPayloads::RowPayloads(CompiledStore* s) : s_(s) {
+  for (size_t r = 0; r < s->row_seq.size(); ++r) {
+    const bool bits = static_cast<RowKind>(s->row_kind[r]) == RowKind::kBitset;
+    const int32_t off = s->row_offset[r], len = s->row_length[r];
+    const void* data = bits ? static_cast<const void*>(s->row_bits.data() + off)
+                            : static_cast<const void*>(s->row_tokens.data() + off);
+    const uint64_t h = PayloadHash(bits, data, len);
+    index_.FindOrAdd(
+        h, entries_.size(),
+        [&](int32_t id) {
+          const Entry& e = entries_[id];
+          return e.hash == h && e.bits == bits && e.length == len && e.offset == off;
+        },
+        [&] { entries_.push_back({h, off, len, bits}); },
+        [&](int32_t id) { return entries_[id].hash; });
+  }
+}
+
+int32_t RowPayloads::Intern(bool bits, const void* data, int32_t length) {
+  const uint64_t h = PayloadHash(bits, data, length);
+  const size_t bytes = static_cast<size_t>(length) * 4;
+  const int32_t id = index_.FindOrAdd(
+      h, entries_.size(),
+      [&](int32_t id) {
+        const Entry& e = entries_[id];
+        if (e.hash != h || e.bits != bits || e.length != length) return false;
+        const void* have = bits ? static_cast<const void*>(s_->row_bits.data() + e.offset)
+                                : static_cast<const void*>(s_->row_tokens.data() + e.offset);
+        return bytes == 0 || std::memcmp(have, data, bytes) == 0;
+      },
+      [&] {
+        int32_t off;
+        if (bits) {
+          off = static_cast<int32_t>(s_->row_bits.size());
+          const uint32_t* p = static_cast<const uint32_t*>(data);
+          s_->row_bits.append(p, p + length);
+        } else {
+          off = static_cast<int32_t>(s_->row_tokens.size());
+          const int32_t* p = static_cast<const int32_t*>(data);
+          s_->row_tokens.append(p, p + length);
+        }
+        entries_.push_back({h, off, length, bits});
+      },
+      [&](int32_t id) { return entries_[id].hash; });
+  return entries_[id].offset;
+}
+
+void RowPayloads::AppendList(int32_t seq, RowKind kind, std::span<const int32_t> ids) {
+  const int32_t len = static_cast<int32_t>(ids.size());
+  const int32_t off = Intern(false, ids.data(), len);
+  s_->row_seq.push_back(seq);
+  s_->row_kind.push_back(static_cast<int32_t>(kind));
+  s_->row_offset.push_back(off);
+  s_->row_length.push_back(len);
+}
+
+void RowPayloads::AppendBits(int32_t seq, std::span<const uint32_t> bits) {
+  const int32_t len = static_cast<int32_t>(bits.size());
+  const int32_t off = Intern(true, bits.data(), len);
+  s_->row_seq.push_back(seq);
+  s_->row_kind.push_back(static_cast<int32_t>(RowKind::kBitset));
+  s_->row_offset.push_back(off);
+  s_->row_length.push_back(len);
+}
+
+void RowPayloads::Append(int32_t seq, const std::vector<int32_t>& toks, int32_t text_tokens) {
+  const int32_t V = s_->vocab_size;
+  const int32_t words = s_->mask_words();
+  const int64_t n = static_cast<int64_t>(toks.size());
+  const int64_t comp = text_tokens - n;
+  if (n <= comp && n <= words / 4) {
+    AppendList(seq, RowKind::kList, toks);
+  } else if (comp <= words / 4) {
+    scratch_.clear();
+    size_t i = 0;
+    for (int32_t t = 0; t < V; ++t) {
+      if (s_->token_special[t]) continue;
+      if (i < toks.size() && toks[i] == t) {
+        ++i;
+        continue;
+      }
+      scratch_.push_back(t);
+    }
+    AppendList(seq, RowKind::kComplement, scratch_);
+  } else {
+    scratch_bits_.assign(words, 0);
+    for (int32_t t : toks) scratch_bits_[t / 32] |= 1u << (t % 32);
+    AppendBits(seq, scratch_bits_);
+  }
+}
+
+void RowPayloads::Copy(const CompiledStore& old, int32_t r, int32_t seq) {
+  const int32_t off = old.row_offset[r], len = old.row_length[r];
+  if (static_cast<RowKind>(old.row_kind[r]) == RowKind::kBitset) {
+    AppendBits(seq, {old.row_bits.data() + off, static_cast<size_t>(len)});
+  } else {
+    AppendList(seq, static_cast<RowKind>(old.row_kind[r]),
+               {old.row_tokens.data() + off, static_cast<size_t>(len)});
+  }
+}
+
+int64_t DistinctRowPayloads(const CompiledStore& s) {
+  CompiledStore out;  // the payloads re-interned from empty arrays
+  out.vocab_size = s.vocab_size;
+  RowPayloads p(&out);
+  for (size_t r = 0; r < s.row_seq.size(); ++r) p.Copy(s, static_cast<int32_t>(r), 0);
+  return p.distinct();
 }
 
 void DecodeRow(const CompiledStore& s, int32_t r, std::vector<int32_t>* out) {

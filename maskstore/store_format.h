@@ -107,6 +107,52 @@ inline uint64_t StoreChecksum(const char* data, size_t n) {
   return (r ^ n) * kPrime;
 }
 
+// StoreChecksum of bytes given in pieces (a writer that streams the payload
+// to its file): Add the pieces in order, then Value() equals StoreChecksum
+// of their concatenation; Value() leaves the state as it is, so a prefix's
+// checksum can be read on the way.
+class StreamChecksum {
+ public:
+  void Add(const char* data, size_t n) {
+    total_ += n;
+    if (pending_ > 0) {
+      const size_t take = std::min(n, size_t{32} - pending_);
+      std::memcpy(buf_ + pending_, data, take);
+      pending_ += take;
+      data += take;
+      n -= take;
+      if (pending_ < 32) return;
+      Block(buf_);
+      pending_ = 0;
+    }
+    for (; n >= 32; data += 32, n -= 32) Block(data);
+    std::memcpy(buf_, data, n);
+    pending_ = n;
+  }
+  uint64_t Value() const {
+    constexpr uint64_t kPrime = 1099511628211ull;
+    uint64_t r = h_[0];
+    for (int l = 1; l < 4; ++l) r = (r ^ h_[l]) * kPrime;
+    for (size_t i = 0; i < pending_; ++i) r = (r ^ static_cast<unsigned char>(buf_[i])) * kPrime;
+    return (r ^ total_) * kPrime;
+  }
+
+ private:
+  void Block(const char* p) {
+    constexpr uint64_t kPrime = 1099511628211ull;
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + 8 * l, 8);
+      h_[l] = (h_[l] ^ w) * kPrime;
+    }
+  }
+  uint64_t h_[4] = {1469598103934665603ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                    0x165667b19e3779f9ull};
+  char buf_[32];
+  size_t pending_ = 0;
+  uint64_t total_ = 0;
+};
+
 // The checksum of one root's rows (CompiledStore::root_row_checksum): the
 // rows' four fields over the root's range, then each row's payload, then its
 // simulated tokens' rows.  The reader checks the ranges (RowOk) before it

@@ -38,6 +38,7 @@
 #include "lexer/terminal_automaton.h"
 #include "lexer/vocab_trie.h"
 #include "maskstore/id_index.h"
+#include "maskstore/row_codec.h"
 
 namespace cfgmask {
 namespace {
@@ -993,6 +994,12 @@ struct WalkPhase {  // VocabularyWalk::State
   std::unordered_map<int32_t, int32_t> root_of;  // lexer state -> root index
   TokenEndData ends;
   int64_t row_count = 0;
+  // The store's row payloads, interned as the batches are merged.
+  std::unique_ptr<RowPayloads> payloads;
+  RowPayloads& Payloads(CompiledStore* s) {
+    if (payloads == nullptr) payloads = std::make_unique<RowPayloads>(s);
+    return *payloads;
+  }
 };
 
 // The vocabulary walk from every root, and the mask-store rows it yields,
@@ -1021,6 +1028,7 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
   for (int32_t t = 0; t < V; ++t) text_tokens += !s.token_special[t];
   int64_t& row_count = w->row_count;
   s.root_row_offsets.assign(1, 0);
+  RowPayloads& payloads = w->Payloads(&s);
 
   constexpr size_t kRootsPerBatch = 64;
   FollowRelation follow(*input.grammar);
@@ -1326,18 +1334,18 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
       std::sort(r->encoded.begin(), r->encoded.end(),
                 [](const EncodedRow& x, const EncodedRow& y) { return x.items < y.items; });
     });
+    // Rows by reference: a payload equal to an earlier row's (of any root)
+    // is stored once (interned here, serially, in root order).
     for (auto& r : batch) {
       for (EncodedRow& row : r->encoded) {
-        s.row_seq.push_back(in.SeqIds(row.items));
-        s.row_kind.push_back(static_cast<int32_t>(row.kind));
-        s.row_length.push_back(row.length);
+        const int32_t seq = in.SeqIds(row.items);
         if (row.kind == RowKind::kBitset) {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_bits.size()));
-          s.row_bits.insert(s.row_bits.end(), row.bits.begin(), row.bits.end());
+          payloads.AppendBits(seq, row.bits);
         } else {
-          s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-          s.row_tokens.insert(s.row_tokens.end(), row.ids.begin(), row.ids.end());
+          payloads.AppendList(seq, row.kind, row.ids);
         }
+        std::vector<int32_t>().swap(row.ids);
+        std::vector<uint32_t>().swap(row.bits);
       }
       row_count += static_cast<int64_t>(r->encoded.size());
       s.root_row_offsets.push_back(static_cast<int32_t>(s.row_seq.size()));
@@ -1370,23 +1378,19 @@ Status VocabularyWalkPhase(const VocabularyWalkInput& input, CompiledStore* out,
 }
 
 // One single-token row per simulated token, past every root's rows.
-void AddSimulatedRows(CompiledStore* out) {
+void AddSimulatedRows(CompiledStore* out, WalkPhase* w) {
   CompiledStore& s = *out;
+  RowPayloads& payloads = w->Payloads(out);
   std::unordered_map<int32_t, int32_t> row_of_token;
   s.sim_row.resize(s.sim_token.size());
   for (size_t i = 0; i < s.sim_token.size(); ++i) {
     const int32_t t = s.sim_token[i];
     auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
-    if (inserted) {
-      s.row_seq.push_back(0);
-      s.row_kind.push_back(static_cast<int32_t>(RowKind::kList));
-      s.row_offset.push_back(static_cast<int32_t>(s.row_tokens.size()));
-      s.row_length.push_back(1);
-      s.row_tokens.push_back(t);
-    }
+    if (inserted) payloads.AppendList(0, RowKind::kList, {&t, 1});
     s.sim_row[i] = it->second;
   }
   s.stats.simulated_pairs = static_cast<int64_t>(s.sim_token.size());
+  w->payloads.reset();  // the walk's rows are complete
 }
 
 // The end-of-input item sequences of every root, interned in root order.
@@ -1503,7 +1507,7 @@ VocabularyWalk::~VocabularyWalk() = default;
 
 Status VocabularyWalk::Run(const VocabularyWalkInput& input, CompiledStore* store) {
   CFGMASK_RETURN_IF_ERROR(VocabularyWalkPhase(input, store, state_.get()));
-  AddSimulatedRows(store);
+  AddSimulatedRows(store, state_.get());
   return Status::Ok();
 }
 

@@ -12,6 +12,14 @@ namespace cfgmask {
 int32_t Exploration::KeyMemo::Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted) {
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ key.size();
   for (int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
+  // The index probes by the low bits, which the loop mixes poorly for keys
+  // of small ids (LR states, items): finalised (murmur3's fmix64), so that
+  // probe runs stay short.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
   const int32_t id = index_.FindOrAdd(
       h, values_.size(),
       [&](int32_t e) {

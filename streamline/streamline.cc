@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "maskstore/id_index.h"
@@ -156,12 +157,12 @@ struct RewrittenRoot {
 // into it (ordered by items: the runtime walks a root's rows as a trie); one
 // row is copied in its own encoding, several are ORed.  Roots go in blocks,
 // in parallel within a block, and are appended in root order with their
-// sequences interned, so the store is the same for any thread count.
-// Returns the rows `group` dropped.
+// sequences and payloads interned (`rows`, over s), so the store is the same
+// for any thread count.  Returns the rows `group` dropped.
 template <class Group>
 int64_t RewriteRootRows(const CompiledStore& old, const std::vector<int32_t>& old_offsets,
                         int32_t threads, const Group& group, SequenceIndex* seq_id,
-                        CompiledStore* s) {
+                        RowPayloads* rows, CompiledStore* s) {
   const int32_t text_tokens = TextTokenCount(*s);
   const StoreArray<uint8_t>& special = s->token_special;
   const uint8_t* special_data = special.data();
@@ -198,7 +199,7 @@ int64_t RewriteRootRows(const CompiledStore& old, const std::vector<int32_t>& ol
     for (RewrittenRoot& o : out) {
       dropped += o.dropped;
       for (size_t i = 0; i < o.items.size(); ++i) {
-        CopyRow(o.rows, static_cast<int32_t>(i), seq_id->Intern(o.items[i]), s);
+        rows->Copy(o.rows, static_cast<int32_t>(i), seq_id->Intern(o.items[i]));
       }
       s->root_row_offsets.push_back(static_cast<int32_t>(s->row_seq.size()));
     }
@@ -232,6 +233,22 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
     total += static_cast<int64_t>(keys.size()) * states_of[root];
   }
   return total;
+}
+
+// The payloads a store holds (StreamlineStep::payloads): its rows'
+// distinct (array, offset, length) references, leaving out the rows of
+// sequences marked in `dead` (when given).  The store's payloads are
+// interned (RowPayloads), so equal references are equal payloads.
+int64_t StoredPayloads(const CompiledStore& s, const std::vector<int8_t>* dead) {
+  std::unordered_set<uint64_t> refs;
+  const int32_t root_rows = s.root_row_offsets.empty() ? 0 : s.root_row_offsets[s.num_roots];
+  for (int32_t r = 0; r < static_cast<int32_t>(s.row_seq.size()); ++r) {
+    if (dead && r < root_rows && (*dead)[s.row_seq[r]] > 0) continue;
+    const uint64_t bits = s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset);
+    refs.insert(bits << 62 | static_cast<uint64_t>(static_cast<uint32_t>(s.row_offset[r])) << 24 |
+                static_cast<uint32_t>(s.row_length[r]));
+  }
+  return static_cast<int64_t>(refs.size());
 }
 
 // Lexing conditions (streamline.h, step 2): each row's items replaced by
@@ -335,10 +352,11 @@ int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
   const CompiledStore old = TakeRows(&s);
   const std::vector<int32_t> old_offsets = s.root_row_offsets.Release();
   s.root_row_offsets.assign(1, 0);
+  RowPayloads payloads(&s);
   std::vector<int32_t> new_row(old.row_seq.size(), -1);
   auto copy_row = [&](int32_t r, int32_t seq) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    CopyRow(old, r, seq, &s);
+    payloads.Copy(old, r, seq);
   };
   const CompiledStore& cs = s;  // read by the workers while s is not written
   RewriteRootRows(
@@ -353,7 +371,7 @@ int64_t CanonicalLexingConditions(CompiledStore* store, int32_t threads) {
           (*merged)[v].push_back(r);
         }
       },
-      &seq_id, &s);
+      &seq_id, &payloads, &s);
   // The rows of no group (simulated tokens): kept, renumbered.
   for (int32_t r = old_offsets[s.num_roots]; r < static_cast<int32_t>(old.row_seq.size()); ++r)
     copy_row(r, old.row_seq[r]);
@@ -455,9 +473,10 @@ int32_t ShareRowGroups(CompiledStore* store) {
   s.sim_token.clear();
   s.sim_row.clear();
   std::vector<int32_t> new_id(R, -1), new_row(old.row_seq.size(), -1);
+  RowPayloads payloads(&s);
   auto copy_row = [&](int32_t r) {
     new_row[r] = static_cast<int32_t>(s.row_seq.size());
-    CopyRow(old, r, old.row_seq[r], &s);
+    payloads.Copy(old, r, old.row_seq[r]);
   };
   int32_t kept = 0;
   for (int32_t g = 0; g < R; ++g) {
@@ -495,6 +514,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
 
   st.steps.push_back({"every lexing", st.rows_before, st.bytes_before, SeedKeys(s, nullptr),
                       s.num_roots, 0, 0});
+  st.steps.back().payloads = StoredPayloads(s, nullptr);
   // The budget and interrupt, on this thread: between steps, and per row of
   // the row steps (a helper thread only reads `stopped`).  An exception of
   // the hook (a signal in Python) waits for the helper, then goes on.
@@ -529,6 +549,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.steps.push_back({"lexing conditions", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, 0,
                         SecondsSince(t_lex)});
+    st.steps.back().payloads = StoredPayloads(s, nullptr);
   }
 
   // Existing sequences by content, so that a prefix that is already a
@@ -602,6 +623,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     ++rows_live, bytes_live += 16 + 4 * int64_t{s.row_length[r]};
   st.steps.push_back({"never legal", rows_live, bytes_live, SeedKeys(s, &dead), s.num_roots,
                       never.counts().queries, never_seconds});
+  st.steps.back().payloads = StoredPayloads(s, &dead);
   st.queries = always.counts().queries;
   st.cache_hits = never.counts().cache_hits + always.counts().cache_hits;
   st.budget_exceeded = never.counts().budget_exceeded + always.counts().budget_exceeded;
@@ -628,6 +650,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   s.row_tokens.clear();
   s.row_bits.clear();
   const int32_t text_tokens = TextTokenCount(s);
+  RowPayloads payloads(&s);
   // Per root: the old rows of each folded sequence, sorted by the
   // sequence (the trie order).  A row whose sequence folds away is dropped.
   const CompiledStore& cs = s;  // read by the workers while s is not written
@@ -646,14 +669,14 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
           (*merged)[std::vector<int32_t>(items, items + len)].push_back(r);
         }
       },
-      &seq_id, &s);
+      &seq_id, &payloads, &s);
   // The single-token rows of simulated tokens (no sequence: kept as they are).
   {
     std::unordered_map<int32_t, int32_t> row_of_token;
     for (size_t i = 0; i < s.sim_token.size(); ++i) {
       const int32_t t = s.sim_token[i];
       auto [it, inserted] = row_of_token.emplace(t, static_cast<int32_t>(s.row_seq.size()));
-      if (inserted) AppendRow(0, {t}, text_tokens, &s);
+      if (inserted) payloads.Append(0, {t}, text_tokens);
       s.sim_row[i] = it->second;
     }
   }
@@ -667,6 +690,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   st.steps.push_back({"always legal", static_cast<int64_t>(s.row_seq.size()),
                       RowPayloadBytes(s), SeedKeys(s, nullptr), s.num_roots, st.queries,
                       SecondsSince(t_step) - (beside ? 0 : never_seconds)});
+  st.steps.back().payloads = StoredPayloads(s, nullptr);
 
   if (options.share) {
     t_step = std::chrono::steady_clock::now();
@@ -674,6 +698,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     st.steps.push_back({"shared row groups", static_cast<int64_t>(s.row_seq.size()),
                         RowPayloadBytes(s), st.steps.back().keys, s.num_roots, 0,
                         SecondsSince(t_step)});
+    st.steps.back().payloads = StoredPayloads(s, nullptr);
   }
   if (!poll(true)) return finish_stopped();
   st.rows_after = static_cast<int64_t>(s.row_seq.size());
@@ -684,7 +709,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
     t_step = std::chrono::steady_clock::now();
     st.interchangeable = InterchangeableClasses(*options.grammar);
     st.steps.push_back({"interchangeable", st.rows_after, st.bytes_after, st.steps.back().keys,
-                        s.num_roots, 0, SecondsSince(t_step)});
+                        s.num_roots, 0, SecondsSince(t_step), st.steps.back().payloads});
   }
   st.seconds = SecondsSince(t0);
   if (stats) *stats = st;

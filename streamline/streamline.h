@@ -76,6 +76,9 @@ struct StreamlineStep {
   int32_t groups = 0;         // row groups (CompiledStore::num_roots) after the step
   int64_t queries = 0;        // explorations run by the step (after its cache)
   double seconds = 0;
+  // Row payloads (token sets) the store holds after the step: rows are
+  // references and equal payloads are stored once (maskstore/row_codec.h).
+  int64_t payloads = 0;
 };
 
 struct StreamlineStats {

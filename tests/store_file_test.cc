@@ -26,6 +26,8 @@
 #include <gtest/gtest.h>
 
 #include "maskstore/compiled_store.h"
+#include "maskstore/row_codec.h"
+#include "maskstore/store_format.h"
 #include "runtime/compile/compile.h"
 #include "runtime/compile/store_writer.h"
 #include "runtime/session.h"
@@ -280,6 +282,117 @@ TEST(StoreFile, OtherVersionRefusedWithBothVersions) {
       << st.message();
   EXPECT_NE(st.message().find("cfgmask " + std::to_string(version)), std::string::npos)
       << st.message();
+}
+
+// A store of the format before rows by reference (7) is refused with one
+// line naming both formats and what to do.
+TEST(StoreFile, PreviousFormatRefusedInOneLine) {
+  TempDir dir;
+  std::string old = ValidStoreBytes(dir);
+  const uint32_t previous = kStoreFormatVersion - 1;
+  std::memcpy(old.data() + kFormatOffset, &previous, 4);
+  Status st = ReadFromBytes(dir, old);
+  EXPECT_EQ(st.code(), ErrorCode::kStoreFile);
+  EXPECT_NE(st.message().find("store format " + std::to_string(previous)), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("reads format " + std::to_string(kStoreFormatVersion)),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("recompile the grammar"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+}
+
+// The writer's streamed checksum equals StoreChecksum over the same bytes,
+// however they are cut into pieces.
+TEST(StoreFile, StreamChecksumEqualsStoreChecksum) {
+  std::string bytes(5000, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : bytes) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{1000},
+                   bytes.size()}) {
+    for (size_t cut : {size_t{1}, size_t{3}, size_t{7}, size_t{32}, size_t{45}, size_t{4096}}) {
+      StreamChecksum sum;
+      uint64_t prefix_sum = 0;
+      const size_t prefix = n / 2;
+      size_t done = 0;
+      while (done < n) {
+        size_t take = std::min(cut, n - done);
+        if (done < prefix && done + take > prefix) take = prefix - done;
+        sum.Add(bytes.data() + done, take);
+        done += take;
+        if (done == prefix) prefix_sum = sum.Value();
+      }
+      EXPECT_EQ(sum.Value(), StoreChecksum(bytes.data(), n)) << n << " bytes in pieces of " << cut;
+      if (prefix > 0) EXPECT_EQ(prefix_sum, StoreChecksum(bytes.data(), prefix)) << n << "/" << cut;
+    }
+  }
+}
+
+// Rows by reference: rows appended through RowPayloads decode to the same
+// tokens as rows appended one payload each (AppendRow), equal payloads are
+// stored once, and the store written and read back gives the same rows.
+TEST(StoreFile, RowsByReferenceStoreEachPayloadOnce) {
+  TempDir dir;
+  WriteInputs(dir.path, 0);
+  CompiledStore base;
+  ASSERT_TRUE(Compile(dir.path, &base).ok());
+  base.vocab_size = 3000;
+  base.token_special.assign(3000, 0);
+  base.token_special[7] = 1;
+  const int32_t text = TextTokenCount(base);
+  CompiledStore plain = base, shared = base;
+  for (CompiledStore* s : {&plain, &shared}) {
+    s->row_seq.clear(), s->row_kind.clear(), s->row_offset.clear(), s->row_length.clear();
+    s->row_tokens.clear(), s->row_bits.clear();
+  }
+  RowPayloads payloads(&shared);
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  auto next = [&] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+  std::vector<std::vector<int32_t>> kinds_of_rows;
+  for (int i = 0; i < 400; ++i) {
+    std::vector<int32_t> toks;
+    const int shape = static_cast<int>(next() % 4);  // a few tokens, many, almost all, repeated
+    if (shape == 3 && !kinds_of_rows.empty()) {
+      toks = kinds_of_rows[next() % kinds_of_rows.size()];
+    } else {
+      const uint64_t keep = shape == 0 ? 200 : shape == 1 ? 500000 : 999000;  // per million
+      for (int32_t t = 0; t < 3000; ++t)
+        if (t != 7 && next() % 1000000 < keep) toks.push_back(t);
+      kinds_of_rows.push_back(toks);
+    }
+    AppendRow(i % 5, toks, text, &plain);
+    payloads.Append(i % 5, toks, text);
+  }
+  ASSERT_EQ(plain.row_seq.size(), shared.row_seq.size());
+  EXPECT_EQ(plain.row_seq, shared.row_seq);
+  EXPECT_EQ(plain.row_kind, shared.row_kind);
+  EXPECT_LT(shared.row_tokens.size() + shared.row_bits.size(),
+            plain.row_tokens.size() + plain.row_bits.size());
+  EXPECT_EQ(payloads.distinct(), DistinctRowPayloads(plain));
+  EXPECT_EQ(payloads.distinct(), DistinctRowPayloads(shared));
+  for (int32_t r = 0; r < static_cast<int32_t>(plain.row_seq.size()); ++r) {
+    std::vector<int32_t> a, b;
+    DecodeRow(plain, r, &a);
+    DecodeRow(shared, r, &b);
+    ASSERT_EQ(a, b) << "row " << r;
+  }
+  // Copy keeps the sharing; a second interner over a built store adds nothing new.
+  CompiledStore copy = base;
+  copy.row_seq.clear(), copy.row_kind.clear(), copy.row_offset.clear(), copy.row_length.clear();
+  copy.row_tokens.clear(), copy.row_bits.clear();
+  RowPayloads copier(&copy);
+  for (int32_t r = 0; r < static_cast<int32_t>(plain.row_seq.size()); ++r) copier.Copy(plain, r, 1);
+  EXPECT_EQ(copy.row_tokens, shared.row_tokens);
+  EXPECT_EQ(copy.row_bits, shared.row_bits);
+  EXPECT_EQ(copy.row_offset, shared.row_offset);
+  const size_t before = shared.row_tokens.size() + shared.row_bits.size();
+  RowPayloads again(&shared);
+  again.Copy(plain, 0, 0);
+  EXPECT_EQ(shared.row_tokens.size() + shared.row_bits.size(), before);
+  EXPECT_EQ(again.distinct(), payloads.distinct());
 }
 
 TEST(StoreFile, TruncatedAndCorruptedFilesRejected) {

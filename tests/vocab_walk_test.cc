@@ -33,6 +33,7 @@
 #include "lexer/terminal_automaton.h"
 #include "lexer/tokenizer/tokenizer.h"
 #include "maskstore/compiled_store.h"
+#include "maskstore/row_codec.h"
 #include "runtime/compile/compile.h"
 #include "runtime/compile/store_writer.h"
 #include "streamline/streamline.h"
@@ -383,6 +384,21 @@ std::string StoreBytes(CompiledStore store, const std::string& name) {
 // The store, and the streamlined store, are the same bytes for any number of
 // threads, and whether or not the walk keeps sub-walks across batches (the
 // last run keeps none: every batch walks again what it needs).
+// Rows by reference: every distinct payload is stored once, and the
+// payload arrays hold nothing else.
+void ExpectPayloadsStoredOnce(const CompiledStore& s, const std::string& tag) {
+  std::set<std::tuple<bool, int32_t, int32_t>> used;
+  for (size_t r = 0; r < s.row_seq.size(); ++r) {
+    used.insert({s.row_kind[r] == static_cast<int32_t>(RowKind::kBitset), s.row_offset[r],
+                 s.row_length[r]});
+  }
+  size_t list_words = 0, bit_words = 0;
+  for (const auto& [bits, off, len] : used) (bits ? bit_words : list_words) += len;
+  EXPECT_EQ(static_cast<int64_t>(used.size()), DistinctRowPayloads(s)) << tag;
+  EXPECT_EQ(list_words, s.row_tokens.size()) << tag;
+  EXPECT_EQ(bit_words, s.row_bits.size()) << tag;
+}
+
 void CheckThreadsByteIdentical(const std::string& grammar, const std::string& tokenizer,
                                const std::string& tag) {
   std::string reference, streamlined_reference;
@@ -399,12 +415,14 @@ void CheckThreadsByteIdentical(const std::string& grammar, const std::string& to
     ASSERT_TRUE(st.ok()) << st.ToString();
     ASSERT_GT(store.num_roots, 1);
     const std::string name = tag + std::to_string(threads) + "-" + std::to_string(memo);
+    ExpectPayloadsStoredOnce(store, name);
     CompiledStore copy = store;
     const std::string bytes = StoreBytes(std::move(store), name + ".cfgm");
     ASSERT_GT(bytes.size(), 1000u);
     StreamlineOptions so;
     so.num_threads = threads;
     ASSERT_TRUE(StreamlineStore(&copy, so, nullptr).ok());
+    ExpectPayloadsStoredOnce(copy, name + "-s");
     const std::string streamlined = StoreBytes(std::move(copy), name + "-s.cfgm");
     if (threads == 1) {
       reference = bytes;

@@ -25,28 +25,67 @@
 namespace cfgmask {
 namespace {
 
+bool WriteAll(int fd, const char* data, size_t size);
+
+// The payload's bytes, streamed to the file through a small buffer (no copy
+// of the store in memory), with the checksums the header gives: of the
+// whole payload and of its index part.
 class Writer {
  public:
+  explicit Writer(int fd) : fd_(fd) { buf_.reserve(kBuffer); }
   template <typename T>
   void Pod(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    Put(reinterpret_cast<const char*>(&v), sizeof(T));
   }
   // Count and elements, each at an 8-byte aligned offset.
   template <typename T>
   void Vec(const StoreArray<T>& v) {
     Align();
     Pod<uint64_t>(v.size());
-    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    if (!v.empty()) Put(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
     Align();
   }
-  void Align() { out.append((8 - out.size() % 8) % 8, '\0'); }
+  void Align() {
+    static const char zeros[8] = {};
+    Put(zeros, (8 - size_ % 8) % 8);
+  }
   void Str(const std::string& s) {
     Pod<uint64_t>(s.size());
-    out.append(s);
+    Put(s.data(), s.size());
   }
-  std::string out;
-  size_t index_end = 0;
+  // The index part ends here (its size and checksum go to the header).
+  void IndexEnd() {
+    index_end = size_;
+    index_checksum = sum_.Value();
+  }
+  // Writes what the buffer holds; false when a write failed (now or before).
+  bool Flush() {
+    ok_ = ok_ && WriteAll(fd_, buf_.data(), buf_.size());
+    buf_.clear();
+    return ok_;
+  }
+  uint64_t size() const { return size_; }
+  uint64_t checksum() const { return sum_.Value(); }
+  uint64_t index_end = 0, index_checksum = 0;
+
+ private:
+  static constexpr size_t kBuffer = size_t{1} << 20;
+  void Put(const char* p, size_t n) {
+    sum_.Add(p, n);
+    size_ += n;
+    if (buf_.size() + n > kBuffer) Flush();
+    if (n >= kBuffer) {
+      ok_ = ok_ && WriteAll(fd_, p, n);
+    } else {
+      buf_.insert(buf_.end(), p, p + n);
+    }
+  }
+  int fd_;
+  bool ok_ = true;
+  std::vector<char> buf_;
+  uint64_t size_ = 0;
+  StreamChecksum sum_;
 };
 
 // The payload of `s`, store_format.h's fields in order; the per-root row
@@ -66,16 +105,27 @@ void WritePayload(const CompiledStore& s, Writer* w) {
   }
 #define CFGMASK_INDEX_END() \
   w->Align();               \
-  w->index_end = w->out.size();
+  w->IndexEnd();
   CFGMASK_STORE_FIELDS(CFGMASK_STR, CFGMASK_POD, CFGMASK_VEC, CFGMASK_STRINGS, CFGMASK_SUMS,
                        CFGMASK_INDEX_END)
   w->Align();
 }
 
-bool WriteAll(int fd, const std::string& bytes) {
+bool WriteAll(int fd, const char* data, size_t size) {
   size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+  while (done < size) {
+    const ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool WriteAllAt(int fd, const char* data, size_t size, off_t at) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pwrite(fd, data + done, size - done, at + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
@@ -114,6 +164,12 @@ std::string RandomSuffix() {
 // run deletes (it may be someone's file).
 Status WriteFileAtomically(const std::string& path, const std::string& head,
                            const std::string& body) {
+  return WriteFileAtomically(path, [&](int fd) {
+    return WriteAll(fd, head.data(), head.size()) && WriteAll(fd, body.data(), body.size());
+  });
+}
+
+Status WriteFileAtomically(const std::string& path, const std::function<bool(int fd)>& fill) {
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return Status(ErrorCode::kIo, path + ": is not a regular file (" +
@@ -135,7 +191,9 @@ Status WriteFileAtomically(const std::string& path, const std::string& head,
     created = fd >= 0;
   }
   if (fd < 0) return Status(ErrorCode::kIo, path + ": cannot write: " + std::strerror(errno));
-  bool ok = WriteAll(fd, head) && WriteAll(fd, body) && fsync(fd) == 0;
+  errno = 0;
+  bool ok = fill(fd) && fsync(fd) == 0;
+  if (!ok && errno == 0) errno = EIO;
   int err = errno;
   if (ok && !named) {
     // Umask-respecting mode, as a named file would get.
@@ -165,20 +223,26 @@ Status WriteFileAtomically(const std::string& path, const std::string& head,
   return Status::Ok();
 }
 
+// The payload is streamed to the file after a header of zeros; the header,
+// whose sizes and checksums are known only then, is written over them.
 Status WriteStoreFile(const CompiledStore& store, const std::string& path) {
-  Writer payload;
-  WritePayload(store, &payload);
-  StoreFileHeader h;
-  std::memcpy(h.magic, kStoreMagic, sizeof(h.magic));
-  h.format = kStoreFormatVersion;
-  h.cfgmask_version = kCfgmaskVersion;
-  h.tokenizer_identity = store.tokenizer_identity;
-  h.payload_bytes = payload.out.size();
-  h.payload_checksum = StoreChecksum(payload.out.data(), payload.out.size());
-  h.index_bytes = payload.index_end;
-  h.index_checksum = StoreChecksum(payload.out.data(), payload.index_end);
-  return WriteFileAtomically(path, std::string(reinterpret_cast<const char*>(&h), sizeof(h)),
-                             payload.out);
+  return WriteFileAtomically(path, [&](int fd) {
+    StoreFileHeader h;
+    std::memset(&h, 0, sizeof(h));
+    if (!WriteAll(fd, reinterpret_cast<const char*>(&h), sizeof(h))) return false;
+    Writer payload(fd);
+    WritePayload(store, &payload);
+    if (!payload.Flush()) return false;
+    std::memcpy(h.magic, kStoreMagic, sizeof(h.magic));
+    h.format = kStoreFormatVersion;
+    h.cfgmask_version = kCfgmaskVersion;
+    h.tokenizer_identity = store.tokenizer_identity;
+    h.payload_bytes = payload.size();
+    h.payload_checksum = payload.checksum();
+    h.index_bytes = payload.index_end;
+    h.index_checksum = payload.index_checksum;
+    return WriteAllAt(fd, reinterpret_cast<const char*>(&h), sizeof(h), 0);
+  });
 }
 
 }  // namespace cfgmask

@@ -6,6 +6,7 @@
 #ifndef CFGMASK_RUNTIME_COMPILE_STORE_WRITER_H_
 #define CFGMASK_RUNTIME_COMPILE_STORE_WRITER_H_
 
+#include <functional>
 #include <string>
 
 #include "grammar/base/status.h"
@@ -14,7 +15,8 @@
 namespace cfgmask {
 
 // Writes `store` to `path` (WriteFileAtomically), its per-root row
-// checksums computed from the rows as written.
+// checksums computed from the rows as written; the payload is streamed to
+// the file (no second copy of the store in memory).
 Status WriteStoreFile(const CompiledStore& store, const std::string& path);
 
 // Writes `head` + `body` to `path` atomically (the old file or the complete
@@ -22,6 +24,9 @@ Status WriteStoreFile(const CompiledStore& store, const std::string& path);
 // a temporary name of its own (store_writer.cc says how).
 Status WriteFileAtomically(const std::string& path, const std::string& head,
                            const std::string& body);
+// The same, the contents written by `fill` to the open file (false: a write
+// failed, errno says why), so that a large file needs no copy in memory.
+Status WriteFileAtomically(const std::string& path, const std::function<bool(int fd)>& fill);
 
 }  // namespace cfgmask
 

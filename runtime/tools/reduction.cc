@@ -366,7 +366,9 @@ std::string ReductionReportJson(const ReductionReport& r) {
                      {"reduction", Round(Ratio(first, s.rows), 1e3)},
                      {"seed_keys_reduction", Round(Ratio(first_keys, s.keys), 1e3)},
                      {"queries", s.queries},
-                     {"seconds", Round(s.seconds, 1e6)}});
+                     {"seconds", Round(s.seconds, 1e6)},
+                     {"payloads", s.payloads},
+                     {"payloads_reduction", Round(Ratio(first, s.payloads), 1e3)}});
   }
   j["steps"] = steps;
   ordered_json classes = ordered_json::array();
@@ -399,14 +401,14 @@ std::string ReductionReportText(const ReductionReport& r) {
                 r.grammar.c_str(), r.start.c_str(), r.tokenizer.c_str(), r.vocab_size, r.terminals,
                 r.lalr_states, r.lexer_states, r.roots, r.compile_seconds,
                 HumanBytes(r.peak_rss_bytes).c_str());
-  out += Format("  %-20s %12s %8s %12s %8s %12s %8s\n", "step", "rows", "x", "seed keys", "x",
-                "row bytes", "groups");
+  out += Format("  %-20s %12s %8s %12s %8s %12s %8s %12s %8s\n", "step", "rows", "x", "seed keys",
+                "x", "row bytes", "groups", "payloads", "x");
   const double first = r.steps.empty() ? 0 : static_cast<double>(r.steps[0].rows);
   const double first_keys = r.steps.empty() ? 0 : static_cast<double>(r.steps[0].keys);
   for (const StreamlineStep& s : r.steps) {
-    out += Format("  %-20s %12" PRId64 " %7.2fx %12" PRId64 " %7.2fx %12s %8d\n", s.name.c_str(),
-                  s.rows, Ratio(first, s.rows), s.keys, Ratio(first_keys, s.keys),
-                  HumanBytes(s.bytes).c_str(), s.groups);
+    out += Format("  %-20s %12" PRId64 " %7.2fx %12" PRId64 " %7.2fx %12s %8d %12" PRId64 " %7.2fx\n",
+                  s.name.c_str(), s.rows, Ratio(first, s.rows), s.keys, Ratio(first_keys, s.keys),
+                  HumanBytes(s.bytes).c_str(), s.groups, s.payloads, Ratio(first, s.payloads));
   }
   if (!r.interchangeable.empty()) {
     size_t n = 0;
@@ -414,8 +416,9 @@ std::string ReductionReportText(const ReductionReport& r) {
     out += Format("  interchangeable terminals: %zu classes of %zu terminals\n",
                   r.interchangeable.size(), n);
   }
-  out += Format("  distinct rows over all groups (a store whose groups shared single rows): %" PRId64
-                " (%.2fx)\n", r.distinct_rows, Ratio(first, static_cast<double>(r.distinct_rows)));
+  out += Format("  distinct rows over all groups (sequence and tokens): %" PRId64
+                " (%.2fx); rows are references, each distinct token set stored once (payloads)\n",
+                r.distinct_rows, Ratio(first, static_cast<double>(r.distinct_rows)));
   out += Format("  rows with interchangeable Emits keyed by their class (an estimate; not applied): %" PRId64
                 " rows (%.2fx)\n", r.rows_interchangeable_bound,
                 Ratio(first, static_cast<double>(r.rows_interchangeable_bound)));

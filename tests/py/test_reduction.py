@@ -66,6 +66,9 @@ def test_rows_per_step_match_independent_compiles(report, tmp_path):
     rows = [s["rows"] for s in report["steps"]]
     assert rows == sorted(rows, reverse=True) and rows[-1] < rows[0]
     assert fold["rows"] >= lean["rows"]
+    # Rows are references: each distinct token set is stored once.
+    for s in report["steps"]:
+        assert 0 < s["payloads"] <= s["rows"], s
     assert sum(len(c) for c in report["interchangeable"]) == 4  # true, false, null, NUMBER
 
 

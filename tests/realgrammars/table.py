@@ -207,7 +207,8 @@ def main():
         if rep:
             st = rep["steps"]
             print(f"{g[0]:12s} {st[0]['rows']:>9,} -> {st[-1]['rows']:>8,} rows "
-                  f"({st[-1]['reduction']:.2f}x), checks/boundary step "
+                  f"({st[-1]['reduction']:.2f}x; payloads stored {st[-1].get('payloads', 0):,}, "
+                  f"{st[-1].get('payloads_reduction', 0):.2f}x), checks/boundary step "
                   f"{rep['no_streamline']['parser_checks_boundary']['mean']:.0f} -> "
                   f"{rep['streamlined']['parser_checks_boundary']['mean']:.0f}, compile "
                   f"{rep['compile_seconds']:.1f} s, Lark {row['lark_accepts']}/{row['samples']}, "
