@@ -94,6 +94,14 @@ const char* const kAccepted[] = {
     "x = [(a := 1), [0 for a in b]]\n",
     "def f():\n    a: (await y, [x async for x in z]) = 1\nasync def g():\n    y: (yield from x) = 1\n",
     "async def f():\n    b: (__debug__ := 4) = (b := (yield 1))\n",
+    // starred targets and del
+    "(a, *b) = c\n",
+    "[*a] = b\n",
+    "for x, *(a, b) in y: pass\n",
+    "del x[*a]\n",
+    "del (a, f(*b))\n",
+    "del (a * b).c, [x][0]\n",
+    "del (), []\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -203,6 +211,11 @@ const char* const kRefused[] = {
     "[[y := 1 for x in a] for y |in b]\n",
     "class A:\n    [y := 1 for| x in z]\n",
     "class A:\n    [x for x in z if (y |:= 1)]\n",
+    // del of a starred target (the grammar reads them as in assignments)
+    "del (a, *|b)\n",
+    "del [a, [*|b]]\n",
+    "del [*|a]\n",
+    "del x, (*|y, z)\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
@@ -301,7 +314,13 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         // backslash before one) can annotate it
         "def f():\n    global X\n    X", "def f():\n    global X\n    X ",
         "def g():\n    y = 1\n    def f():\n        nonlocal y\n        y",
-        "def f():\n    global X, Y\n    X \\\n"}) {
+        "def f():\n    global X, Y\n    X \\\n",
+        // the step after a whole `global` / `nonlocal` keyword (judged by a
+        // copy with the keyword read), and del statements (a `*` there)
+        "def f():\n    x = y + z\n    global", "def f():\n    x = y + z\n    global v, w\n    global",
+        "def g():\n    y = 1\n    def f():\n        z = y\n        nonlocal",
+        "def g():\n    def f():\n        nonlocal", "nonlocal", "global",
+        "del (a, ", "del", "de", "del [a", "del x, (y", "x = (a, "}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
