@@ -251,7 +251,7 @@ SNIPPETS = [
     ("(a, b) = x\n", True), ("[a, (b, c)] = x\n", True), ("(a, b): int\n", False),
     ("[a] += 1\n", False), ("(a) += 1\n", True), ("del (a, b), [c]\n", True),
     ("for (a, b) in x:\n    pass\n", True), ("[v for (k, v) in d]\n", True),
-    ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", False),  # subset
+    ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", True), ("(*a) = x\n", False),
     # module heads: a docstring, comments and blank lines before future imports
     ('"""doc"""\n# c\n\nfrom __future__ import annotations\nx = 1\n', True),
     ('# c\nr"doc"  # d\nfrom __future__ import (division,\n    generators)\n'
@@ -291,7 +291,7 @@ def test_refused_invalid_python_is_invalid():
     """The texts the grammar refuses in the list above are invalid Python,
     apart from the marked subset cases (so the list tests the grammar, not
     typos)."""
-    subset = {"if x:\n\ty\n", "(a, *b) = x\n", "  \nx = 1\n",
+    subset = {"if x:\n\ty\n", "  \nx = 1\n",
               "f'{a if b else c}'\n", "f'{x:{w}}'\n", "f'{[y for y in z]}'\n",
               "a = b in finity\n", "def f(a, /):\n    pass\n",
               # CPython 3.11 compiles these with a warning only; the grammar refuses
