@@ -21,6 +21,9 @@
 //     reaches only through this scope; an annotated name declared global or
 //     nonlocal (outside the module);
 //   - duplicate parameter names (def and lambda), a repeated keyword argument;
+//   - `del` of a starred target (a `*` at an element start of the del
+//     statement's parenthesised or bracketed lists, outside calls and
+//     subscriptions; stricter than CPython only for `del (*a, b).x`);
 //   - `__debug__` as a parameter, keyword, import, def/class name, or target
 //     of an assignment, augmented or annotated assignment, walrus, for, with,
 //     except, del or comprehension (also as an attribute target);
