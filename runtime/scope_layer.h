@@ -21,6 +21,9 @@
 //     reaches only through this scope; an annotated name declared global or
 //     nonlocal (outside the module);
 //   - duplicate parameter names (def and lambda), a repeated keyword argument;
+//   - `del` of a starred target (a `*` at an element start of the del
+//     statement's parenthesised or bracketed lists, outside calls and
+//     subscriptions; stricter than CPython only for `del (*a, b).x`);
 //   - `__debug__` as a parameter, keyword, import, def/class name, or target
 //     of an assignment, augmented or annotated assignment, walrus, for, with,
 //     except, del or comprehension (also as an attribute target);
@@ -75,7 +78,8 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& risky() const { return risky_; }
   const std::vector<int32_t>& newline() const { return newline_; }
   const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
-  const std::vector<int32_t>& eq_lead() const { return eq_lead_; }  // tokens starting with '='  // tokens with a '\n' 
+  const std::vector<int32_t>& eq_lead() const { return eq_lead_; }
+  const std::vector<int32_t>& star() const { return star_; }        // tokens with a '*'  // tokens starting with '='  // tokens with a '\n' 
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -85,7 +89,7 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_, colon_, eq_lead_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;

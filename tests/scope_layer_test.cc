@@ -97,6 +97,14 @@ const char* const kAccepted[] = {
     // \N{...}: a character's name (upper case; CJK unified ideographs by
     // their hex digits), also in f-string text
     "x = '\\N{ZOMBIE}\\N{CJK UNIFIED IDEOGRAPH-2A6DF}' + f'\\N{EM DASH}{y}'\n",
+    // starred targets and del
+    "(a, *b) = c\n",
+    "[*a] = b\n",
+    "for x, *(a, b) in y: pass\n",
+    "del x[*a]\n",
+    "del (a, f(*b))\n",
+    "del (a * b).c, [x][0]\n",
+    "del (), []\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -210,6 +218,11 @@ const char* const kRefused[] = {
     "x = '\\N{EM DAS|}'\n",
     "x = '\\N{CJK UNIFIED IDEOGRAPH-4D|C0}'\n",
     "x = f'\\N{BULLE|}{y}'\n",
+    // del of a starred target (the grammar reads them as in assignments)
+    "del (a, *|b)\n",
+    "del [a, [*|b]]\n",
+    "del [*|a]\n",
+    "del x, (*|y, z)\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
@@ -310,7 +323,13 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "def g():\n    y = 1\n    def f():\n        nonlocal y\n        y",
         "def f():\n    global X, Y\n    X \\\n",
         // inside and before a \N{...} name
-        "x = '\\", "x = '\\N", "x = '\\N{EM", "x = '\\N{EM DA", "x = f'a\\N{CJK UNIFIED IDEOGRAPH-4"}) {
+        "x = '\\", "x = '\\N", "x = '\\N{EM", "x = '\\N{EM DA", "x = f'a\\N{CJK UNIFIED IDEOGRAPH-4",
+        // the step after a whole `global` / `nonlocal` keyword (judged by a
+        // copy with the keyword read), and del statements (a `*` there)
+        "def f():\n    x = y + z\n    global", "def f():\n    x = y + z\n    global v, w\n    global",
+        "def g():\n    y = 1\n    def f():\n        z = y\n        nonlocal",
+        "def g():\n    def f():\n        nonlocal", "nonlocal", "global",
+        "del (a, ", "del", "de", "del [a", "del x, (y", "x = (a, "}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();

@@ -251,7 +251,7 @@ SNIPPETS = [
     ("(a, b) = x\n", True), ("[a, (b, c)] = x\n", True), ("(a, b): int\n", False),
     ("[a] += 1\n", False), ("(a) += 1\n", True), ("del (a, b), [c]\n", True),
     ("for (a, b) in x:\n    pass\n", True), ("[v for (k, v) in d]\n", True),
-    ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", False),  # subset
+    ("(a, f()) = 1\n", False), ("(a + b) = 1\n", False), ("(a, *b) = x\n", True), ("(*a) = x\n", False),
     # module heads: a docstring, comments and blank lines before future imports
     ('"""doc"""\n# c\n\nfrom __future__ import annotations\nx = 1\n', True),
     ('# c\nr"doc"  # d\nfrom __future__ import (division,\n    generators)\n'
@@ -291,7 +291,7 @@ def test_refused_invalid_python_is_invalid():
     """The texts the grammar refuses in the list above are invalid Python,
     apart from the marked subset cases (so the list tests the grammar, not
     typos)."""
-    subset = {"if x:\n\ty\n", "(a, *b) = x\n", "  \nx = 1\n",
+    subset = {"if x:\n\ty\n", "  \nx = 1\n",
               "f'{a if b else c}'\n", "f'{x:{w}}'\n", "f'{[y for y in z]}'\n",
               "a = b in finity\n", "def f(a, /):\n    pass\n",
               # CPython 3.11 compiles these with a warning only; the grammar refuses
@@ -438,6 +438,37 @@ PROBE = [
     ("line continuation at the end of the file", "x = 1\n\\\n"),
     ("\\N{...} escapes: CJK, in an f-string", 'x = "\\N{CJK UNIFIED IDEOGRAPH-4E00}" + f"\\N{BULLET}{y}"\n'),
     ("\\N{...} escape, lower case (subset: refused)", 'x = "\\N{em dash}"\n'),
+    ("starred target in parentheses, across lines", "(a,\n b,\n *c.d) = x\n"),
+    ("nested starred targets", "((*_, a),) = x\nfor (k, *v) in y:\n    pass\n"),
+    ("starred target after with-as", "with f() as (a, *b, c):\n    pass\n"),
+    ("starred target in a comprehension", "z = [k for (k, *_) in y]\n"),
+    ("two starred targets", "[a, *b, *c] = x\n"),
+    ("starred target alone in parentheses", "(*a) = x\n"),
+    ("starred target alone in brackets", "[*a] = x\n"),
+    ("two starred elements in an expression", "x = (*a, *b)\n"),
+    ("empty target lists", "[] = x\n() = y\ndel ()\ndel []\n"),
+    ("del of a starred target", "del (a, *b)\n"),
+    ("del of a nested starred target", "del [a, [*b]]\n"),
+    ("del of a starred subscript", "del x[*a]\n"),
+    ("parenthesised with items across lines", "with (\n    a() as b,\n    c(),\n):\n    pass\n"),
+    ("parenthesised tuple as a with item", "with (a, b):\n    pass\n"),
+    ("parenthesised with items, then as", "with (a, b as c) as d:\n    pass\n"),
+    ("parenthesised with items, starred", "with (a as b, *c):\n    pass\n"),
+    ("parenthesised with items, walrus", "with (a := b, c as d):\n    pass\n"),
+    ("parenthesised with item, then another item", "with (a as b), c:\n    pass\n"),
+    ("async with parenthesised items", "async def f():\n    async with (a as b, c as d):\n        pass\n"),
+    ("future imports sharing a line", "from __future__ import annotations; from __future__ import division; import os\n"),
+    ("future import after another statement on its line", "import os; from __future__ import annotations\n"),
+    ("future import after a docstring and a semicolon", "'doc'; from __future__ import annotations\n"),
+    ("attribute of a float literal", "x = 1.5e100.__format__('e') + 1..real + 1j.imag\n"),
+    ("attribute of a hex literal", "x = 0x1.real\n"),
+    ("attribute of a decimal integer literal", "x = 1.real\n"),
+    ("starred *args annotation", "def f(*args: *Ts):\n    pass\n"),
+    ("starred annotation of a plain parameter", "def f(a: *Ts):\n    pass\n"),
+    ("match as a call and a subscript target", "match(x)\nmatch[x] = 1\nmatch.y = 2\n"),
+    ("non-ASCII name", "\u00e4 = 1\n"),
+    ("global of an unused name after uses", "def f():\n    x = y + z\n    global w\n"),
+    ("global __debug__", "def f():\n    global __debug__\n"),
 ]
 
 
