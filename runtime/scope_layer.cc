@@ -142,6 +142,17 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       risky = same && context;
     }
     if (risky) risky_.push_back(t);
+    // Ends with the whole word `async` (judged by Filter after an operand).
+    if (!runs.empty() && runs.back() == "async" && b.size() >= 5 &&
+        b.substr(b.size() - 5) == "async") {
+      if (runs.size() > 1 || !leading) {
+        ending_async_[0].push_back(t);
+      }
+    }
+    if (leading && runs.size() == 1 && runs[0].size() == b.size() && b.size() <= 5 &&
+        std::string_view("async").substr(5 - b.size()) == b) {
+      ending_async_[1 + (5 - static_cast<int>(b.size()))].push_back(t);
+    }
     if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
     if (b.find(':') != std::string_view::npos) colon_.push_back(t);
     if (b.find('*') != std::string_view::npos) star_.push_back(t);
@@ -213,6 +224,17 @@ bool ScopeLayer::Feed(std::string_view bytes) {
   for (unsigned char c : bytes) {
     if (dead_) return false;
     Byte(c);
+  }
+  // `async` right after an operand (a name, a literal, a closing bracket):
+  // no name can follow an operand and no other keyword starts with `async`,
+  // so the word is the keyword; its verdict (an asynchronous comprehension
+  // outside an async function) cannot wait for the byte that ends it, which
+  // every continuation would meet: a dead end.  Judged here, as if the word
+  // had ended.
+  if (!dead_ && mode_ == Mode::kCode && word_ == "async" && AfterOperand()) {
+    ScopeLayer probe = *this;
+    probe.FlushWord();
+    if (probe.dead_) Fail(probe.why_);
   }
   return !dead_;
 }
@@ -463,6 +485,28 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
         });
       }
     }
+  }
+  // Tokens that end with the whole word `async` (Feed judges the keyword at
+  // the end of a token after an operand).
+  for (int32_t t : index.ending_async(-1)) check(t);
+  if (mode_ == Mode::kCode && word_.size() < 5 &&
+      std::string_view("async").substr(0, word_.size()) == word_) {
+    for (int32_t t : index.ending_async(static_cast<int>(word_.size()))) check(t);
+  }
+}
+
+bool ScopeLayer::AfterOperand() const {
+  switch (prev_kind_) {
+    case Lex::kName:
+    case Lex::kNumber:
+    case Lex::kString:
+      return true;
+    case Lex::kKeyword:
+      return prev_ == "None" || prev_ == "True" || prev_ == "False";
+    case Lex::kOp:
+      return prev_ == ")" || prev_ == "]" || prev_ == "}" || prev_ == "...";
+    default:
+      return false;
   }
 }
 

@@ -85,11 +85,17 @@ class ScopeTokenIndex {
   // Tokens that hold `run` as a whole identifier run that ends inside them
   // (something follows it in the token).
   const std::vector<int32_t>* Containing(std::string_view run) const;
+  // Tokens after which the word being written is a whole `async` that the
+  // token ends with: those that hold it after a non-name byte
+  // (ending_async(-1)), and those made only of "async".substr(k), which
+  // finish a partial word `async`.substr(0, k) (ending_async(k), k = 0..4).
+  const std::vector<int32_t>& ending_async(int k) const { return ending_async_[k + 1]; }
   // Is the store's grammar the strict Python grammar (or one derived from it)?
   static bool Wanted(const CompiledStore& store);
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_;
+  std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
@@ -146,6 +152,9 @@ class ScopeLayer {
   void Byte(unsigned char c);
   void CodeByte(unsigned char c);
   void FlushWord();
+  // The lexeme before the word being written is an operand (a name, a
+  // literal, a closing bracket): a name cannot come next, only a keyword.
+  bool AfterOperand() const;
   void FlushOp();
   void FieldByte(unsigned char c);
   void LineStart(int32_t col);

@@ -25,6 +25,11 @@ struct Case {
 
 // Accepted: read to the end, and the text may end.
 const char* const kAccepted[] = {
+    // `async` after an operand where an asynchronous comprehension may stand
+    "x = (b async for b in c)\n",
+    "x = ({a % b async for a in c} for d in e)\n",
+    "async def f():\n    x = [b async for b in c]\n",
+    "asyncio = 1\nx = [asyncio for asyncio in y]\n",
     "def f(a, b, *c, d, **e):\n    pass\n",
     "f = lambda a, b=1, *c, **d: a\n",
     "f(a=1, b=2, **k)\n",
@@ -109,6 +114,12 @@ const char* const kAccepted[] = {
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
 const char* const kRefused[] = {
+    // `async` after an operand can only be the keyword: judged at its last
+    // byte, not at the byte after it (which every continuation would meet).
+    "x = [b asyn|c for b in c]\n",
+    "x = {a % b asyn|c for a in c}\n",
+    "def f():\n    return {k: v asyn|c for k, v in y}\n",
+    "x = [(a) asyn|c for a in c]\n",
     "def f(a, a|)",
     "def f(a, *a|)",
     "def f(a, *, b, a|)",
@@ -177,8 +188,8 @@ const char* const kRefused[] = {
     "await| x\n",
     "def f():\n    await| x\n",
     "def f():\n    return [await| x for x in y]\n",
-    "def f():\n    return [x async| for x in y]\n",
-    "def f():\n    return [[x async| for x in y] for z in w]\n",
+    "def f():\n    return [x asyn|c for x in y]\n",
+    "def f():\n    return [[x asyn|c for x in y] for z in w]\n",
     "class A:\n    x = await| y\n",
     "async def f():\n    class A:\n        x = await| y\n",
     "async def f():\n    lambda: await| x\n",
@@ -316,7 +327,7 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
         "async def f():\n    yield 1\n    return", "await", "async def f():\n    await",
         "def f():\n    yield", "async def f():\n    x = yield", "async def f():\n    return 1\n    yield",
-        "x = [y async", "async def f():\n    x = [y async", "def f():\n    x = (await",
+        "x = [y asyn", "async def f():\n    x = [y async", "def f():\n    x = (await",
         // a statement that so far is a declared name: only a `:` (or a
         // backslash before one) can annotate it
         "def f():\n    global X\n    X", "def f():\n    global X\n    X ",
@@ -329,7 +340,11 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "def f():\n    x = y + z\n    global", "def f():\n    x = y + z\n    global v, w\n    global",
         "def g():\n    y = 1\n    def f():\n        z = y\n        nonlocal",
         "def g():\n    def f():\n        nonlocal", "nonlocal", "global",
-        "del (a, ", "del", "de", "del [a", "del x, (y", "x = (a, "}) {
+        "del (a, ", "del", "de", "del [a", "del x, (y", "x = (a, ",
+        // `async` after an operand: refused in a list, set or dict display
+        // outside an async function, allowed in parentheses and inside one
+        "x = [b", "x = [b as", "x = [b asy", "x = ({ a % b", "x = (a % b",
+        "async def f():\n    x = [b", "x = [f(a)"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
