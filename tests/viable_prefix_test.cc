@@ -42,6 +42,7 @@
 #include "parser/lalr.h"
 #include "runtime/tools/sample.h"
 #include "runtime/session.h"
+#include "runtime/suffix_quotient.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/random_lark_grammar.h"
@@ -130,6 +131,7 @@ struct Case {
 
 struct Totals {
   int64_t steps = 0, checked = 0, dead = 0, unknown = 0;
+  int64_t prestar = 0;  // verdicts of pre* (the empty suffix's quotient) compared
   std::vector<std::string> completed;  // texts for Lark
   std::vector<std::string> failures;
 };
@@ -139,6 +141,11 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
   CompletionOracle oracle(alphabet);
   std::mt19937 rng(seed);
   const int32_t V = store->vocab_size;
+  // The second oracle, exact and independent of the search: pre* of the
+  // accepting configurations (SuffixQuotient with the empty suffix), which
+  // says whether a hypothesis can still reach an accepted end.
+  std::shared_ptr<SuffixQuotient> ends;
+  ASSERT_TRUE(SuffixQuotient::Build(store, "", SuffixQuotientLimits{}, &ends).ok()) << label;
   for (int w = 0; w < walks; ++w) {
     Session s(store);
     for (int k = 0; k < steps; ++k) {
@@ -160,6 +167,17 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
         std::string completion;
         auto v = oracle.Search(next, 12, 20000, &completion);
         if (v == CompletionOracle::kDead) v = oracle.Search(next, 48, 200000, &completion);
+        bool viable = false;
+        for (const LiveState& l : next.live()) viable = viable || ends->Viable(l);
+        ++totals->prestar;
+        if (!viable) {
+          totals->failures.push_back(
+              label + ": " + JsonQuote(s.text()) + " + token " +
+              JsonQuote(std::string(store->TokenBytes(t))) +
+              (v == CompletionOracle::kViable ? ": pre* refuses it, the search found " +
+                                                    JsonQuote(completion)
+                                              : ": pre* finds no accepted end (dead end)"));
+        }
         if (v == CompletionOracle::kViable) {
           if (totals->completed.size() < 4000 && rng() % 4 == 0) {
             totals->completed.push_back(next.text() + completion);
@@ -215,6 +233,7 @@ void CheckGrammar(const Case& c, std::mt19937& rng, int walks, int steps, Totals
   totals->checked += local.checked;
   totals->dead += local.dead;
   totals->unknown += local.unknown;
+  totals->prestar += local.prestar;
   for (auto& f : local.failures) totals->failures.push_back("\n  " + c.grammar + "  " + f);
   lark_batches->emplace_back(gpath, local.completed);
 }
@@ -244,10 +263,11 @@ void ExpectNoDeadEnds(const std::vector<Case>& cases, int walks, int steps, uint
     }
   }
   std::printf("%zu grammars, %lld steps, %lld tokens checked, %lld dead, %lld unknown, "
-              "%lld completions confirmed by Lark\n",
+              "%lld completions confirmed by Lark, %lld pre* verdicts (all viable)\n",
               cases.size(), static_cast<long long>(totals.steps),
               static_cast<long long>(totals.checked), static_cast<long long>(totals.dead),
-              static_cast<long long>(totals.unknown), static_cast<long long>(confirmed));
+              static_cast<long long>(totals.unknown), static_cast<long long>(confirmed),
+              static_cast<long long>(totals.prestar));
 }
 
 // LALR lookahead merging: after "public" at the top level the state also
