@@ -101,15 +101,21 @@ void SuffixQuotient::CountFeed(int32_t term) {
   for (int32_t p = 0; p < G_; ++p) {
     const int32_t a = lr.Action(p, term);
     if (a == 0) continue;
-    ++rules;
-    if (a == kAcceptAction) continue;
+    if (a == kAcceptAction) {
+      ++rules;
+      continue;
+    }
     if (lr.ShiftTo(p, term) >= 0) {
-      feed_shifts_[term] = 1;
+      ++feed_shifts_[term];  // a rule only if the continuation lives
       continue;
     }
     const int32_t rule = lr.ReduceBy(p, term);
     const int32_t len = lr.RuleLength(rule);
-    if (len == 0) continue;
+    if (len == 0) {
+      if (lr.GotoAfterReduce(p, rule) >= 0) ++rules;
+      continue;
+    }
+    ++rules;
     int32_t& l = longest[lr.rule_lhs[rule]];
     l = std::max(l, len);
   }
@@ -389,13 +395,13 @@ void SuffixQuotient::RulesOf(int32_t c) {
         // reduction states, the feed itself and ACC).
         CountFeed(k.term);
         stats_.rules += feed_rules_[k.term];
-        if (stats_.rules > limits_.max_rules) over_ = true;
-        if (feed_shifts_[k.term]) {
+        if (feed_shifts_[k.term] > 0) {
           Key x = k;
           x.kind = Kind::kItems;
           x.term = -1;
-          Normalize(x);
+          if (Normalize(x) >= 0) stats_.rules += feed_shifts_[k.term];
         }
+        if (stats_.rules > limits_.max_rules) over_ = true;
         return;
       }
       for (int32_t p = 0; p < G_; ++p) {

@@ -206,12 +206,13 @@ class SuffixQuotient {
   int32_t acc_ = -1;
   // Fits' count: feeds are not expanded; their rules come from FeedRules.
   bool estimate_ = false;
-  // Per parse terminal: the rules a feed of it makes without its goto
-  // families' derived ones (one per parser state with an action on it, one
-  // per reduction state: per nonterminal, its longest rule reduced on the
-  // terminal), and whether some state shifts it; -1 not counted yet.
+  // Per parse terminal: the rules a feed of it makes besides its shifts and
+  // its goto families' derived ones (one per parser state that accepts or
+  // reduces on it, one per reduction state: per nonterminal, its longest
+  // rule reduced on the terminal; -1 not counted yet), and the states that
+  // shift it (a rule each where the continuation after the shift lives).
   std::vector<int64_t> feed_rules_;
-  std::vector<int8_t> feed_shifts_;
+  std::vector<int32_t> feed_shifts_;
   void CountFeed(int32_t term);
   bool over_ = false;  // past the limit: every answer is true
 

@@ -578,5 +578,90 @@ TEST(ViablePrefix, RandomGrammarsWithCommentsHaveNoDeadEnds) {
   ExpectNoDeadEnds(cases, quick ? 3 : 10, quick ? 10 : 24, 101);
 }
 
+// Real grammars with a real vocabulary: the shipped json.lark and Lark's own
+// lark.lark with the 32k SentencePiece vocabulary (byte fallback), random
+// walks biased toward short tokens (punctuation, blanks, single letters, as
+// a sampler at a high temperature would take them), every step's mask
+// filtered by pre* of the accepting configurations: a token the mask allows
+// and the filter drops is a dead end.  Grammars that do not fit the
+// pushdown system (SuffixQuotient::Fits: sql.lark, the strict Python
+// grammar) are not covered here.
+TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
+  const std::string tok = TestEnv("CFGMASK_TOK_LLAMA_SPM");
+  if (tok.empty()) {
+    if (TestEnv("CI") == "true") FAIL() << "CFGMASK_TOK_LLAMA_SPM is not set (run setup.sh)";
+    GTEST_SKIP() << "CFGMASK_TOK_LLAMA_SPM is not set";
+  }
+  const bool quick = TestQuick();
+  struct Grammar {
+    std::string path, start;
+  };
+  std::vector<Grammar> grammars = {{std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/json.lark", ""}};
+  if (!TestEnv("CFGMASK_LARK_GRAMMARS").empty()) {
+    grammars.push_back({TestEnv("CFGMASK_LARK_GRAMMARS") + "/lark.lark", "start"});
+  }
+  std::mt19937 rng(20261127);
+  int64_t steps = 0, allowed_total = 0, dead = 0, covered = 0;
+  std::vector<std::string> shown;
+  for (const Grammar& g : grammars) {
+    Status st;
+    const CompiledStore* store = CachedTestStore(g.path, tok, g.start, &st);
+    ASSERT_TRUE(store != nullptr) << g.path << ": " << st.message();
+    if (!SuffixQuotient::Fits(store, SuffixQuotientLimits{}).ok()) {
+      std::printf("%s: does not fit the pushdown system, not checked\n", g.path.c_str());
+      continue;
+    }
+    std::shared_ptr<SuffixQuotient> ends;
+    ASSERT_TRUE(SuffixQuotient::Build(store, "", SuffixQuotientLimits{}, &ends).ok()) << g.path;
+    ++covered;
+    std::vector<int32_t> short_tokens;
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (!store->token_special[t] && store->TokenBytes(t).size() <= 2) short_tokens.push_back(t);
+    }
+    for (int w = 0; w < (quick ? 12 : 100); ++w) {
+      Session s(store);
+      for (int k = 0; k < (quick ? 40 : 120); ++k) {
+        std::vector<uint32_t> mask = s.Mask(), kept = mask;
+        ends->Filter(s.live(), kept.data(), [&](int32_t t) {
+          Session n = s.Fork();
+          if (!n.Advance(t).ok()) return false;
+          for (const LiveState& l : n.live()) {
+            if (ends->Viable(l)) return true;
+          }
+          return false;
+        });
+        ++steps;
+        std::vector<int32_t> allowed, short_allowed;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (!MaskAllows(mask, t) || store->token_special[t]) continue;
+          allowed.push_back(t);
+          if (!MaskAllows(kept, t)) {
+            ++dead;
+            if (shown.size() < 8) {
+              shown.push_back(g.path + ": " + JsonQuote(s.text()) + " + token " +
+                              JsonQuote(std::string(store->TokenBytes(t))));
+            }
+          }
+        }
+        allowed_total += static_cast<int64_t>(allowed.size());
+        for (int32_t t : short_tokens) {
+          if (MaskAllows(mask, t)) short_allowed.push_back(t);
+        }
+        if (allowed.empty() || (s.CanEnd() && rng() % 16 == 0)) break;
+        const std::vector<int32_t>& pick =
+            !short_allowed.empty() && rng() % 4 != 0 ? short_allowed : allowed;
+        ASSERT_TRUE(s.Advance(pick[rng() % pick.size()]).ok());
+      }
+    }
+  }
+  std::string text;
+  for (const std::string& x : shown) text += "\n  " + x;
+  EXPECT_EQ(dead, 0) << text;
+  EXPECT_GT(covered, 0);
+  std::printf("%lld grammars fit, %lld steps, %lld allowed tokens, %lld dead ends by pre*\n",
+              static_cast<long long>(covered), static_cast<long long>(steps),
+              static_cast<long long>(allowed_total), static_cast<long long>(dead));
+}
+
 }  // namespace
 }  // namespace cfgmask
