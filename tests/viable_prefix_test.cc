@@ -155,6 +155,25 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
         if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
       }
       ++totals->steps;
+      // The other way: a token pre* keeps (some hypothesis after it can
+      // still end) must be in the mask.
+      std::vector<uint32_t> kept(mask.size(), 0);
+      for (int32_t t = 0; t < V; ++t) kept[t >> 5] |= 1u << (t & 31);
+      ends->Filter(s.live(), kept.data(), [&](int32_t t) {
+        Session n = s.Fork();
+        if (!n.Advance(t).ok()) return false;
+        for (const LiveState& l : n.live()) {
+          if (ends->Viable(l)) return true;
+        }
+        return false;
+      });
+      for (int32_t t = 0; t < V; ++t) {
+        if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
+          totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
+                                     JsonQuote(std::string(store->TokenBytes(t))) +
+                                     ": pre* finds an end, the mask refuses it");
+        }
+      }
       for (int32_t t : allowed) {
         Session next = s.Fork();
         if (!next.Advance(t).ok()) {
@@ -601,7 +620,7 @@ TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
     grammars.push_back({TestEnv("CFGMASK_LARK_GRAMMARS") + "/lark.lark", "start"});
   }
   std::mt19937 rng(20261127);
-  int64_t steps = 0, allowed_total = 0, dead = 0, covered = 0;
+  int64_t steps = 0, allowed_total = 0, dead = 0, refused = 0, covered = 0;
   std::vector<std::string> shown;
   for (const Grammar& g : grammars) {
     Status st;
@@ -621,7 +640,12 @@ TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
     for (int w = 0; w < (quick ? 12 : 100); ++w) {
       Session s(store);
       for (int k = 0; k < (quick ? 40 : 120); ++k) {
-        std::vector<uint32_t> mask = s.Mask(), kept = mask;
+        // pre* from every token, not only the mask's: the tokens after
+        // which some hypothesis can still end.  The mask must be exactly
+        // those (a token outside it that pre* keeps would be a refusal of a
+        // token that has a completion).
+        std::vector<uint32_t> mask = s.Mask(), kept(mask.size(), 0);
+        for (int32_t t = 0; t < store->vocab_size; ++t) kept[t >> 5] |= 1u << (t & 31);
         ends->Filter(s.live(), kept.data(), [&](int32_t t) {
           Session n = s.Fork();
           if (!n.Advance(t).ok()) return false;
@@ -631,6 +655,16 @@ TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
           return false;
         });
         ++steps;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
+            ++refused;
+            if (shown.size() < 8) {
+              shown.push_back(g.path + ": " + JsonQuote(s.text()) + " + token " +
+                              JsonQuote(std::string(store->TokenBytes(t))) +
+                              ": pre* finds an end, the mask refuses it");
+            }
+          }
+        }
         std::vector<int32_t> allowed, short_allowed;
         for (int32_t t = 0; t < store->vocab_size; ++t) {
           if (!MaskAllows(mask, t) || store->token_special[t]) continue;
@@ -657,10 +691,13 @@ TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
   std::string text;
   for (const std::string& x : shown) text += "\n  " + x;
   EXPECT_EQ(dead, 0) << text;
+  EXPECT_EQ(refused, 0) << text;
   EXPECT_GT(covered, 0);
-  std::printf("%lld grammars fit, %lld steps, %lld allowed tokens, %lld dead ends by pre*\n",
+  std::printf("%lld grammars fit, %lld steps, %lld allowed tokens, %lld dead ends by pre*, "
+              "%lld viable tokens refused\n",
               static_cast<long long>(covered), static_cast<long long>(steps),
-              static_cast<long long>(allowed_total), static_cast<long long>(dead));
+              static_cast<long long>(allowed_total), static_cast<long long>(dead),
+              static_cast<long long>(refused));
 }
 
 }  // namespace
