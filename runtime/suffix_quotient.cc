@@ -52,10 +52,16 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
 bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
 
 SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
-                               SuffixQuotientLimits limits)
-    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states) {
+                               SuffixQuotientLimits limits, bool estimate)
+    : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
+      estimate_(estimate) {
   const LrTables lr = store->lr();
   num_nt_ = lr.num_nonterminals;
+  if (estimate_) {
+    feed_rules_.assign(store->num_parse_terminals, -1);
+    feed_shifts_.assign(store->num_parse_terminals, 0);
+    return;  // no goto families are made
+  }
   for (int32_t p = 0; p < G_; ++p) {
     for (int32_t a = 0; a < lr.num_nonterminals; ++a) {
       const int32_t g = lr.Goto(p, a);
@@ -64,14 +70,68 @@ SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
   }
 }
 
+Status SuffixQuotient::Fits(const CompiledStore* store, SuffixQuotientLimits limits,
+                            SuffixQuotientStats* stats) {
+  if (!Supported(*store)) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "exact suffix masks do not cover grammars with an indenter");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  SuffixQuotient q(store, std::string(), limits, /*estimate=*/true);
+  Key k{Kind::kLex};
+  k.q = store->initial_lex_state;
+  k.slots = q.SlotsId({});
+  q.Intern(k);
+  q.Generate();
+  q.stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) *stats = q.stats_;
+  if (q.over_) {
+    return Status(ErrorCode::kResourceLimit,
+                  "the grammar's middle layer alone needs more than " +
+                      std::to_string(limits.max_rules) + " pushdown rules");
+  }
+  return Status::Ok();
+}
+
+void SuffixQuotient::CountFeed(int32_t term) {
+  if (feed_rules_[term] >= 0) return;
+  const LrTables lr = s_->lr();
+  int64_t rules = 0;
+  std::unordered_map<int32_t, int32_t> longest;  // per nonterminal reduced to
+  for (int32_t p = 0; p < G_; ++p) {
+    const int32_t a = lr.Action(p, term);
+    if (a == 0) continue;
+    if (a == kAcceptAction) {
+      ++rules;
+      continue;
+    }
+    if (lr.ShiftTo(p, term) >= 0) {
+      ++feed_shifts_[term];  // a rule only if the continuation lives
+      continue;
+    }
+    const int32_t rule = lr.ReduceBy(p, term);
+    const int32_t len = lr.RuleLength(rule);
+    if (len == 0) {
+      if (lr.GotoAfterReduce(p, rule) >= 0) ++rules;
+      continue;
+    }
+    ++rules;
+    int32_t& l = longest[lr.rule_lhs[rule]];
+    l = std::max(l, len);
+  }
+  // A reduction state per (nonterminal, pops left), one rule each.
+  for (const auto& [a, len] : longest) rules += len;
+  feed_rules_[term] = rules;
+}
+
 Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
                              SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
   if (!Supported(*store)) {
     return Status(ErrorCode::kInvalidArgument,
                   "exact suffix masks do not cover grammars with an indenter");
   }
-  if (suffix.empty()) return Status(ErrorCode::kInvalidArgument, "the suffix is empty");
   const auto t0 = std::chrono::steady_clock::now();
+  if (Status st = Fits(store, limits); !st.ok()) return st;
   std::shared_ptr<SuffixQuotient> q(
       new SuffixQuotient(store, std::string(suffix), limits));
   q->acc_ = q->Intern(Key{Kind::kAcc});
@@ -254,7 +314,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
     case Kind::kAcc:
       return;
     case Kind::kLex: {
-      if (k.layer == n) {
+      if (!estimate_ && k.layer == n) {
         for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
           Key x{Kind::kItems};
           x.layer = n;
@@ -265,7 +325,9 @@ void SuffixQuotient::RulesOf(int32_t c) {
           const int32_t y = Normalize(x);
           if (y >= 0) AddEps(c, y);
         }
-        return;
+        // The empty suffix: the middle layer is the end layer too (the
+        // input may end here or go on).
+        if (n > 0) return;
       }
       // The bytes read here and the layer each leads to: in the middle any
       // byte (staying there) or S's first; in S its next byte.
@@ -292,7 +354,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
         for (int32_t b = 0; b < 256; ++b) {
           if (bytes[b]) byte_alternatives(b, 0);
         }
-        byte_alternatives(static_cast<uint8_t>(suffix_[0]), 1);
+        if (!estimate_ && n > 0) byte_alternatives(static_cast<uint8_t>(suffix_[0]), 1);
       } else {
         byte_alternatives(static_cast<uint8_t>(suffix_[k.layer]), k.layer + 1);
       }
@@ -327,6 +389,21 @@ void SuffixQuotient::RulesOf(int32_t c) {
       return;
     }
     case Kind::kFeed: {
+      if (estimate_) {
+        // The rules this feed would make, and the continuation a shift
+        // leads to (the only control its rules reach besides its own
+        // reduction states, the feed itself and ACC).
+        CountFeed(k.term);
+        stats_.rules += feed_rules_[k.term];
+        if (feed_shifts_[k.term] > 0) {
+          Key x = k;
+          x.kind = Kind::kItems;
+          x.term = -1;
+          if (Normalize(x) >= 0) stats_.rules += feed_shifts_[k.term];
+        }
+        if (stats_.rules > limits_.max_rules) over_ = true;
+        return;
+      }
       for (int32_t p = 0; p < G_; ++p) {
         const int32_t a = lr.Action(p, k.term);
         if (a == 0) continue;

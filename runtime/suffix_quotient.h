@@ -37,7 +37,8 @@
 // out changes no reachable end.  Grammars with the Python indenter are not
 // covered (the indentation stack is a second stack): Supported() is false
 // and the session keeps the prefix mask there; so does a grammar whose
-// automaton passes SuffixQuotientLimits (sql.lark today).
+// automaton passes SuffixQuotientLimits (sql.lark and the strict Python
+// grammar: Fits tells them apart in milliseconds, before any saturation).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
 // middle on random grammars, both ways).
@@ -81,7 +82,23 @@ class SuffixQuotient {
   // Can the store's grammar get exact suffix masks?  Not with the indenter.
   static bool Supported(const CompiledStore& store);
 
-  // The quotient of the store's language by `suffix` (non-empty).
+  // Does the middle layer (the part of the pushdown system that no suffix
+  // changes: the controls any text reaches from the initial lexer state,
+  // with every terminal's reduce-then-shift rules) stay within
+  // limits.max_rules?  It is counted without saturating and without making
+  // the reduction states (their number per feed is a function of the fed
+  // terminal, counted once per terminal), so a grammar past the limit is
+  // told apart cheaply; every suffix's build makes at least these rules, so
+  // kResourceLimit here means Build would give up too.  `stats` (optional):
+  // the controls met and the rules counted, up to where it stopped.
+  static Status Fits(const CompiledStore* store, SuffixQuotientLimits limits,
+                     SuffixQuotientStats* stats = nullptr);
+
+  // The quotient of the store's language by `suffix`.  Checks Fits first:
+  // a store past the limit is refused at that cost.  With the empty suffix
+  // it is pre* of the accepting configurations: Viable says whether a
+  // hypothesis can still reach an accepted end at all (the viable-prefix
+  // oracle of tests/viable_prefix_test.cc).
   static Status Build(const CompiledStore* store, std::string_view suffix,
                       SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out);
 
@@ -107,7 +124,7 @@ class SuffixQuotient {
 
  private:
   explicit SuffixQuotient(const CompiledStore* store, std::string suffix,
-                          SuffixQuotientLimits limits);
+                          SuffixQuotientLimits limits, bool estimate = false);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -188,6 +205,16 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
   void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
+  // Fits' count: feeds are not expanded; their rules come from CountFeed.
+  bool estimate_ = false;
+  // Per parse terminal: the rules a feed of it makes besides its shifts and
+  // its goto families' derived ones (one per parser state that accepts or
+  // reduces on it, one per reduction state: per nonterminal, its longest
+  // rule reduced on the terminal; -1 not counted yet), and the states that
+  // shift it (a rule each where the continuation after the shift lives).
+  std::vector<int64_t> feed_rules_;
+  std::vector<int32_t> feed_shifts_;
+  void CountFeed(int32_t term);
   bool over_ = false;  // past the limit: every answer is true
 
   std::vector<Key> keys_;

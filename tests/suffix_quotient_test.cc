@@ -368,5 +368,74 @@ TEST(SuffixQuotient, NestedBracketsAndJoinInsideAToken) {
   EXPECT_FALSE(MaskAllows(m, id("b;")));
 }
 
+// SuffixQuotient::Fits counts the rules of the part no suffix changes
+// without building it; every build makes at least those, so a store it
+// refuses would be refused by Build too (sql.lark and the strict Python
+// grammar are refused this way in milliseconds instead of seconds).
+TEST(SuffixQuotient, FitsCountsALowerBoundOfEveryBuild) {
+  const bool quick = TestQuick();
+  std::mt19937 rng(20261130);
+  int stores = 0;
+  for (int i = 0; i < (quick ? 12 : 60); ++i) {
+    const std::string grammar = RandomLarkGrammar(rng, i % 2 == 1);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string gpath = TempPath("fits" + std::to_string(i) + ".lark");
+    const std::string tpath = TempPath("fits" + std::to_string(i) + ".json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore store;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // conflicts
+    ++stores;
+    SuffixQuotientStats fit;
+    ASSERT_TRUE(SuffixQuotient::Fits(&store, SuffixQuotientLimits{}, &fit).ok()) << grammar;
+    ASSERT_GT(fit.rules, 0);
+    for (int k = 0; k < 4; ++k) {
+      std::string suffix;
+      for (int n = k == 0 ? 0 : 1 + rng() % 6; n > 0; --n) suffix += alphabet[rng() % alphabet.size()];
+      std::shared_ptr<SuffixQuotient> q;
+      ASSERT_TRUE(SuffixQuotient::Build(&store, suffix, SuffixQuotientLimits{}, &q).ok());
+      EXPECT_LE(fit.rules, q->stats().rules) << grammar << " suffix " << JsonQuote(suffix);
+    }
+    // One rule short: both refuse, Build at Fits' cost.
+    SuffixQuotientLimits tight;
+    tight.max_rules = fit.rules - 1;
+    EXPECT_EQ(SuffixQuotient::Fits(&store, tight).code(), ErrorCode::kResourceLimit);
+    std::shared_ptr<SuffixQuotient> q;
+    EXPECT_EQ(SuffixQuotient::Build(&store, "x", tight, &q).code(), ErrorCode::kResourceLimit);
+  }
+  EXPECT_GT(stores, 0);
+}
+
+// With the empty suffix the quotient is pre* of the accepting
+// configurations: can a hypothesis still reach an accepted end at all.
+// Along the text "ab" it can; a hypothesis that holds "a" in its lexer
+// while its stack has already shifted A cannot (A may not come twice).
+// (tests/viable_prefix_test.cc compares it with a search on every allowed
+// token of random walks.)
+TEST(SuffixQuotient, EmptySuffixIsPreStarOfTheAcceptingConfigurations) {
+  const char grammar[] = "start: A B\nA: \"a\"\nB: \"b\"\n";
+  const std::string gpath = TempPath("ends.lark"), tpath = TempPath("ends.json");
+  WriteTextFile(gpath, grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson({"a", "b", "ab"}));
+  CompiledStore store;
+  ASSERT_TRUE(CompileStore(gpath, tpath, CompileOptions{}, &store).ok());
+  std::shared_ptr<SuffixQuotient> ends;
+  ASSERT_TRUE(SuffixQuotient::Build(&store, "", SuffixQuotientLimits{}, &ends).ok());
+  Session a(&store), ab(&store);
+  ASSERT_TRUE(a.AdvanceBytes("a").ok());
+  ASSERT_TRUE(ab.AdvanceBytes("ab").ok());
+  ASSERT_EQ(a.live().size(), 1u);
+  ASSERT_EQ(ab.live().size(), 1u);
+  EXPECT_TRUE(ends->Viable(a.live()[0]));
+  EXPECT_TRUE(ends->Viable(ab.live()[0]));
+  EXPECT_TRUE(ends->Viable(Session(&store).live()[0]));
+  ASSERT_NE(ab.live()[0].stack.Top(), a.live()[0].stack.Top());  // A was shifted
+  LiveState mixed = a.live()[0];
+  mixed.stack = ab.live()[0].stack;
+  EXPECT_FALSE(ends->Viable(mixed));
+}
+
 }  // namespace
 }  // namespace cfgmask

@@ -42,6 +42,7 @@
 #include "parser/lalr.h"
 #include "runtime/tools/sample.h"
 #include "runtime/session.h"
+#include "runtime/suffix_quotient.h"
 #include "streamline/streamline.h"
 #include "tests/exactness_harness.h"
 #include "tests/random_lark_grammar.h"
@@ -130,6 +131,7 @@ struct Case {
 
 struct Totals {
   int64_t steps = 0, checked = 0, dead = 0, unknown = 0;
+  int64_t prestar = 0;  // verdicts of pre* (the empty suffix's quotient) compared
   std::vector<std::string> completed;  // texts for Lark
   std::vector<std::string> failures;
 };
@@ -139,6 +141,11 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
   CompletionOracle oracle(alphabet);
   std::mt19937 rng(seed);
   const int32_t V = store->vocab_size;
+  // The second oracle, exact and independent of the search: pre* of the
+  // accepting configurations (SuffixQuotient with the empty suffix), which
+  // says whether a hypothesis can still reach an accepted end.
+  std::shared_ptr<SuffixQuotient> ends;
+  ASSERT_TRUE(SuffixQuotient::Build(store, "", SuffixQuotientLimits{}, &ends).ok()) << label;
   for (int w = 0; w < walks; ++w) {
     Session s(store);
     for (int k = 0; k < steps; ++k) {
@@ -148,6 +155,25 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
         if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
       }
       ++totals->steps;
+      // The other way: a token pre* keeps (some hypothesis after it can
+      // still end) must be in the mask.
+      std::vector<uint32_t> kept(mask.size(), 0);
+      for (int32_t t = 0; t < V; ++t) kept[t >> 5] |= 1u << (t & 31);
+      ends->Filter(s.live(), kept.data(), [&](int32_t t) {
+        Session n = s.Fork();
+        if (!n.Advance(t).ok()) return false;
+        for (const LiveState& l : n.live()) {
+          if (ends->Viable(l)) return true;
+        }
+        return false;
+      });
+      for (int32_t t = 0; t < V; ++t) {
+        if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
+          totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
+                                     JsonQuote(std::string(store->TokenBytes(t))) +
+                                     ": pre* finds an end, the mask refuses it");
+        }
+      }
       for (int32_t t : allowed) {
         Session next = s.Fork();
         if (!next.Advance(t).ok()) {
@@ -160,6 +186,17 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
         std::string completion;
         auto v = oracle.Search(next, 12, 20000, &completion);
         if (v == CompletionOracle::kDead) v = oracle.Search(next, 48, 200000, &completion);
+        bool viable = false;
+        for (const LiveState& l : next.live()) viable = viable || ends->Viable(l);
+        ++totals->prestar;
+        if (!viable) {
+          totals->failures.push_back(
+              label + ": " + JsonQuote(s.text()) + " + token " +
+              JsonQuote(std::string(store->TokenBytes(t))) +
+              (v == CompletionOracle::kViable ? ": pre* refuses it, the search found " +
+                                                    JsonQuote(completion)
+                                              : ": pre* finds no accepted end (dead end)"));
+        }
         if (v == CompletionOracle::kViable) {
           if (totals->completed.size() < 4000 && rng() % 4 == 0) {
             totals->completed.push_back(next.text() + completion);
@@ -215,6 +252,7 @@ void CheckGrammar(const Case& c, std::mt19937& rng, int walks, int steps, Totals
   totals->checked += local.checked;
   totals->dead += local.dead;
   totals->unknown += local.unknown;
+  totals->prestar += local.prestar;
   for (auto& f : local.failures) totals->failures.push_back("\n  " + c.grammar + "  " + f);
   lark_batches->emplace_back(gpath, local.completed);
 }
@@ -244,10 +282,11 @@ void ExpectNoDeadEnds(const std::vector<Case>& cases, int walks, int steps, uint
     }
   }
   std::printf("%zu grammars, %lld steps, %lld tokens checked, %lld dead, %lld unknown, "
-              "%lld completions confirmed by Lark\n",
+              "%lld completions confirmed by Lark, %lld pre* verdicts (all viable)\n",
               cases.size(), static_cast<long long>(totals.steps),
               static_cast<long long>(totals.checked), static_cast<long long>(totals.dead),
-              static_cast<long long>(totals.unknown), static_cast<long long>(confirmed));
+              static_cast<long long>(totals.unknown), static_cast<long long>(confirmed),
+              static_cast<long long>(totals.prestar));
 }
 
 // LALR lookahead merging: after "public" at the top level the state also
@@ -708,6 +747,109 @@ TEST(ViablePrefix, RandomGrammarsWithCommentsHaveNoDeadEnds) {
     cases.push_back({"commented" + std::to_string(i), RandomLarkGrammar(rng, true)});
   }
   ExpectNoDeadEnds(cases, quick ? 3 : 10, quick ? 10 : 24, 101);
+}
+
+// Real grammars with a real vocabulary: the shipped json.lark and Lark's own
+// lark.lark with the 32k SentencePiece vocabulary (byte fallback), random
+// walks biased toward short tokens (punctuation, blanks, single letters, as
+// a sampler at a high temperature would take them), every step's mask
+// filtered by pre* of the accepting configurations: a token the mask allows
+// and the filter drops is a dead end.  Grammars that do not fit the
+// pushdown system (SuffixQuotient::Fits: sql.lark, the strict Python
+// grammar) are not covered here.
+TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
+  const std::string tok = TestEnv("CFGMASK_TOK_LLAMA_SPM");
+  if (tok.empty()) {
+    if (TestEnv("CI") == "true") FAIL() << "CFGMASK_TOK_LLAMA_SPM is not set (run setup.sh)";
+    GTEST_SKIP() << "CFGMASK_TOK_LLAMA_SPM is not set";
+  }
+  const bool quick = TestQuick();
+  struct Grammar {
+    std::string path, start;
+  };
+  std::vector<Grammar> grammars = {{std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/json.lark", ""}};
+  if (!TestEnv("CFGMASK_LARK_GRAMMARS").empty()) {
+    grammars.push_back({TestEnv("CFGMASK_LARK_GRAMMARS") + "/lark.lark", "start"});
+  }
+  std::mt19937 rng(20261127);
+  int64_t steps = 0, allowed_total = 0, dead = 0, refused = 0, covered = 0;
+  std::vector<std::string> shown;
+  for (const Grammar& g : grammars) {
+    Status st;
+    const CompiledStore* store = CachedTestStore(g.path, tok, g.start, &st);
+    ASSERT_TRUE(store != nullptr) << g.path << ": " << st.message();
+    if (!SuffixQuotient::Fits(store, SuffixQuotientLimits{}).ok()) {
+      std::printf("%s: does not fit the pushdown system, not checked\n", g.path.c_str());
+      continue;
+    }
+    std::shared_ptr<SuffixQuotient> ends;
+    ASSERT_TRUE(SuffixQuotient::Build(store, "", SuffixQuotientLimits{}, &ends).ok()) << g.path;
+    ++covered;
+    std::vector<int32_t> short_tokens;
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (!store->token_special[t] && store->TokenBytes(t).size() <= 2) short_tokens.push_back(t);
+    }
+    for (int w = 0; w < (quick ? 12 : 100); ++w) {
+      Session s(store);
+      for (int k = 0; k < (quick ? 40 : 120); ++k) {
+        // pre* from every token, not only the mask's: the tokens after
+        // which some hypothesis can still end.  The mask must be exactly
+        // those (a token outside it that pre* keeps would be a refusal of a
+        // token that has a completion).
+        std::vector<uint32_t> mask = s.Mask(), kept(mask.size(), 0);
+        for (int32_t t = 0; t < store->vocab_size; ++t) kept[t >> 5] |= 1u << (t & 31);
+        ends->Filter(s.live(), kept.data(), [&](int32_t t) {
+          Session n = s.Fork();
+          if (!n.Advance(t).ok()) return false;
+          for (const LiveState& l : n.live()) {
+            if (ends->Viable(l)) return true;
+          }
+          return false;
+        });
+        ++steps;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
+            ++refused;
+            if (shown.size() < 8) {
+              shown.push_back(g.path + ": " + JsonQuote(s.text()) + " + token " +
+                              JsonQuote(std::string(store->TokenBytes(t))) +
+                              ": pre* finds an end, the mask refuses it");
+            }
+          }
+        }
+        std::vector<int32_t> allowed, short_allowed;
+        for (int32_t t = 0; t < store->vocab_size; ++t) {
+          if (!MaskAllows(mask, t) || store->token_special[t]) continue;
+          allowed.push_back(t);
+          if (!MaskAllows(kept, t)) {
+            ++dead;
+            if (shown.size() < 8) {
+              shown.push_back(g.path + ": " + JsonQuote(s.text()) + " + token " +
+                              JsonQuote(std::string(store->TokenBytes(t))));
+            }
+          }
+        }
+        allowed_total += static_cast<int64_t>(allowed.size());
+        for (int32_t t : short_tokens) {
+          if (MaskAllows(mask, t)) short_allowed.push_back(t);
+        }
+        if (allowed.empty() || (s.CanEnd() && rng() % 16 == 0)) break;
+        const std::vector<int32_t>& pick =
+            !short_allowed.empty() && rng() % 4 != 0 ? short_allowed : allowed;
+        ASSERT_TRUE(s.Advance(pick[rng() % pick.size()]).ok());
+      }
+    }
+  }
+  std::string text;
+  for (const std::string& x : shown) text += "\n  " + x;
+  EXPECT_EQ(dead, 0) << text;
+  EXPECT_EQ(refused, 0) << text;
+  EXPECT_GT(covered, 0);
+  std::printf("%lld grammars fit, %lld steps, %lld allowed tokens, %lld dead ends by pre*, "
+              "%lld viable tokens refused\n",
+              static_cast<long long>(covered), static_cast<long long>(steps),
+              static_cast<long long>(allowed_total), static_cast<long long>(dead),
+              static_cast<long long>(refused));
 }
 
 }  // namespace

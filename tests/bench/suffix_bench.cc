@@ -5,6 +5,8 @@
 // size: the set-up (SetSuffix: the quotient's build) and the per-step mask
 // (FillMask) while the middle is teacher-forced by greedy tokens, with the
 // suffix and, on the same steps, without it.
+// First the per-store prediction (SuffixQuotient::Fits); a store past the
+// limit ends there.
 // Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
 //   [--sizes 100,2048,51200] [--runs N]
 #include <algorithm>
@@ -67,6 +69,15 @@ int main(int argc, char** argv) {
   if (!SuffixQuotient::Supported(store)) {
     std::fprintf(stderr, "%s: the grammar has an indenter: no exact suffix masks\n", argv[1]);
     return 2;
+  }
+  {
+    // The per-store prediction Build starts with (SuffixQuotient::Fits).
+    SuffixQuotientStats fit;
+    const Status st = SuffixQuotient::Fits(&store, SuffixQuotientLimits{}, &fit);
+    std::printf("fits: %s (middle layer: %lld controls, %lld rules counted, %.1f ms)\n",
+                st.ok() ? "yes" : "no, prefix masks", static_cast<long long>(fit.controls),
+                static_cast<long long>(fit.rules), fit.seconds * 1000);
+    if (!st.ok()) return 0;
   }
   Segmenter seg(store);
   std::vector<uint32_t> mask(store.mask_words());

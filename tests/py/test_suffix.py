@@ -158,3 +158,34 @@ def test_prefix_and_suffix_in_the_constructor(store, cases):
         cfgmask.GrammarMatcher(store, prefix="x = 1\nif x)")
     m = cfgmask.GrammarMatcher(store, prefix=b"")
     assert m.text == ""
+
+
+def test_indentation_and_brackets_move_with_the_parser_stack(parser):
+    """What exact suffix masks for Python would build on (docs/exactness.md,
+    "Exact masks with a suffix"): in the strict grammar every rule closes the
+    brackets it opens (at most one open at a time), _INDENT and _DEDENT occur
+    only in the suites, and the state after a _DEDENT only reduces its suite,
+    so the indentation and bracket stacks move in step with the LR stack."""
+    opens, closes = {"LPAR", "LSQB", "LBRACE"}, {"RPAR", "RSQB", "RBRACE"}
+    nesting = 0
+    for rule in parser.rules:
+        depth = 0
+        for sym in rule.expansion:
+            depth += (sym.name in opens) - (sym.name in closes)
+            assert depth >= 0, rule
+            nesting = max(nesting, depth)
+        assert depth == 0, rule
+        names = [sym.name for sym in rule.expansion]
+        if "_INDENT" in names or "_DEDENT" in names:
+            assert rule.origin.name.startswith("suite"), rule
+            assert names[:2] == ["_NEWLINE", "_INDENT"] and names[-1] == "_DEDENT", rule
+    assert nesting == 1
+    table = parser.parser.parser.parser.parse_table
+    after_dedent = {arg for acts in table.states.values() for tok, (act, arg) in acts.items()
+                    if tok == "_DEDENT" and act.name == "Shift"}
+    assert after_dedent
+    for state in after_dedent:
+        actions = {(act.name, str(arg)) for act, arg in table.states[state].values()}
+        assert len(actions) == 1 and next(iter(actions))[0] == "Reduce", actions
+        assert next(iter(actions))[1].startswith("<suite"), actions
+
