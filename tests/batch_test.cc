@@ -348,8 +348,7 @@ TEST(BatchTest, CorpusStrictPythonScopeFilter) {
   REQUIRE_CORPUS_ENV();
   static CorpusLanguage strict;
   Status st;
-  strict.store = CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark",
-                                 TestEnv("CFGMASK_TOK_LLAMA_SPM"), "file_input", &st);
+  strict.store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_TRUE(strict.store != nullptr) << st.message();
   std::vector<std::string> texts = {
       "def f(a, b=1, *args, c, **kw):\n    global g\n    g = a + b\n"

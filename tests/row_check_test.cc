@@ -156,9 +156,7 @@ TEST(RowCheck, LarkPythonItemOkIsItem) {
 TEST(RowCheck, StrictPythonItemOkIsItem) {
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   Status st;
-  const CompiledStore* store =
-      CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark",
-                      TestEnv("CFGMASK_TOK_LLAMA_SPM"), "file_input", &st);
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
   const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
   ASSERT_FALSE(texts.empty());

@@ -34,6 +34,11 @@ inline std::string SqlGrammarPath() { return std::string(CFGMASK_SOURCE_DIR) + "
 inline const CompiledStore* PythonStore(const std::string& tokenizer, Status* st) {
   return CachedTestStore(PythonGrammarPath(), tokenizer, "file_input", st);
 }
+// cfgmask's strict Python grammar, start file_input.
+inline const CompiledStore* StrictPythonStore(const std::string& tokenizer, Status* st) {
+  return CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark", tokenizer,
+                         "file_input", st);
+}
 inline const CompiledStore* SqlStore(const std::string& tokenizer, Status* st) {
   return CachedTestStore(SqlGrammarPath(), tokenizer, "start", st);
 }

@@ -47,11 +47,39 @@
 #include "tests/exactness_harness.h"
 #include "tests/random_lark_grammar.h"
 #include "tests/small_tokenizer.h"
+#include "tests/serving_corpus.h"
 #include "tests/test_store_cache.h"
 
 namespace cfgmask {
 namespace {
 
+
+// The tokens after which pre* of the accepting configurations (an empty
+// suffix's quotient) keeps some hypothesis of `s`, from every token: the
+// tokens that still have a completion.
+std::vector<uint32_t> PreStarKept(const Session& s, SuffixQuotient& ends) {
+  const CompiledStore& store = *s.store();
+  std::vector<uint32_t> kept(store.mask_words(), 0);
+  for (int32_t t = 0; t < store.vocab_size; ++t) kept[t >> 5] |= 1u << (t & 31);
+  ends.Filter(s.live(), kept.data(), [&](int32_t t) {
+    Session n = s.Fork();
+    if (!n.Advance(t).ok()) return false;
+    for (const LiveState& l : n.live()) {
+      if (ends.Viable(l)) return true;
+    }
+    return false;
+  });
+  return kept;
+}
+
+// The tokens `mask` allows, special tokens aside.
+std::vector<int32_t> AllowedTokens(const CompiledStore& store, const std::vector<uint32_t>& mask) {
+  std::vector<int32_t> allowed;
+  for (int32_t t = 0; t < store.vocab_size; ++t) {
+    if (((mask[t >> 5] >> (t & 31)) & 1) && !store.token_special[t]) allowed.push_back(t);
+  }
+  return allowed;
+}
 
 // Breadth-first search for a completion from `start`.
 class CompletionOracle {
@@ -150,23 +178,11 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
     Session s(store);
     for (int k = 0; k < steps; ++k) {
       std::vector<uint32_t> mask = s.Mask();
-      std::vector<int32_t> allowed;
-      for (int32_t t = 0; t < V; ++t) {
-        if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
-      }
+      const std::vector<int32_t> allowed = AllowedTokens(*store, mask);
       ++totals->steps;
       // The other way: a token pre* keeps (some hypothesis after it can
       // still end) must be in the mask.
-      std::vector<uint32_t> kept(mask.size(), 0);
-      for (int32_t t = 0; t < V; ++t) kept[t >> 5] |= 1u << (t & 31);
-      ends->Filter(s.live(), kept.data(), [&](int32_t t) {
-        Session n = s.Fork();
-        if (!n.Advance(t).ok()) return false;
-        for (const LiveState& l : n.live()) {
-          if (ends->Viable(l)) return true;
-        }
-        return false;
-      });
+      const std::vector<uint32_t> kept = PreStarKept(s, *ends);
       for (int32_t t = 0; t < V; ++t) {
         if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
           totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
@@ -647,10 +663,7 @@ void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps
         }
         if (::testing::Test::HasFailure()) return;
         std::vector<uint32_t> mask = s.Mask();
-        std::vector<int32_t> allowed;
-        for (int32_t t = 0; t < store.vocab_size; ++t) {
-          if (((mask[t >> 5] >> (t & 31)) & 1) && !store.token_special[t]) allowed.push_back(t);
-        }
+        const std::vector<int32_t> allowed = AllowedTokens(store, mask);
         if (allowed.empty()) break;
         ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
       }
@@ -682,9 +695,7 @@ TEST(ViablePrefix, CompletionSearchFindsShortestCompletions) {
 TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   Status st;
-  const CompiledStore* store =
-      CachedTestStore(std::string(CFGMASK_SOURCE_DIR) + "/grammar/lark/python.lark",
-                      TestEnv("CFGMASK_TOK_LLAMA_SPM"), "file_input", &st);
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
   const std::string alphabet = "\n )]}'\"0a:";
   Completer completer(*store);
@@ -695,10 +706,7 @@ TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
     Session s(store);
     for (int k = 0; k < 40; ++k) {
       std::vector<uint32_t> mask = s.Mask();
-      std::vector<int32_t> allowed;
-      for (int32_t t = 0; t < store->vocab_size; ++t) {
-        if (((mask[t >> 5] >> (t & 31)) & 1) && !store->token_special[t]) allowed.push_back(t);
-      }
+      const std::vector<int32_t> allowed = AllowedTokens(*store, mask);
       if (allowed.empty()) break;
       // Short tokens, as a sampler at high temperature writes them.
       int32_t pick = allowed[rng() % allowed.size()];
@@ -796,16 +804,7 @@ TEST(ViablePrefix, RealGrammarsThatFitHaveNoDeadEndsByPreStar) {
         // which some hypothesis can still end.  The mask must be exactly
         // those (a token outside it that pre* keeps would be a refusal of a
         // token that has a completion).
-        std::vector<uint32_t> mask = s.Mask(), kept(mask.size(), 0);
-        for (int32_t t = 0; t < store->vocab_size; ++t) kept[t >> 5] |= 1u << (t & 31);
-        ends->Filter(s.live(), kept.data(), [&](int32_t t) {
-          Session n = s.Fork();
-          if (!n.Advance(t).ok()) return false;
-          for (const LiveState& l : n.live()) {
-            if (ends->Viable(l)) return true;
-          }
-          return false;
-        });
+        const std::vector<uint32_t> mask = s.Mask(), kept = PreStarKept(s, *ends);
         ++steps;
         for (int32_t t = 0; t < store->vocab_size; ++t) {
           if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
