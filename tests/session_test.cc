@@ -290,9 +290,9 @@ TEST_F(SessionTest, SuffixEndMatchesSlowReference) {
     const int32_t eos = store->eos_ids.at(0);
     std::mt19937 rng(47);
     int ends = 0, checks = 0;
-    // Under the sanitizer a quarter of the walks (each a few hundred
+    // Under the sanitizer half of the walks (each a few hundred
     // thousand session steps).
-    const int walks = TestSanitized() ? 8 : 32;
+    const int walks = TestSanitized() ? 16 : 32;
     for (int walk = 0; walk < walks; ++walk) {
       // A complete text (a random walk steered to its end by the shortest
       // completion), cut in three: the session reads the head, the tail is
