@@ -26,12 +26,11 @@ Checked here, with Lark (parser='lalr', lexer='contextual', PythonIndenter):
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-GRAMMAR = ROOT / "grammar" / "lark" / "python.lark"
+from test_python_strict import lark_ok, lark_parser
+
 
 # (text, CPython 3.11 compiles it (no warning), the strict grammar accepts it)
 ROWS = [
@@ -136,19 +135,7 @@ def cpython_ok(text):
 
 @pytest.fixture(scope="module")
 def parser():
-    from lark import Lark
-    from lark.indenter import PythonIndenter
-    return Lark(GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                postlex=PythonIndenter(), start="file_input")
-
-
-def lark_ok(parser, text):
-    from lark.exceptions import LarkError
-    try:
-        parser.parse(text)
-        return True
-    except LarkError:
-        return False
+    return lark_parser()
 
 
 def test_cpython_verdicts():
