@@ -456,6 +456,21 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
   init.mode = init_mode;
   init.at_start = true;
   a->InternSet({});  // set 0: empty
+  a->shared_.assign(n, 0);
+  a->foreign_set_.assign(a->num_modes_, -1);
+  if (mo.num_modes > 0) {
+    if (static_cast<int32_t>(mo.foreign.size()) != mo.num_modes) {
+      return Status(ErrorCode::kInvalidArgument, "lexer modes: no foreign terminals per mode");
+    }
+    for (int32_t t = 0; t < n; ++t) a->shared_[t] = mo.mode_of[t] == LexerModeOptions::kShared;
+    for (int32_t k = 0; k < mo.num_modes; ++k) {
+      std::vector<int32_t> f;
+      for (int32_t t : mo.foreign[k]) {
+        if (t >= 0 && t < n && a->IsLexed(t)) f.push_back(t);
+      }
+      if (!f.empty()) a->foreign_set_[k] = a->InternSet(std::move(f));
+    }
+  }
   a->hit_lists_.emplace_back();  // list 0: empty
   a->initial_ = a->Intern(std::move(init));
   *out = std::move(a);
@@ -724,6 +739,12 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, 
     if (a.own != b.own) return a.own > b.own;
     return rank_[a.terminal] < rank_[b.terminal];
   });
+  // A shared terminal is in every scanner: the foreign terminals of this
+  // mode tell a scanner of another mode (LexerModeOptions::foreign).
+  if (shared_[t] && foreign_set_[st.mode] >= 0) {
+    const std::vector<int32_t> f = sets_[foreign_set_[st.mode]];
+    blockers.insert(blockers.end(), f.begin(), f.end());
+  }
   emit->kind = LexItem::kEmit;
   emit->terminal = t;
   emit->blockers = InternSet(blockers);
@@ -736,15 +757,22 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, 
 LexItem TerminalAutomaton::Tail(int32_t q) {
   const LexState& st = states_[q];
   std::vector<int32_t> alive, matched;
+  bool shared_alive = false;
   for (auto& [t, s] : st.cur) {
     TermTable* tt = tables_[t].get();
-    if (tt->has_thread[s] || tt->has_now[s]) alive.push_back(t);
+    if (tt->has_thread[s] || tt->has_now[s]) {
+      alive.push_back(t);
+      shared_alive = shared_alive || shared_[t];
+    }
     if (tt->exists[s]) matched.push_back(t);
   }
   LexItem it;
   it.kind = LexItem::kTail;
   it.blockers = InternSet(alive);
   it.full_match = InternSet(matched);
+  // A shared terminal in progress is taken by every scanner: the mode is
+  // checked by the foreign terminals instead (LexItem::slot).
+  if (shared_alive) it.slot = foreign_set_[st.mode];
   return it;
 }
 
@@ -779,6 +807,10 @@ std::vector<TerminalAutomaton::EofAlternative> TerminalAutomaton::EndOfInput(int
       if (is_string_[u] && unless_ok_[t][u] && ut->has_now[su] && ut->exists_eof[su]) {
         full.push_back(u);
       }
+    }
+    if (shared_[t] && foreign_set_[st.mode] >= 0) {
+      const std::vector<int32_t> f = sets_[foreign_set_[st.mode]];
+      blockers.insert(blockers.end(), f.begin(), f.end());
     }
     EofAlternative alt;
     alt.items = hits;

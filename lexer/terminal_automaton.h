@@ -70,7 +70,10 @@ struct LexItem {
   int32_t full_match = -1; // kEmit: id of the set of string terminals equal to the text
   bool col_absolute = false;  // kEmit of the indenter's newline terminal:
   int32_t col = 0;            //   column = col (absolute) or carried + col
-  int32_t slot = -1;          // kHit: slot ordinal (see header comment)
+  // kHit: slot ordinal (see header comment).  kTail: -1, or the id of a
+  // terminal set of which the scanner may hold none (the lexer mode's
+  // foreign terminals: LexerModeOptions), when a shared terminal is alive.
+  int32_t slot = -1;
 
   bool operator==(const LexItem& o) const {
     return kind == o.kind && terminal == o.terminal && blockers == o.blockers &&
@@ -119,6 +122,11 @@ struct LexerModeOptions {
   std::vector<int32_t> mode_of;             // per terminal: mode, kShared or kNeverScanned
   std::vector<std::vector<int32_t>> after;  // per terminal: the modes that can follow it
   int32_t initial_mode = 0;
+  // Per mode: the terminals of the other modes (a scanner holding one is
+  // not of this mode).  A shared terminal is taken by every scanner, so its
+  // Emit carries them as blockers and its Tail as `slot` (LexItem): a
+  // hypothesis that lexed blanks or a comment in the wrong mode dies there.
+  std::vector<std::vector<int32_t>> foreign;
 };
 
 struct TerminalAutomatonOptions {
@@ -314,6 +322,8 @@ class TerminalAutomaton {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> mode_start_;
   // [mode * num_terminals + t]: ModesAfter for a state in that mode.
   std::vector<std::vector<int32_t>> after_;
+  std::vector<int32_t> foreign_set_;  // per mode: set id of its foreign terminals (-1: none)
+  std::vector<uint8_t> shared_;       // per terminal: in every mode
   int32_t initial_ = -1;
   int32_t max_states_ = 0;
   int32_t indenter_nl_ = -1;

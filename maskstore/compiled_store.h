@@ -42,7 +42,8 @@ constexpr uint32_t kStoreFormatVersion = 8;
 enum class ItemKind : int32_t {
   kEmit = 0,  // a terminal ended (item_terminal; blockers, full match, column)
   kHit = 1,   // a blocking shadow matched: legal only if its slot's scanner lacks item_terminal
-  kTail = 2,  // the token ends inside a terminal (item_blockers: those still able to end)
+  kTail = 2,  // the token ends inside a terminal (item_blockers: those still able to end;
+              // item_slot: -1, or terminals of which the scanner may hold none)
 };
 
 enum class RowKind : int32_t {

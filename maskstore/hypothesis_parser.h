@@ -84,6 +84,14 @@ class ItemScanner {
   bool TailOk(int32_t state, int32_t item, Takes takes, TakesNewline takes_newline,
               TakesEnd takes_end, TakesThen takes_then) const {
     const int32_t alive = s_.item_blockers[item], matched = s_.item_full[item];
+    // Lexed in a lexer mode whose foreign terminals this scanner has: the
+    // wrong mode (LexItem::slot), whatever is alive.
+    const int32_t foreign = s_.item_slot[item];
+    if (foreign >= 0) {
+      for (int32_t i = s_.set_offsets[foreign]; i < s_.set_offsets[foreign + 1]; ++i) {
+        if (InTerms(state, s_.set_data[i])) return false;
+      }
+    }
     for (int32_t i = s_.set_offsets[alive]; i < s_.set_offsets[alive + 1]; ++i) {
       const int32_t t = s_.set_data[i];
       if (!InAlt(state, t)) continue;

@@ -245,6 +245,10 @@ bool Validate(const CompiledStore& s, std::string* why) {
     if (kind == ItemKind::kHit && (s.item_slot[i] < 0 || s.item_slot[i] > 0xFFFF)) {
       return fail("item slots");
     }
+    // A Tail's slot is a terminal set (a lexer mode's foreign terminals) or -1.
+    if (kind == ItemKind::kTail && s.item_slot[i] != -1 && !terminal_set(s.item_slot[i])) {
+      return fail("item terminal sets");
+    }
     if (kind != ItemKind::kHit &&
         (!terminal_set(s.item_blockers[i]) || !terminal_set(s.item_full[i]))) {
       return fail("item terminal sets");

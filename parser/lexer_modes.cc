@@ -134,6 +134,13 @@ LexerModes ComputeLexerModes(const Grammar& grammar, const ParseTables& tables,
       if (next[k]) m.after[t].push_back(k);
     }
   }
+  m.foreign.assign(modes, {});
+  for (int32_t t = 0; t < T; ++t) {
+    if (m.mode_of[t] < 0) continue;
+    for (int32_t k = 0; k < modes; ++k) {
+      if (k != m.mode_of[t]) m.foreign[k].push_back(t);
+    }
+  }
   return m;
 }
 

@@ -34,6 +34,11 @@ struct LexerModes {
   // sorted (for a shared terminal, the current mode is added by the lexer).
   std::vector<std::vector<int32_t>> after;
   int32_t initial_mode = 0;    // the mode of the start state's scanner
+  // Per mode m: the terminals of the other modes.  A scanner holds one of
+  // them exactly when it belongs to another mode: how the runtime tells
+  // that a shared terminal (blanks, a comment) was lexed in the wrong mode,
+  // since every scanner takes those.
+  std::vector<std::vector<int32_t>> foreign;
   // One line per mode: its terminals by name (for reports and errors).
   std::string DebugString(const Grammar& grammar) const;
 };
