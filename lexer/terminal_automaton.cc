@@ -470,6 +470,20 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
       }
       if (!f.empty()) a->foreign_set_[k] = a->InternSet(std::move(f));
     }
+    a->certain_.assign(static_cast<size_t>(mo.num_modes) * n, 0);
+    if (static_cast<int32_t>(mo.certain.size()) == mo.num_modes) {
+      for (int32_t k = 0; k < mo.num_modes; ++k) {
+        for (int32_t t : mo.certain[k]) {
+          if (t >= 0 && t < n) a->certain_[static_cast<size_t>(k) * n + t] = 1;
+        }
+      }
+    }
+    a->retype_target_.assign(n, 0);
+    for (int32_t r = 0; r < n; ++r) {
+      for (int32_t k = 0; k < n; ++k) {
+        if (a->unless_ok_[r][k]) a->retype_target_[k] = 1;
+      }
+    }
   }
   a->hit_lists_.emplace_back();  // list 0: empty
   a->initial_ = a->Intern(std::move(init));
@@ -583,6 +597,33 @@ int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* i
     next.cur.emplace_back(t, s2);
     // Viable while some terminal can still end: now, or after more bytes.
     if (tables_[t]->has_thread[s2] || tables_[t]->has_now[s2]) any_thread = true;
+  }
+  // A regexp every scanner of this mode holds has matched here: no terminal
+  // after it in the order can win at this start any more (it or an earlier
+  // one does), so those are dropped, but for the strings it may be retyped to.
+  if (!certain_.empty()) {
+    const uint8_t* certain = certain_.data() + static_cast<size_t>(st.mode) * num_terminals_;
+    size_t first = next.cur.size();
+    for (size_t i = 0; i < next.cur.size(); ++i) {
+      const auto [t, s2] = next.cur[i];
+      if (certain[t] && !is_string_[t] && tables_[t]->exists[s2]) {
+        first = i;
+        break;
+      }
+    }
+    if (first + 1 < next.cur.size()) {
+      size_t w = first + 1;
+      for (size_t i = first + 1; i < next.cur.size(); ++i) {
+        if (is_string_[next.cur[i].first] && retype_target_[next.cur[i].first]) {
+          next.cur[w++] = next.cur[i];
+        }
+      }
+      next.cur.resize(w);
+      any_thread = false;
+      for (auto& [t, s2] : next.cur) {
+        any_thread = any_thread || tables_[t]->has_thread[s2] || tables_[t]->has_now[s2];
+      }
+    }
   }
   std::vector<LexItem> hits;
   bool dead = !any_thread;

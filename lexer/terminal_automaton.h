@@ -127,6 +127,11 @@ struct LexerModeOptions {
   // Emit carries them as blockers and its Tail as `slot` (LexItem): a
   // hypothesis that lexed blanks or a comment in the wrong mode dies there.
   std::vector<std::vector<int32_t>> foreign;
+  // Per mode: the terminals every scanner lexed in that mode holds.  Once a
+  // regexp among them has matched at a terminal's start, the terminals after
+  // it in Lark's order can no longer win there and are dropped (string
+  // terminals that some regexp retypes to are kept for the retyping).
+  std::vector<std::vector<int32_t>> certain;
 };
 
 struct TerminalAutomatonOptions {
@@ -324,6 +329,8 @@ class TerminalAutomaton {
   std::vector<std::vector<int32_t>> after_;
   std::vector<int32_t> foreign_set_;  // per mode: set id of its foreign terminals (-1: none)
   std::vector<uint8_t> shared_;       // per terminal: in every mode
+  std::vector<uint8_t> certain_;      // [mode * num_terminals + t]: LexerModeOptions::certain
+  std::vector<uint8_t> retype_target_;  // per terminal: a string some regexp retypes to
   int32_t initial_ = -1;
   int32_t max_states_ = 0;
   int32_t indenter_nl_ = -1;

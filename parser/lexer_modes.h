@@ -3,8 +3,10 @@
 // Lark scans in each parser state with that state's accepted terminals plus
 // the %ignore'd ones and the post-lexer's always-accepted ones (the Python
 // indenter's newline).  Call the last two "shared": every scanner holds them.
-// Two other terminals that some state accepts together are in one mode; a
-// mode is a connected part of that relation.  Every scanner then lies within
+// It scans only in the start state and in states a shift enters (a state
+// entered only by a goto never scans).  Two other terminals that such a
+// state accepts together are in one mode; a mode is a connected part of
+// that relation.  Every scanner then lies within
 // one mode plus the shared terminals, so a lexer that starts, after each
 // terminal, only the terminals of the modes that can come next (and the
 // shared ones) lexes exactly as Lark does, and never carries, say, the text
@@ -39,6 +41,10 @@ struct LexerModes {
   // that a shared terminal (blanks, a comment) was lexed in the wrong mode,
   // since every scanner takes those.
   std::vector<std::vector<int32_t>> foreign;
+  // Per mode m: the terminals in every scanner lexed in mode m (the shared
+  // ones included).  Once one of them has matched at a terminal's start, no
+  // terminal after it in Lark's order can win there: the lexer drops them.
+  std::vector<std::vector<int32_t>> certain;
   // One line per mode: its terminals by name (for reports and errors).
   std::string DebugString(const Grammar& grammar) const;
 };

@@ -1,10 +1,10 @@
 // Lexer modes (parser/lexer_modes.h, lexer/terminal_automaton.h).
 //
 // - On every grammar the project ships and on tests/data/engine/
-//   fstring_modes.lark: every parser state's scanner lies within one mode
-//   plus the shared terminals, and the modes after a terminal include the
-//   mode of every state that shifting it leads to (what makes the split
-//   exact).
+//   fstring_modes.lark: the scanner of every parser state Lark scans in (the
+//   start state, those a shift enters) lies within one mode plus the shared
+//   terminals, and the modes after a terminal include the mode of every
+//   state that shifting it leads to (what makes the split exact).
 // - fstring_modes.lark (strings with fields of code) splits into code, text
 //   and spec modes; its store with modes and its store without them give the
 //   same mask (EOS included) at every step of seeded random walks, the one
@@ -73,8 +73,18 @@ void ExpectModesSound(const Tables& x, const LexerModes& m) {
     EXPECT_LE(modes.size(), 1u) << "state " << s << "'s scanner spans " << modes.size() << " modes";
     return modes.empty() ? -1 : *modes.begin();
   };
-  for (int32_t s = 0; s < x.t.num_states; ++s) mode_of_state(s);
   const LrTables lr = LrTables::Of(x.t);
+  // The states Lark scans in: the start state and those a shift enters.
+  std::vector<uint8_t> scans(x.t.num_states, 0);
+  scans[x.t.start_state[0]] = 1;
+  for (int32_t s = 0; s < x.t.num_states; ++s) {
+    for (int32_t t = 0; t < T; ++t) {
+      if (lr.ShiftTo(s, t) >= 0) scans[lr.ShiftTo(s, t)] = 1;
+    }
+  }
+  for (int32_t s = 0; s < x.t.num_states; ++s) {
+    if (scans[s]) mode_of_state(s);
+  }
   for (int32_t t = 0; t < T; ++t) {
     if (shared.count(t)) {
       EXPECT_EQ(m.mode_of[t], LexerModes::kShared) << x.g.terminals[t].name;

@@ -96,6 +96,7 @@ Status BuildAutomatonPhase(const Grammar& g, const ParseTables& tables,
   ao.modes.after = modes.after;
   ao.modes.initial_mode = modes.initial_mode;
   ao.modes.foreign = modes.foreign;
+  ao.modes.certain = modes.certain;
   const int32_t indenter_nl = indenter.used() ? indenter.nl : -1;
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
