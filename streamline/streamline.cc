@@ -7,7 +7,6 @@
 #include <exception>
 #include <chrono>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <system_error>
