@@ -143,6 +143,27 @@ class SeqList {
     data_.shrink_to_fit();
     ends_.shrink_to_fit();
   }
+  // The sequences i with keep[i] >= 0, in order, concatenated in place (no copy
+  // of the list); their end offsets are appended to *ends.  The list is left
+  // empty.
+  std::vector<int32_t> TakeKept(const std::vector<int32_t>& keep, std::vector<int32_t>* ends) {
+    size_t w = 0;
+    int64_t begin = 0;
+    for (size_t i = 0; i < ends_.size(); ++i) {
+      const int64_t end = ends_[i];
+      if (keep[i] >= 0) {
+        if (static_cast<int64_t>(w) != begin) {
+          std::copy(data_.begin() + begin, data_.begin() + end, data_.begin() + w);
+        }
+        w += static_cast<size_t>(end - begin);
+        ends->push_back(static_cast<int32_t>(w));
+      }
+      begin = end;
+    }
+    std::vector<int64_t>().swap(ends_);
+    data_.resize(w);
+    return std::move(data_);
+  }
   int64_t bytes() const { return static_cast<int64_t>(4 * data_.size() + 8 * ends_.size()); }
 
  private:
@@ -195,6 +216,13 @@ class Interner {
     appended_ = FlatIdMap();
     std::vector<int32_t>().swap(append_scratch_);
     seq_list.shrink_to_fit();
+  }
+  // Frees the indexes only (no more look-ups; the lists are still read).
+  void DropIndexes() {
+    item_index_.Clear();
+    seq_index_.Clear();
+    appended_ = FlatIdMap();
+    std::vector<int32_t>().swap(append_scratch_);
   }
   // Frees everything but item_list (a finished root's interner, before
   // the serial merge that reads only its items).
@@ -1469,7 +1497,9 @@ void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vecto
   }
   CFGMASK_CHECK(a.num_states() == Q);
 
-  // Items, sets, sequences.
+  // Items, sets, sequences.  Nothing is interned from here on: the indexes
+  // go before the sequences are taken.
+  in.DropIndexes();
   static_assert(static_cast<int32_t>(LexItem::kEmit) == static_cast<int32_t>(ItemKind::kEmit) &&
                 static_cast<int32_t>(LexItem::kHit) == static_cast<int32_t>(ItemKind::kHit) &&
                 static_cast<int32_t>(LexItem::kTail) == static_cast<int32_t>(ItemKind::kTail));
@@ -1494,14 +1524,17 @@ void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vecto
   for (int32_t v : s.row_seq) new_id[v] = 0;
   for (int32_t v : s.eof_seq) new_id[v] = 0;
   for (int32_t v : s.step_hits) new_id[v] = 0;
-  s.seq_offsets.assign(1, 0);
   int32_t next_id = 0;
-  for (size_t i = 0; i < in.seq_list.size(); ++i) {
-    if (new_id[i] < 0) continue;
-    new_id[i] = next_id++;
-    s.seq_data.insert(s.seq_data.end(), in.seq_list[i].begin(), in.seq_list[i].end());
-    s.seq_offsets.push_back(static_cast<int32_t>(s.seq_data.size()));
+  for (int32_t& id : new_id) {
+    if (id >= 0) id = next_id++;
   }
+  // The kept sequences become the store's in place: no second copy at the
+  // store's largest point.
+  std::vector<int32_t> offsets(1, 0);
+  offsets.reserve(static_cast<size_t>(next_id) + 1);
+  std::vector<int32_t> data = in.seq_list.TakeKept(new_id, &offsets);
+  s.seq_data = std::move(data);
+  s.seq_offsets = std::move(offsets);
   for (int32_t& v : s.row_seq) v = new_id[v];
   for (int32_t& v : s.eof_seq) v = new_id[v];
   for (int32_t& v : s.step_hits) v = new_id[v];

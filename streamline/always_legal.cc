@@ -30,11 +30,12 @@ bool LrAlwaysLegalAnalysis::IsAlwaysLegal(int32_t x, std::span<const int32_t> s)
 int32_t AlwaysLegalStep::FoldLength(int32_t seq) {
   const int32_t* items = s_.seq_data.data() + s_.seq_offsets[seq];
   int32_t len = s_.seq_offsets[seq + 1] - s_.seq_offsets[seq];
-  for (bool again = true; again;) {
+  for (bool again = len >= 2; again;) {
     again = false;
+    answers_.SuffixIds(items, len, &suffix_);
     for (int32_t j = 0; j + 1 < len; ++j) {
       if (s_.KindOf(items[j]) != ItemKind::kEmit) continue;
-      const bool ok = answers_.Get(items + j, items + len, *x_, [&] {
+      const bool ok = answers_.Get(suffix_[j], *x_, [&] {
         return x_->ProveAfterEmit(items[j], items + j + 1, len - j - 1);
       });
       if (ok) {

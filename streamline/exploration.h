@@ -33,10 +33,10 @@
 #ifndef CFGMASK_STREAMLINE_EXPLORATION_H_
 #define CFGMASK_STREAMLINE_EXPLORATION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "maskstore/compiled_store.h"
@@ -189,28 +189,65 @@ struct SequenceHash {
 };
 
 // One question's answers about item-sequence suffixes, cached by suffix:
-// the streamlining steps ask each suffix once.
+// the streamlining steps ask each suffix once.  A suffix is interned as its
+// first item and the id of the suffix after it (ids from the back of the
+// sequence), so that each distinct suffix costs a few bytes whatever its
+// length, and a look-up allocates nothing.
 class SuffixAnswers {
  public:
-  // The answer for items [b, e): cached, else ask() (counted, with whether
-  // the exploration `x` ran out of steps on it).
+  // The ids of the suffixes items[j, n), for every j < n, in (*ids)[j].
+  void SuffixIds(const int32_t* items, int32_t n, std::vector<int32_t>* ids) {
+    ids->resize(n);
+    int32_t tail = kEmpty;
+    for (int32_t j = n - 1; j >= 0; --j) {
+      const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(items[j])) << 32 |
+                           static_cast<uint32_t>(tail);
+      tail = index_.FindOrAdd(
+          Hash(key), keys_.size(), [&](int32_t i) { return keys_[i] == key; },
+          [&] {
+            keys_.push_back(key);
+            answer_.push_back(kUnknown);
+          },
+          [&](int32_t i) { return Hash(keys_[i]); });
+      (*ids)[j] = tail;
+    }
+  }
+  // The answer for the suffix `id` (of SuffixIds): cached, else ask()
+  // (counted, with whether the exploration `x` ran out of steps on it).
   template <class Ask>
-  bool Get(const int32_t* b, const int32_t* e, const Exploration& x, const Ask& ask) {
-    std::vector<int32_t> key(b, e);
-    if (auto it = cache_.find(key); it != cache_.end()) {
+  bool Get(int32_t id, const Exploration& x, const Ask& ask) {
+    if (answer_[id] != kUnknown) {
       ++counts_.cache_hits;
-      return it->second;
+      return answer_[id] != 0;
     }
     ++counts_.queries;
     const bool answer = ask();
     counts_.budget_exceeded += x.exceeded();
-    cache_.emplace(std::move(key), answer);
+    answer_[id] = answer;
     return answer;
   }
   const StepQueries& counts() const { return counts_; }
+  // Frees the cached answers (the counts stay).
+  void Release() {
+    index_.Clear();
+    std::vector<uint64_t>().swap(keys_);
+    std::vector<int8_t>().swap(answer_);
+  }
 
  private:
-  std::unordered_map<std::vector<int32_t>, bool, SequenceHash> cache_;
+  static constexpr int32_t kEmpty = -1;  // the tail of a sequence's last item
+  static constexpr int8_t kUnknown = -1;
+  static uint64_t Hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+  }
+  IdIndex index_;
+  std::vector<uint64_t> keys_;  // per suffix: first item << 32 | the next suffix's id
+  std::vector<int8_t> answer_;  // per suffix: 0, 1 or kUnknown
   StepQueries counts_;
 };
 

@@ -276,9 +276,11 @@ bool NeverLegalAnalysis::Fixpoint(int32_t x, std::span<const int32_t> s) {
 bool NeverLegalStep::Dead(int32_t seq) {
   const int32_t* items = s_.seq_data.data() + s_.seq_offsets[seq];
   const int32_t n = s_.seq_offsets[seq + 1] - s_.seq_offsets[seq];
+  if (n < 2) return false;
+  answers_.SuffixIds(items, n, &suffix_);
   for (int32_t j = 0; j + 1 < n; ++j) {
     if (s_.KindOf(items[j]) != ItemKind::kEmit) continue;
-    const bool possible = answers_.Get(items + j, items + n, *x_, [&] {
+    const bool possible = answers_.Get(suffix_[j], *x_, [&] {
       return x_->PossibleAfterEmit(items[j], items + j + 1, n - j - 1);
     });
     if (!possible) return true;

@@ -106,11 +106,14 @@ class NeverLegalStep {
       : s_(store), x_(exploration) {}
   bool Dead(int32_t seq);
   const StepQueries& counts() const { return answers_.counts(); }
+  // Frees the cached answers (counts() stays).
+  void Release() { answers_.Release(); }
 
  private:
   const CompiledStore& s_;
   ItemExploration* x_;
   SuffixAnswers answers_;
+  std::vector<int32_t> suffix_;  // SuffixIds of the sequence asked about
 };
 
 }  // namespace cfgmask

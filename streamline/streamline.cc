@@ -7,7 +7,6 @@
 #include <exception>
 #include <chrono>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <system_error>
@@ -219,18 +218,30 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
   std::vector<int64_t> states_of(s.num_roots, 0);
   for (int32_t root : s.root_index)
     if (root >= 0) ++states_of[root];
-  std::set<std::vector<int32_t>> keys;
+  // Each sequence's key as a dense id, made once per sequence; a group's
+  // distinct keys are counted by marking each key id with the group.
+  const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
+  std::vector<int32_t> key_id(std::max(num_seqs, 0), -1), mark;
+  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> ids;
   int64_t total = 0;
   std::vector<int32_t> key;
   for (int32_t root = 0; root < s.num_roots; ++root) {
-    keys.clear();
+    int64_t keys = 0;
     for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
       const int32_t seq = s.row_seq[r];
       if (dead && (*dead)[seq] > 0) continue;
-      TerminalSequenceKey(s, seq, &key);
-      keys.insert(key);
+      if (key_id[seq] < 0) {
+        TerminalSequenceKey(s, seq, &key);
+        auto it = ids.find(key);
+        if (it == ids.end()) {
+          it = ids.emplace(key, static_cast<int32_t>(mark.size())).first;
+          mark.push_back(-1);
+        }
+        key_id[seq] = it->second;
+      }
+      if (mark[key_id[seq]] != root) mark[key_id[seq]] = root, ++keys;
     }
-    total += static_cast<int64_t>(keys.size()) * states_of[root];
+    total += keys * states_of[root];
   }
   return total;
 }
@@ -572,11 +583,15 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   std::vector<int32_t> fold_len(num_seqs, -1);
   AlwaysLegalStep always(s, &always_x);
   std::atomic<int32_t> never_rows{0};  // rows the never-legal step has decided
+  // The helper sleeps while it has caught up (no spinning on a shared
+  // machine) and is woken every kWakeRows rows and at the end.
+  constexpr int32_t kWakeRows = 256;
   double never_seconds = 0;
   auto run_never = [&] {
     for (int32_t r = 0; r < root_rows; ++r) {
       if (!poll(false)) {
         never_rows.store(root_rows, std::memory_order_release);  // the helper stops too
+        never_rows.notify_all();
         break;
       }
       const int32_t seq = s.row_seq[r];
@@ -585,6 +600,7 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
         dead[seq] = options.delete_never && never.Dead(seq);
       }
       never_rows.store(r + 1, std::memory_order_release);
+      if ((r + 1) % kWakeRows == 0 || r + 1 == root_rows) never_rows.notify_all();
     }
     never_seconds = SecondsSince(t_step);
   };
@@ -592,7 +608,8 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   // (0 for a deleted one).
   auto run_always = [&](bool on_this_thread) {
     for (int32_t r = 0; r < root_rows; ++r) {
-      while (never_rows.load(std::memory_order_acquire) <= r) std::this_thread::yield();
+      for (int32_t done; (done = never_rows.load(std::memory_order_acquire)) <= r;)
+        never_rows.wait(done, std::memory_order_acquire);
       if (on_this_thread ? !poll(false) : stopped.load(std::memory_order_acquire)) return;
       const int32_t seq = s.row_seq[r];
       if (fold_len[seq] >= 0) continue;
@@ -627,6 +644,12 @@ Status StreamlineStore(CompiledStore* store, const StreamlineOptions& options,
   st.queries = always.counts().queries;
   st.cache_hits = never.counts().cache_hits + always.counts().cache_hits;
   st.budget_exceeded = never.counts().budget_exceeded + always.counts().budget_exceeded;
+  // The questions are answered: their memos and caches go before the rows
+  // are rewritten (the rewrite holds the old rows and the new at once).
+  never.Release();
+  always.Release();
+  never_x.TrimMemo(-1);
+  always_x.TrimMemo(-1);
 
   std::vector<int32_t> old_root_offsets = s.root_row_offsets.Release();
   std::vector<int32_t> old_seq = s.row_seq.Release(), old_kind = s.row_kind.Release(),

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -183,6 +184,49 @@ TEST(AlwaysLegalTest, SeedExampleWithoutEpsilonRule) {
   EXPECT_FALSE(symbol.IsAlwaysLegal(g.a, sb));
   EXPECT_FALSE(symbol.IsAlwaysLegal(g.b, sa));
   EXPECT_FALSE(symbol.IsAlwaysLegal(g.b, sb));
+}
+
+// SuffixAnswers (streamline/exploration.h), the cache of both steps: two
+// suffixes get the same id exactly when their items are equal (against maps
+// keyed by the items themselves, on random sequences over a small alphabet
+// so that suffixes repeat), and each suffix is asked once, its answer
+// returned from the cache after.
+TEST(SuffixAnswersTest, SameIdExactlyForEqualSuffixesAskedOnce) {
+  AnBn g = LoadAnBn("start: (\"a\" start \"b\")?\n");
+  ParseTables tables;
+  ASSERT_TRUE(BuildParseTables(g.grammar, &tables).ok());
+  TerminalExploration x(tables, tables.start_state.at(0), ExplorationOptions{});
+  std::mt19937 rng(33);
+  SuffixAnswers answers;
+  std::map<std::vector<int32_t>, int32_t> id_of;
+  std::map<int32_t, std::vector<int32_t>> suffix_of;
+  std::vector<int32_t> ids;
+  int64_t asked = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<int32_t> seq(rng() % 10);
+    for (int32_t& v : seq) v = static_cast<int32_t>(rng() % 4);
+    answers.SuffixIds(seq.data(), static_cast<int32_t>(seq.size()), &ids);
+    ASSERT_EQ(ids.size(), seq.size());
+    for (size_t j = 0; j < seq.size(); ++j) {
+      const std::vector<int32_t> suffix(seq.begin() + j, seq.end());
+      const auto [it, first] = id_of.emplace(suffix, ids[j]);
+      EXPECT_EQ(it->second, ids[j]);
+      const auto [jt, first_id] = suffix_of.emplace(ids[j], suffix);
+      EXPECT_EQ(jt->second, suffix);
+      EXPECT_EQ(first, first_id);
+      const bool want = (suffix.size() + suffix[0]) % 2 == 1;
+      bool called = false;
+      EXPECT_EQ(answers.Get(ids[j], x, [&] {
+        called = true;
+        ++asked;
+        return want;
+      }), want);
+      EXPECT_EQ(called, first);
+    }
+  }
+  EXPECT_EQ(asked, static_cast<int64_t>(id_of.size()));
+  EXPECT_EQ(answers.counts().queries, asked);
+  EXPECT_GT(answers.counts().cache_hits, 0);
 }
 
 TEST(AlwaysLegalTest, PythonSeedExamples) {
