@@ -80,6 +80,13 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
   const std::vector<int32_t>& eq_lead() const { return eq_lead_; }
   const std::vector<int32_t>& star() const { return star_; }        // tokens with a '*'  // tokens starting with '='  // tokens with a '\n' 
+  // Tokens that end the word being written: they start with a byte that is
+  // no name byte (special tokens left out), as a mask (mask_words words).
+  const std::vector<uint32_t>& word_enders() const { return word_enders_; }
+  // Of those, the ones holding ':' or a backslash: the only ones that can
+  // annotate a name just written (a backslash may continue the line before
+  // the ':').
+  const std::vector<int32_t>& colon_enders() const { return colon_enders_; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -94,7 +101,8 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_;
+  std::vector<uint32_t> word_enders_;
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
