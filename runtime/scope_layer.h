@@ -83,10 +83,20 @@ class ScopeTokenIndex {
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).
   const std::vector<uint32_t>& word_enders() const { return word_enders_; }
-  // Of those, the ones holding ':' or a backslash: the only ones that can
-  // annotate a name just written (a backslash may continue the line before
-  // the ':').
+  // Of those, the ones whose first byte past blanks (space, tab, form feed,
+  // carriage return) is ':' or a backslash: the only ones that can annotate
+  // a statement's one name just written (a backslash may continue the line
+  // before the ':').
   const std::vector<int32_t>& colon_enders() const { return colon_enders_; }
+  // Those and the ones holding '=': what can fail the checks at a name
+  // just read (a keyword repeated, the annotation of a declared name).
+  const std::vector<int32_t>& colon_eq_enders() const { return colon_eq_enders_; }
+  // Tokens made only of name bytes, as a mask: after a word being written
+  // they only make it longer.
+  const std::vector<uint32_t>& name_only() const { return name_only_; }
+  // Tokens that start with a quote, as a mask (after a word that is a
+  // string prefix they open a string instead of ending a name).
+  const std::vector<uint32_t>& quote_lead() const { return quote_lead_; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -101,8 +111,8 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_;
-  std::vector<uint32_t> word_enders_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_;
+  std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
@@ -118,7 +128,10 @@ class ScopeLayer {
   bool CanEnd() const;
   // Is a check pending that any next token could fail?  With `at_word`, the
   // checks only a token starting with a non-name byte can fail are left
-  // out of the answer and flagged there instead; `colon_only` (with
+  // out of the answer and flagged there instead (Filter: with no word being
+  // written, those checks are the repeated keyword and the annotation, and
+  // only the tokens of ScopeTokenIndex::colon_eq_enders are fed; a new
+  // check at the word must extend that list); `colon_only` (with
   // at_word) stays true when every such check is the annotation of a name
   // declared global or nonlocal, which only a token holding `:` (or a
   // backslash that continues the line before one) can fail.

@@ -224,7 +224,8 @@ const char* const kScopePrograms[] = {
     "x = __debug__\nif __debug__:\n    del x\nlam = lambda a, b, c=3: a + b + c\n"
     "y = [z for z in range(3) if (w := z)]\nprint(lam, y, sep=', ', end='\\n')\n"
     "s = '\\N{EM DASH}'\n",
-    "def f(a, b):\n    global G\n    G = a\n    nonlocal_ = b\n    global_ = a\n"
+    "def f(a, b):\n    global G\n    G = a\n    G = {1: a}\n    G [1:2] = b\n    G \\\n        = b\n"
+    "    nonlocal_ = b\n    global_ = a\n    dict(a=1, b=G, c=b == a)\n"
     "    return G, nonlocal_, global_\n",
 };
 
