@@ -92,7 +92,7 @@ struct StepCounters {
   int64_t rows_visited = 0;    // rows whose sequence was walked (not skipped by a rejected prefix)
   int64_t rows_accepted = 0;   // rows ORed into the mask
   int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)
-  int64_t filter_ns = 0;       // FillMask's filter (scope layer, suffix check), thread CPU ns
+  int64_t filter_ns = 0;       // FillMask's filter (scope layer, exact suffix), wall ns
 };
 
 class Session {

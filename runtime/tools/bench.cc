@@ -109,7 +109,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   report->preempted_steps = preempted;
   for (BenchReport::SlowStep& s : slow) s.where = TextPosition(input.files[s.file], input.texts[s.file], s.offset);
   report->slowest = std::move(slow);
-  report->filter_cpu_seconds = counters.filter_ns / 1e9;
+  report->filter_seconds = counters.filter_ns / 1e9;
   report->parser_checks = counters.parser_checks;
   report->rows_visited = counters.rows_visited;
   for (auto* v : {&report->mask_us, &report->mask_us_hit, &report->mask_us_miss,

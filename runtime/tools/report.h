@@ -108,13 +108,13 @@ struct BenchReport {
     double cpu_us = 0, wall_us = 0;
     bool memo_miss = false;
     int64_t allowed = 0;    // tokens the mask allowed
-    double filter_us = 0;   // of cpu_us, the filter after the rows (the scope layer's)
+    double filter_us = 0;   // of it, the filter after the rows (the scope layer's), wall time
     int64_t parser_checks = 0, rows_visited = 0;  // the row walk's (StepCounters)
   };
   static constexpr size_t kSlowestSteps = 5;
-  // Over all steps: CPU time in the filter after the rows, and the row
+  // Over all steps: wall time in the filter after the rows, and the row
   // walk's counts (StepCounters).
-  double filter_cpu_seconds = 0;
+  double filter_seconds = 0;
   int64_t parser_checks = 0, rows_visited = 0;
   std::vector<SlowStep> slowest;
 };
