@@ -106,7 +106,15 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       const size_t first = b.find_first_not_of(" \t\f\r");
       const bool colon = first != std::string_view::npos && (b[first] == ':' || b[first] == '\\');
       if (colon) colon_enders_.push_back(t);
-      if (colon || b.find('=') != std::string_view::npos) colon_eq_enders_.push_back(t);
+      // A keyword's `=` is the first thing after the name, blanks, line
+      // ends (inside the call's brackets), a backslash continuation or a
+      // comment aside (a comment that the token does not end cannot bring
+      // it).
+      const size_t lead = b.find_first_not_of(" \t\f\r\n");
+      const bool eq = lead != std::string_view::npos &&
+                      (b[lead] == '=' || b[lead] == '\\' ||
+                       (b[lead] == '#' && b.find('\n', lead) != std::string_view::npos));
+      if (colon || eq) colon_eq_enders_.push_back(t);
     }
     std::vector<std::string> runs;
     bool leading = !b.empty() && IsIdent(static_cast<unsigned char>(b[0]));
@@ -347,8 +355,12 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
 
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
                         uint32_t* mask) const {
+  // Tokens whose verdict is already final (judged by a copy of the layer
+  // as a group, enders_by_copy): the lists below skip them.
+  std::vector<uint32_t> decided;
   auto check = [&](int32_t t) {
     if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
+    if (!decided.empty() && ((decided[t >> 5] >> (t & 31)) & 1u)) return;
     ScopeLayer next = *this;
     if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
   };
@@ -404,6 +416,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     for (int32_t w = 0; w < store.mask_words(); ++w) sub[w] = mask[w] & keep[w];
     probe.Filter(store, index, sub.data());
     for (int32_t w = 0; w < store.mask_words(); ++w) mask[w] = (mask[w] & ~keep[w]) | sub[w];
+    decided = std::move(keep);
   };
   bool at_word = false, colon_only = true;
   if (Armed(&at_word, &colon_only)) {

@@ -88,8 +88,9 @@ class ScopeTokenIndex {
   // a statement's one name just written (a backslash may continue the line
   // before the ':').
   const std::vector<int32_t>& colon_enders() const { return colon_enders_; }
-  // Those and the ones holding '=': what can fail the checks at a name
-  // just read (a keyword repeated, the annotation of a declared name).
+  // Those and the ones whose first byte past blanks and line ends is '=',
+  // a backslash or '#': what can fail the checks at a name just read (a
+  // keyword repeated, the annotation of a declared name).
   const std::vector<int32_t>& colon_eq_enders() const { return colon_eq_enders_; }
   // Tokens made only of name bytes, as a mask: after a word being written
   // they only make it longer.

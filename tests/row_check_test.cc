@@ -215,7 +215,8 @@ const char* const kScopePrograms[] = {
     "class E(Exception):\n    def __init__(\n        self,\n        *args: object,\n"
     "        code: int = None,\n        text: str = None,\n        codepoint: int = None,\n"
     "        codes=None,\n    ) -> None:\n        super().__init__(*args)\n"
-    "        raise E(code=1, text=2, codepoint=3, codex=4)\n",
+    "        raise E(code=1, text=2, codepoint=3, codex=4)\n"
+    "        f(code=1, text=2,\n          codepoint=3, text2 \\\n  = 4, codes # c\n  = 5, tex=text == code)\n",
     "async def fetch(s, url, *, timeout=10):\n    r = (await s.get(url), await s.head(url))\n"
     "    d = [x async for x in s.stream(url)]\n    t = sum((await f(x) for x in d))\n"
     "    return r, d, t\n",
