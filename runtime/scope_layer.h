@@ -53,8 +53,9 @@
 // keywords, a global/nonlocal statement, an unresolved nonlocal, ...), else
 // only the few tokens that can open and fail a check on their own
 // (ScopeTokenIndex).  Tested by tests/scope_layer_test.cc (minimal cases both
-// ways) and tests/py/test_python_strict.py (generated programs against
-// CPython's compile()).
+// ways), tests/py/test_python_strict.py (generated programs against
+// CPython's compile()) and tests/row_check_test.cc (ScopeFilter: Filter
+// against every allowed token fed to a copy of the layer).
 #ifndef CFGMASK_RUNTIME_SCOPE_LAYER_H_
 #define CFGMASK_RUNTIME_SCOPE_LAYER_H_
 
