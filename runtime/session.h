@@ -83,9 +83,11 @@ class RowMemo;
 class SuffixQuotient;
 
 // What AcceptedRows did, summed over the calls since it was attached
-// (Session::set_counters): a research statistic (`cfgmask reduction`), off by
-// default.  Counted in locals and added once per call, so the walk itself
-// pays nothing; with a row memo, a hit checks nothing and counts nothing.
+// (Session::set_counters): a research statistic (`cfgmask reduction`,
+// `cfgmask bench`), off by default.  Counted in locals and added once per
+// call, so the walk itself pays nothing; with a row memo, a hit checks
+// nothing and counts nothing.  FillMask adds its filter's time (two reads of
+// the monotonic clock, only in a session that has a filter).
 struct StepCounters {
   int64_t calls = 0;
   int64_t parser_checks = 0;   // item checks on the incremental parser (HypothesisParser::Item)
