@@ -89,9 +89,33 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   // name before the token may complete) together with what makes a repeat
   // an error (a parameter list, a keyword, a declaration).
   std::vector<std::pair<std::string, int32_t>> lead, inner;
+  word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
+  name_only_ = quote_lead_ = word_enders_;
   for (int32_t t = 0; t < store.vocab_size; ++t) {
     if (store.token_special[t]) continue;
     const std::string_view b = store.TokenBytes(t);
+    if (!b.empty() && std::all_of(b.begin(), b.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
+      name_only_[t >> 5] |= 1u << (t & 31);
+    }
+    if (!b.empty() && (b[0] == '\'' || b[0] == '"')) quote_lead_[t >> 5] |= 1u << (t & 31);
+    if (!b.empty() && !IsIdent(static_cast<unsigned char>(b[0]))) {
+      word_enders_[t >> 5] |= 1u << (t & 31);
+      // The annotation's `:` is the first thing after the name, the blanks
+      // of the line or a backslash continuation aside (the statement is one
+      // name, no bracket is open: a newline ends it).
+      const size_t first = b.find_first_not_of(" \t\f\r");
+      const bool colon = first != std::string_view::npos && (b[first] == ':' || b[first] == '\\');
+      if (colon) colon_enders_.push_back(t);
+      // A keyword's `=` is the first thing after the name, blanks, line
+      // ends (inside the call's brackets), a backslash continuation or a
+      // comment aside (a comment that the token does not end cannot bring
+      // it).
+      const size_t lead = b.find_first_not_of(" \t\f\r\n");
+      const bool eq = lead != std::string_view::npos &&
+                      (b[lead] == '=' || b[lead] == '\\' ||
+                       (b[lead] == '#' && b.find('\n', lead) != std::string_view::npos));
+      if (colon || eq) colon_eq_enders_.push_back(t);
+    }
     std::vector<std::string> runs;
     bool leading = !b.empty() && IsIdent(static_cast<unsigned char>(b[0]));
     for (size_t i = 0; i < b.size();) {
@@ -331,28 +355,90 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
 
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
                         uint32_t* mask) const {
+  // Tokens whose verdict is already final (judged by a copy of the layer
+  // as a group, enders_by_copy): the lists below skip them.
+  std::vector<uint32_t> decided;
   auto check = [&](int32_t t) {
     if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
+    if (!decided.empty() && ((decided[t >> 5] >> (t & 31)) & 1u)) return;
     ScopeLayer next = *this;
     if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
   };
-  // fn(t, bytes) for each token the mask allows (special tokens aside); fn
-  // may clear bits of the mask.
+  // fn(t) for each token the mask allows (special tokens aside); fn may
+  // clear bits of the mask.
   auto each_allowed = [&](auto&& fn) {
     for (int32_t w = 0; w < store.mask_words(); ++w) {
       for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
         const int32_t t = w * 32 + __builtin_ctz(bits);
-        if (t < store.vocab_size && !store.token_special[t]) fn(t, store.TokenBytes(t));
+        if (t < store.vocab_size && !store.token_special[t]) fn(t);
       }
     }
   };
-  // Tokens that end the word being written (they start with a non-name byte).
-  auto ends_word = [](std::string_view b) {
-    return !b.empty() && !IsIdent(static_cast<unsigned char>(b[0]));
+  // fn(t) for each allowed token that ends the word being written (the
+  // index's word_enders in the mask); fn may clear bits of the mask.
+  const std::vector<uint32_t>& enders = index.word_enders();
+  auto each_ender = [&](auto&& fn) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w] & enders[w]; bits != 0; bits &= bits - 1) {
+        fn(w * 32 + __builtin_ctz(bits));
+      }
+    }
+  };
+  auto clear_enders = [&] {
+    for (int32_t w = 0; w < store.mask_words(); ++w) mask[w] &= ~enders[w];
+  };
+  // The tokens that end the word being written (enders, quotes aside when
+  // the word is a string prefix) read the same from a copy that has read
+  // the word: that copy's own filter judges them, with its lists, instead
+  // of each through a copy of the layer (0.3-1.3 ms a step at 152k-262k
+  // after a parameter or keyword name written again).  The copy is dead:
+  // every one of them is refused.
+  auto enders_by_copy = [&] {
+    ScopeLayer probe = *this;
+    probe.FlushWord();
+    const bool prefix = IsStringPrefix(word_);
+    if (prefix) {  // a quote may open a string instead: those one by one
+      for (int32_t w = 0; w < store.mask_words(); ++w) {
+        for (uint32_t bits = mask[w] & enders[w] & index.quote_lead()[w]; bits != 0; bits &= bits - 1) {
+          check(w * 32 + __builtin_ctz(bits));
+        }
+      }
+    }
+    std::vector<uint32_t> keep(static_cast<size_t>(store.mask_words()));
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      keep[w] = enders[w] & (prefix ? ~index.quote_lead()[w] : ~0u);
+    }
+    if (probe.dead_) {
+      for (int32_t w = 0; w < store.mask_words(); ++w) mask[w] &= ~keep[w];
+      return;
+    }
+    std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()));
+    for (int32_t w = 0; w < store.mask_words(); ++w) sub[w] = mask[w] & keep[w];
+    probe.Filter(store, index, sub.data());
+    for (int32_t w = 0; w < store.mask_words(); ++w) mask[w] = (mask[w] & ~keep[w]) | sub[w];
+    decided = std::move(keep);
   };
   bool at_word = false, colon_only = true;
   if (Armed(&at_word, &colon_only)) {
-    each_allowed([&](int32_t t, std::string_view) { check(t); });
+    if (dead_ || mode_ != Mode::kCode || word_.empty()) {
+      each_allowed(check);
+      return;
+    }
+    // A word being written: the enders through a copy that has read it;
+    // a token of name bytes only makes the word longer, which fails only
+    // where the word becomes a whole `async` after an operand (Feed); the
+    // other tokens one by one.
+    enders_by_copy();
+    if (word_.size() < 5 && std::string_view("async").substr(0, word_.size()) == word_) {
+      for (int32_t t : index.ending_async(static_cast<int>(word_.size()))) check(t);
+    }
+    const std::vector<uint32_t>& names = index.name_only();
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w] & ~enders[w] & ~names[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        if (t < store.vocab_size && !store.token_special[t]) check(t);
+      }
+    }
     return;
   }
   for (int32_t t : index.risky()) check(t);
@@ -372,19 +458,25 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     for (int32_t t : index.newline()) check(t);
   }
   if (at_word) {  // the tokens that end the name here (or go on after it)
-    each_allowed([&](int32_t t, std::string_view b) {
-      if (!ends_word(b)) return;
-      // Only the annotation check is at the word: a token without `:` (or
-      // a backslash, which may continue the line before one) cannot
-      // annotate the name, and what it leaves armed the next step's filter
-      // meets.  (Feeding every such token through a copy of the layer cost
-      // 10-22 ms a step on a large vocabulary.)
-      if (colon_only && b.find(':') == std::string_view::npos &&
-          b.find('\\') == std::string_view::npos) {
-        return;
-      }
-      check(t);
-    });
+    if (colon_only) {
+      // Only the annotation check is at the word: a token whose first byte
+      // past the line's blanks is not `:` (or a backslash, which may
+      // continue the line before one) cannot annotate the name, and what it
+      // leaves armed the next step's filter meets.  Those tokens are listed
+      // per vocabulary (scanning the mask's allowed tokens for any `:` cost
+      // 0.3-1.6 ms a step at 152k-262k; feeding every token that ends the
+      // word to a copy, 10-22 ms).
+      for (int32_t t : index.colon_enders()) check(t);
+    } else if (mode_ == Mode::kCode && !word_.empty()) {
+      enders_by_copy();
+    } else if (word_.empty()) {
+      // The name just read is a keyword of the call already (its `=` would
+      // repeat it), or a declared name (a `:` would annotate it): only the
+      // tokens of colon_eq_enders can fail them (Armed).
+      for (int32_t t : index.colon_eq_enders()) check(t);
+    } else {
+      each_ender([&](int32_t t) { check(t); });
+    }
   }
   // The open lists' names and the names declared global or nonlocal in a
   // function or class (an annotation of one is refused): tokens that end one
@@ -450,9 +542,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
         ScopeLayer probe = *this;
         probe.FlushWord();
         if (probe.dead_) {
-          each_allowed([&](int32_t t, std::string_view b) {
-            if (ends_word(b)) mask[t >> 5] &= ~(1u << (t & 31));
-          });
+          clear_enders();
           continue;
         }
         if (!probe.Armed()) continue;
@@ -463,27 +553,22 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
         // filter judges those tokens (the declared names it refuses, the
         // keyword itself), instead of every such token through a copy of
         // the layer (9.5 ms a step at 152k).
+        // (The tokens that end the word are a mask per vocabulary: three
+        // scans of the allowed tokens' bytes cost 0.9-1.6 ms at 152k-262k.)
         ScopeLayer probe = *this;
         probe.FlushWord();
-        std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()), 0u);
-        each_allowed([&](int32_t t, std::string_view b) {
-          if (ends_word(b)) sub[t >> 5] |= 1u << (t & 31);
-        });
         if (probe.dead_) {
-          std::fill(sub.begin(), sub.end(), 0u);
-        } else {
-          probe.Filter(store, index, sub.data());
+          clear_enders();
+          continue;
         }
-        each_allowed([&](int32_t t, std::string_view b) {
-          if (ends_word(b) && !((sub[t >> 5] >> (t & 31)) & 1u)) mask[t >> 5] &= ~(1u << (t & 31));
-        });
+        std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()));
+        for (int32_t w = 0; w < store.mask_words(); ++w) sub[w] = mask[w] & enders[w];
+        probe.Filter(store, index, sub.data());
+        // The enders keep what the copy's filter kept; the rest is as it was.
+        for (int32_t w = 0; w < store.mask_words(); ++w) mask[w] = (mask[w] & ~enders[w]) | sub[w];
         continue;
       }
-      if (kw == word_) {  // the word is whole: any token that ends it
-        each_allowed([&](int32_t t, std::string_view b) {
-          if (ends_word(b)) check(t);
-        });
-      }
+      if (kw == word_) each_ender([&](int32_t t) { check(t); });  // the word is whole: any token that ends it
     }
   }
   // Tokens that end with the whole word `async` (Feed judges the keyword at

@@ -53,8 +53,9 @@
 // keywords, a global/nonlocal statement, an unresolved nonlocal, ...), else
 // only the few tokens that can open and fail a check on their own
 // (ScopeTokenIndex).  Tested by tests/scope_layer_test.cc (minimal cases both
-// ways) and tests/py/test_python_strict.py (generated programs against
-// CPython's compile()).
+// ways), tests/py/test_python_strict.py (generated programs against
+// CPython's compile()) and tests/row_check_test.cc (ScopeFilter: Filter
+// against every allowed token fed to a copy of the layer).
 #ifndef CFGMASK_RUNTIME_SCOPE_LAYER_H_
 #define CFGMASK_RUNTIME_SCOPE_LAYER_H_
 
@@ -80,6 +81,24 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
   const std::vector<int32_t>& eq_lead() const { return eq_lead_; }
   const std::vector<int32_t>& star() const { return star_; }        // tokens with a '*'  // tokens starting with '='  // tokens with a '\n' 
+  // Tokens that end the word being written: they start with a byte that is
+  // no name byte (special tokens left out), as a mask (mask_words words).
+  const std::vector<uint32_t>& word_enders() const { return word_enders_; }
+  // Of those, the ones whose first byte past blanks (space, tab, form feed,
+  // carriage return) is ':' or a backslash: the only ones that can annotate
+  // a statement's one name just written (a backslash may continue the line
+  // before the ':').
+  const std::vector<int32_t>& colon_enders() const { return colon_enders_; }
+  // Those and the ones whose first byte past blanks and line ends is '=',
+  // a backslash or '#': what can fail the checks at a name just read (a
+  // keyword repeated, the annotation of a declared name).
+  const std::vector<int32_t>& colon_eq_enders() const { return colon_eq_enders_; }
+  // Tokens made only of name bytes, as a mask: after a word being written
+  // they only make it longer.
+  const std::vector<uint32_t>& name_only() const { return name_only_; }
+  // Tokens that start with a quote, as a mask (after a word that is a
+  // string prefix they open a string instead of ending a name).
+  const std::vector<uint32_t>& quote_lead() const { return quote_lead_; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -94,7 +113,8 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_;
+  std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
@@ -110,7 +130,10 @@ class ScopeLayer {
   bool CanEnd() const;
   // Is a check pending that any next token could fail?  With `at_word`, the
   // checks only a token starting with a non-name byte can fail are left
-  // out of the answer and flagged there instead; `colon_only` (with
+  // out of the answer and flagged there instead (Filter: with no word being
+  // written, those checks are the repeated keyword and the annotation, and
+  // only the tokens of ScopeTokenIndex::colon_eq_enders are fed; a new
+  // check at the word must extend that list); `colon_only` (with
   // at_word) stays true when every such check is the annotation of a name
   // declared global or nonlocal, which only a token holding `:` (or a
   // backslash that continues the line before one) can fail.

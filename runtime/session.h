@@ -83,15 +83,18 @@ class RowMemo;
 class SuffixQuotient;
 
 // What AcceptedRows did, summed over the calls since it was attached
-// (Session::set_counters): a research statistic (`cfgmask reduction`), off by
-// default.  Counted in locals and added once per call, so the walk itself
-// pays nothing; with a row memo, a hit checks nothing and counts nothing.
+// (Session::set_counters): a research statistic (`cfgmask reduction`,
+// `cfgmask bench`), off by default.  Counted in locals and added once per
+// call, so the walk itself pays nothing; with a row memo, a hit checks
+// nothing and counts nothing.  FillMask adds its filter's time (two reads of
+// the monotonic clock, only in a session that has a filter).
 struct StepCounters {
   int64_t calls = 0;
   int64_t parser_checks = 0;   // item checks on the incremental parser (HypothesisParser::Item)
   int64_t rows_visited = 0;    // rows whose sequence was walked (not skipped by a rejected prefix)
   int64_t rows_accepted = 0;   // rows ORed into the mask
   int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)
+  int64_t filter_ns = 0;       // FillMask's filter (scope layer, exact suffix), wall ns
 };
 
 class Session {

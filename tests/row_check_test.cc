@@ -9,12 +9,16 @@
 // the strict python.lark, sql.lark (LLaMA SentencePiece with byte fallback,
 // real) and python.lark with a 601-token slice of Qwen2's byte-level BPE;
 // quick sizes under CFGMASK_QUICK=1.
+// The strict grammar's scope-layer filter (ScopeLayer::Filter: per-vocabulary
+// token lists and masks instead of scans) against its slow reference, every
+// token the grammar's rows allow fed to a copy of the layer: ScopeFilter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "maskstore/hypothesis_parser.h"
+#include "runtime/scope_layer.h"
 #include "runtime/compile/compile.h"
 #include "runtime/tools/sample.h"
 #include "tests/exactness_harness.h"
@@ -194,6 +198,146 @@ TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
                  ForceTexts(&store, texts, TestQuick() ? 400 : 3000), 2000, 200);
   ExpectCompared("python.lark x byte-level slice, walks",
                  Walks(&store, TestQuick() ? 40 : 200, 60, 8), 500, 20);
+}
+
+// ---------------------------------------------------------------- scope filter
+
+// Programs that stop at the states where the layer's filter takes its
+// indexed paths: a declared name a `:` would annotate, a whole `global` /
+// `nonlocal`, a parameter or keyword name written again (and a longer name
+// it begins), await / yield / async words, `__debug__`, `del` with a star,
+// assignment expressions in comprehensions, \N{...} escapes.
+const char* const kScopePrograms[] = {
+    "def where():\n    global _CTX\n    global _PATH\n    if _PATH is None:\n"
+    "        _CTX = open('x')\n        _PATH = str(_CTX)\n    return _PATH\n",
+    "def outer():\n    counter = 0\n    def inner(step=1):\n        nonlocal counter\n"
+    "        counter += step\n        counter = counter + 1\n        return counter\n    return inner\n",
+    "class E(Exception):\n    def __init__(\n        self,\n        *args: object,\n"
+    "        code: int = None,\n        text: str = None,\n        codepoint: int = None,\n"
+    "        codes=None,\n    ) -> None:\n        super().__init__(*args)\n"
+    "        raise E(code=1, text=2, codepoint=3, codex=4)\n"
+    "        f(code=1, text=2,\n          codepoint=3, text2 \\\n  = 4, codes # c\n  = 5, tex=text == code)\n",
+    "async def fetch(s, url, *, timeout=10):\n    r = (await s.get(url), await s.head(url))\n"
+    "    d = [x async for x in s.stream(url)]\n    t = sum((await f(x) for x in d))\n"
+    "    return r, d, t\n",
+    "def gen(items, key=None):\n    for item in items:\n        value = yield item\n"
+    "        if value:\n            yield from gen(value, key=key)\n",
+    "x = __debug__\nif __debug__:\n    del x\nlam = lambda a, b, c=3: a + b + c\n"
+    "y = [z for z in range(3) if (w := z)]\nprint(lam, y, sep=', ', end='\\n')\n"
+    "s = '\\N{EM DASH}'\n",
+    "def f(a, b):\n    global G\n    G = a\n    G = {1: a}\n    G [1:2] = b\n    G \\\n        = b\n"
+    "    nonlocal_ = b\n    global_ = a\n    dict(a=1, b=G, c=b == a)\n"
+    "    return G, nonlocal_, global_\n",
+};
+
+struct FilterCounts {
+  int64_t steps = 0, tokens = 0, cleared = 0;
+};
+
+// At one step: the grammar's mask (the OR of the rows AcceptedRows gives,
+// EOS aside), filtered by a layer fed the session's text, against every
+// allowed token fed to a copy of that layer; and the session's own mask.
+void CompareFilter(const CompiledStore& s, const ScopeTokenIndex& index, Session* session,
+                   FilterCounts* c) {
+  std::vector<int32_t> rows;
+  bool eos = false;
+  session->AcceptedRows(&rows, &eos);
+  std::vector<uint32_t> grammar(s.mask_words(), 0u);
+  OrRows(s, rows.data(), rows.size(), grammar.data());
+  ScopeLayer layer;
+  ASSERT_TRUE(layer.Feed(session->text())) << session->text();
+  std::vector<uint32_t> fast = grammar;
+  layer.Filter(s, index, fast.data());
+  ++c->steps;
+  for (int32_t t = 0; t < s.vocab_size; ++t) {
+    if (!MaskAllows(grammar, t) || s.token_special[t]) continue;
+    ScopeLayer next = layer;
+    const bool slow = next.Feed(s.TokenBytes(t));
+    ++c->tokens;
+    c->cleared += !slow;
+    if (MaskAllows(fast, t) != slow) {
+      ADD_FAILURE() << "token " << t << " '" << s.TokenBytes(t) << "': filter "
+                    << MaskAllows(fast, t) << ", layer " << slow << " after:\n"
+                    << session->text();
+      return;
+    }
+  }
+  std::vector<uint32_t> mask = session->Mask();
+  for (int32_t e : s.eos_ids) mask[e >> 5] &= ~(1u << (e & 31));
+  EXPECT_EQ(mask, fast) << "session mask after:\n" << session->text();
+}
+
+// Teacher forcing of `texts`: in the first `every_step` texts every step
+// where a check is armed or pending at the word (ScopeLayer::Armed) and a
+// seeded half of the others, a seeded fifth of the steps of the rest.
+FilterCounts ForceFilter(const CompiledStore* store, const std::vector<std::string>& texts,
+                         size_t every_step, int max_steps, uint64_t seed) {
+  FilterCounts c;
+  ScopeTokenIndex index(*store);
+  Segmenter seg(*store);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& text = texts[i];
+    Session session(store, NoMemo());
+    int steps = 0;
+    for (const Segment& s : seg.Cut(text, SegmentMode::kGreedy, &rng)) {
+      if (++steps > max_steps) break;
+      bool armed = false;
+      if (i < every_step) {
+        ScopeLayer layer;
+        bool at_word = false;
+        armed = !layer.Feed(session.text()) || layer.Armed(&at_word) || at_word;
+      }
+      // Under the sanitizer (a copy of the layer per allowed token costs
+      // about ten times as much) a tenth of the programs' other steps.
+      const uint64_t others = i < every_step ? (TestSanitized() ? 10 : 2) : 5;
+      if (armed || rng() % others == 0) CompareFilter(*store, index, &session, &c);
+      if (testing::Test::HasFailure()) return c;
+      const std::string_view bytes = std::string_view(text).substr(s.offset, s.length);
+      if (!(s.token >= 0 ? session.Advance(s.token) : session.AdvanceBytes(bytes)).ok()) {
+        ADD_FAILURE() << "not forced: " << text.substr(0, s.offset);
+        return c;
+      }
+    }
+  }
+  return c;
+}
+
+void ExpectFiltered(const char* what, const FilterCounts& c) {
+  std::printf("%s: %lld steps, %lld tokens fed to the layer, %lld refused\n", what,
+              static_cast<long long>(c.steps), static_cast<long long>(c.tokens),
+              static_cast<long long>(c.cleared));
+  EXPECT_GT(c.steps, TestSanitized() ? 100 : 200);
+  EXPECT_GT(c.cleared, 100);
+}
+
+TEST(ScopeFilter, StrictPythonFilterIsLayer) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  std::vector<std::string> texts(std::begin(kScopePrograms), std::end(kScopePrograms));
+  const size_t programs = texts.size();
+  // CI size (CFGMASK_QUICK): the programs and a fifth of 100 steps of one
+  // module, about 2.5 s; under the sanitizer the programs only.
+  const size_t modules = TestSanitized() ? 0 : TestQuick() ? 1 : 12;
+  for (std::string& t : StdlibTexts(modules, 300, 6000)) texts.push_back(std::move(t));
+  ExpectFiltered("strict python.lark x LLaMA SPM",
+                 ForceFilter(store, texts, programs, TestQuick() ? 100 : 3000, 11));
+}
+
+// The same with a byte-level BPE of 152k tokens (its tokens hold a leading
+// space and whole runs of operators): CFGMASK_FULL=1 (a compile of ~40 s).
+TEST(ScopeFilter, StrictPythonQwen2FilterIsLayer) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_QWEN2");
+  if (TestEnv("CFGMASK_FULL") != "1") GTEST_SKIP() << "CFGMASK_FULL=1 runs it";
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_QWEN2"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  std::vector<std::string> texts(std::begin(kScopePrograms), std::end(kScopePrograms));
+  const size_t programs = texts.size();
+  for (std::string& t : StdlibTexts(6, 300, 6000)) texts.push_back(std::move(t));
+  ExpectFiltered("strict python.lark x Qwen2", ForceFilter(store, texts, programs, 2000, 12));
 }
 
 }  // namespace

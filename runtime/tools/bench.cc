@@ -38,8 +38,11 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   }
   Session session(&store, limits);
+  StepCounters counters;
+  session.set_counters(&counters);
   std::vector<uint32_t> mask(store.mask_words());
   std::vector<double> mask_us, hit_us, miss_us, first_us, cpu_us;
+  std::vector<BenchReport::SlowStep> slow;  // slowest first
   int64_t preempted = 0;
   double advance_seconds = 0;
   int64_t advanced = 0, bad_files = 0;
@@ -51,6 +54,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
     bool first = true;
     for (const Segment& seg : input.steps(f)) {
       const int64_t misses = session.memo_misses();
+      const StepCounters before = counters;
       const double c0 = ThreadCpuUs();
       auto t0 = Clock::now();
       session.FillMask(mask.data());
@@ -60,7 +64,24 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
       mask_us.push_back(us);
       cpu_us.push_back(cpu);
       if (us - cpu > 1000) ++preempted;
-      (session.memo_misses() == misses ? hit_us : miss_us).push_back(us);
+      const bool miss = session.memo_misses() != misses;
+      (miss ? miss_us : hit_us).push_back(us);
+      if (slow.size() < BenchReport::kSlowestSteps || cpu > slow.back().cpu_us) {
+        BenchReport::SlowStep s;
+        s.file = f;
+        s.offset = seg.offset;
+        s.cpu_us = cpu;
+        s.wall_us = us;
+        s.memo_miss = miss;
+        s.filter_us = (counters.filter_ns - before.filter_ns) / 1e3;
+        s.parser_checks = counters.parser_checks - before.parser_checks;
+        s.rows_visited = counters.rows_visited - before.rows_visited;
+        for (uint32_t w : mask) s.allowed += __builtin_popcount(w);
+        auto at = std::upper_bound(slow.begin(), slow.end(), s,
+                                   [](const auto& a, const auto& b) { return a.cpu_us > b.cpu_us; });
+        slow.insert(at, std::move(s));
+        if (slow.size() > BenchReport::kSlowestSteps) slow.pop_back();
+      }
       if (first) first_us.push_back(us);
       if (first && f == 0) report->first_step_cold_us = us;
       first = false;
@@ -86,6 +107,11 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   report->mask_us_first = std::move(first_us);
   report->mask_cpu_us = std::move(cpu_us);
   report->preempted_steps = preempted;
+  for (BenchReport::SlowStep& s : slow) s.where = TextPosition(input.files[s.file], input.texts[s.file], s.offset);
+  report->slowest = std::move(slow);
+  report->filter_seconds = counters.filter_ns / 1e9;
+  report->parser_checks = counters.parser_checks;
+  report->rows_visited = counters.rows_visited;
   for (auto* v : {&report->mask_us, &report->mask_us_hit, &report->mask_us_miss,
                   &report->mask_us_first, &report->mask_cpu_us}) {
     std::sort(v->begin(), v->end());

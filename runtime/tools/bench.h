@@ -2,8 +2,11 @@
 // one Session step by step, each step's FillMask timed on its own, in wall
 // time and in the thread's CPU time (two clock_gettime calls, about 0.5 µs,
 // fall inside the CPU figure), filed as a row-memo hit or miss and as the
-// file's first step or not, then the step taken; the figures go
-// into a BenchReport (runtime/tools/report.h renders it as text and JSON).
+// file's first step or not, then the step taken; the session's StepCounters
+// give the row walk's parser checks and rows and the filter's time per step,
+// and the slowest steps (thread CPU) are kept with their position; the
+// figures go into a BenchReport (runtime/tools/report.h renders it as text
+// and JSON).
 // Tested by tests/py/test_cli.py (bench, text and JSON).
 #ifndef CFGMASK_RUNTIME_TOOLS_BENCH_H_
 #define CFGMASK_RUNTIME_TOOLS_BENCH_H_

@@ -279,6 +279,19 @@ std::string BenchReportText(const BenchReport& r) {
     line("without a miss", r.mask_us_hit);
     line("with a miss", r.mask_us_miss);
   }
+  if (!s.empty()) {
+    out += Format("  per step         %.1f parser checks, %.1f rows walked, %.1f µs in the "
+                  "filter after the rows (mean, wall time)\n",
+                  static_cast<double>(r.parser_checks) / s.size(),
+                  static_cast<double>(r.rows_visited) / s.size(), r.filter_seconds * 1e6 / s.size());
+  }
+  for (size_t i = 0; i < r.slowest.size(); ++i) {
+    const BenchReport::SlowStep& st = r.slowest[i];
+    out += Format("  %-16s %s: %.1f µs CPU (%.1f wall, of it %.1f in the filter)%s, %" PRId64
+                  " parser checks, %" PRId64 " tokens allowed\n",
+                  i == 0 ? "slowest steps" : "", st.where.c_str(), st.cpu_us, st.wall_us,
+                  st.filter_us, st.memo_miss ? ", memo miss" : "", st.parser_checks, st.allowed);
+  }
   if (r.files_not_finished) {
     out += Format("  %" PRId64 " files not teacher-forced to the end\n", r.files_not_finished);
   }
@@ -324,6 +337,20 @@ std::string BenchReportJson(const BenchReport& r) {
                {"p50_with_miss", Round(Percentile(r.mask_us_miss, 0.5), 1e3)},
                {"without_miss_us", quantiles(r.mask_us_hit)},
                {"with_miss_us", quantiles(r.mask_us_miss)}};
+  j["parser_checks"] = r.parser_checks;
+  j["rows_visited"] = r.rows_visited;
+  j["filter_seconds"] = Round(r.filter_seconds, 1e6);
+  j["slowest_steps"] = ordered_json::array();
+  for (const BenchReport::SlowStep& st : r.slowest) {
+    j["slowest_steps"].push_back({{"where", st.where},
+                                  {"cpu_us", Round(st.cpu_us, 1e3)},
+                                  {"wall_us", Round(st.wall_us, 1e3)},
+                                  {"filter_us", Round(st.filter_us, 1e3)},
+                                  {"memo_miss", st.memo_miss},
+                                  {"parser_checks", st.parser_checks},
+                                  {"rows_visited", st.rows_visited},
+                                  {"allowed", st.allowed}});
+  }
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 

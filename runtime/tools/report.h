@@ -100,6 +100,23 @@ struct BenchReport {
   double store_load_seconds = 0;
   int64_t peak_rss_bytes = 0;
   int64_t memo_mb = 0, memo_hits = 0, memo_misses = 0;
+  // The steps with the most thread CPU time, slowest first (at most
+  // kSlowestSteps): where the tail comes from.
+  struct SlowStep {
+    std::string where;      // FILE:LINE:COL of the step's token
+    size_t file = 0, offset = 0;  // the same, as the input's file index and byte offset
+    double cpu_us = 0, wall_us = 0;
+    bool memo_miss = false;
+    int64_t allowed = 0;    // tokens the mask allowed
+    double filter_us = 0;   // of it, the filter after the rows (the scope layer's), wall time
+    int64_t parser_checks = 0, rows_visited = 0;  // the row walk's (StepCounters)
+  };
+  static constexpr size_t kSlowestSteps = 5;
+  // Over all steps: wall time in the filter after the rows, and the row
+  // walk's counts (StepCounters).
+  double filter_seconds = 0;
+  int64_t parser_checks = 0, rows_visited = 0;
+  std::vector<SlowStep> slowest;
 };
 
 // The value at quantile p in [0,1] of a sorted sample (nearest rank; 0 when empty).

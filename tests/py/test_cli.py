@@ -512,3 +512,11 @@ def test_bench_json(store, json_files):
         for part in ("without_miss_us", "with_miss_us"):
             q = memo[part]
             assert q["steps"] == 0 or q["p50"] <= q["p99"] <= q["max"]
+    # the slowest steps (thread CPU time, slowest first) with their position,
+    # and the row walk's counts
+    slow = b["slowest_steps"]
+    assert len(slow) == min(5, b["steps"])
+    assert [s["cpu_us"] for s in slow] == sorted((s["cpu_us"] for s in slow), reverse=True)
+    assert slow[0]["cpu_us"] == b["mask_cpu_us"]["max"]
+    assert all(s["where"].count(":") >= 2 and s["allowed"] > 0 for s in slow)
+    assert b["parser_checks"] >= 0 and b["rows_visited"] >= 0 and b["filter_seconds"] >= 0
