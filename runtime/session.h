@@ -82,6 +82,13 @@ struct SessionLimits {
 class RowMemo;
 class SuffixQuotient;
 
+// Which middle layer an exact suffix's quotient uses (runtime/suffix_quotient.h).
+enum class SuffixMiddle : int32_t {
+  kAuto = 0,       // bytes where they fit the limits, else terminals
+  kBytes = 1,      // the byte-level middle only (exact for every grammar)
+  kTerminals = 2,  // the terminal-level middle (exact where a blank separates any two terminals)
+};
+
 // What AcceptedRows did, summed over the calls since it was attached
 // (Session::set_counters): a research statistic (`cfgmask reduction`), off by
 // default.  Counted in locals and added once per call, so the walk itself
@@ -141,7 +148,7 @@ class Session {
   // quotient is built here, once.  Elsewhere tokens are masked as a prefix
   // of the language: a text can wander where no completion meets the
   // suffix.  Empty: no suffix.  Kept by Reset and Rollback; shared by Fork.
-  void SetSuffix(std::string suffix);
+  void SetSuffix(std::string suffix, SuffixMiddle middle = SuffixMiddle::kAuto);
   const std::string& suffix() const;
   bool suffix_exact() const { return quotient_ != nullptr; }
   const std::shared_ptr<SuffixQuotient>& suffix_quotient() const { return quotient_; }

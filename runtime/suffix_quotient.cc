@@ -28,7 +28,7 @@ int32_t StepOf(const CompiledStore& s, int32_t q, int32_t b, int32_t* hits) {
 bool SuffixQuotient::Key::operator==(const Key& o) const {
   return kind == o.kind && layer == o.layer && q == o.q && slots == o.slots && cand == o.cand &&
          seq == o.seq && idx == o.idx && term == o.term && rule == o.rule && j == o.j &&
-         parent == o.parent && end == o.end;
+         parent == o.parent && end == o.end && mid == o.mid;
 }
 
 size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
@@ -46,6 +46,7 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
   mix(k.j);
   mix(k.parent);
   mix(k.end);
+  mix(k.mid);
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
@@ -55,6 +56,7 @@ SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits, bool estimate)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
       estimate_(estimate) {
+  empty_slots_ = SlotsId({});
   const LrTables lr = store->lr();
   num_nt_ = lr.num_nonterminals;
   if (estimate_) {
@@ -131,20 +133,39 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
                   "exact suffix masks do not cover grammars with an indenter");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status st = Fits(store, limits); !st.ok()) return st;
-  std::shared_ptr<SuffixQuotient> q(
-      new SuffixQuotient(store, std::string(suffix), limits));
+  bool terminals = limits.middle == SuffixMiddle::kTerminals;
+  if (!terminals) {
+    const Status fit = Fits(store, limits);
+    if (!fit.ok()) {
+      if (limits.middle == SuffixMiddle::kBytes ||
+          fit.code() != ErrorCode::kResourceLimit) {
+        return fit;
+      }
+      terminals = true;  // the byte-level middle does not fit: the terminal-level one
+    }
+  }
+  if (Status st = BuildWith(store, suffix, limits, terminals, out); !st.ok()) return st;
+  (*out)->stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view suffix,
+                                 SuffixQuotientLimits limits, bool terminal_middle,
+                                 std::shared_ptr<SuffixQuotient>* out) {
+  std::shared_ptr<SuffixQuotient> q(new SuffixQuotient(store, std::string(suffix), limits));
+  q->terminal_middle_ = terminal_middle;
+  q->stats_.terminal_middle = terminal_middle;
   q->acc_ = q->Intern(Key{Kind::kAcc});
   q->gen_todo_.clear();
   for (int32_t g = 0; g < q->G_; ++g) q->AddTrans(q->acc_, g, q->acc_);
   Key k{Kind::kLex};
   k.q = store->initial_lex_state;
-  k.slots = q->SlotsId({});
-  q->Intern(k);
+  k.slots = q->empty_slots_;
+  const int32_t start = q->Intern(k);
+  if (terminal_middle) q->hub_ = start;
   q->Generate();
   q->Saturate();
-  q->stats_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
@@ -173,6 +194,10 @@ int32_t SuffixQuotient::Intern(const Key& k) {
 }
 
 int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
+  if (k.mid) {
+    *count = 1;
+    return idx == 0 ? k.rule : -1;
+  }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
     *count = len;
@@ -203,6 +228,19 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         ++k.idx;  // a pruning, no rule (see the head of suffix_quotient.h)
         break;
       case ItemKind::kEmit:
+        if (terminal_middle_ && k.layer == 0 && !k.end) {
+          // The terminal-level middle: what follows this Emit in the text
+          // is forgotten (the hub stands for it), so neither is the text
+          // before it kept.  The Emit's slot check reads only the count.
+          const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
+          if (open != s_->item_slot[item]) return false;
+          Key m{Kind::kItems};
+          m.mid = true;
+          m.rule = item;
+          m.slots = empty_slots_;
+          k = m;
+          return true;
+        }
         k.kind = Kind::kItems;
         return true;
     }
@@ -365,7 +403,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
       const int32_t item = ItemAt(k, k.idx, &count);
       const int32_t words = s_->scanner_words;
       const std::vector<uint64_t> slots = slot_sets_[k.slots];
-      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      if (!k.mid && static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
       const ItemScanner scanner(*s_);
       const int32_t t = s_->item_terminal[item];
       for (int32_t p = 0; p < G_; ++p) {
@@ -377,7 +415,18 @@ void SuffixQuotient::RulesOf(int32_t c) {
         x.slots = SlotsId(grown);
         ++x.idx;
         int32_t y;
-        if (s_->terminal_ignored[t]) {
+        if (k.mid) {
+          // After the Emit the middle goes on from the hub: a blank, then
+          // any terminal.
+          if (s_->terminal_ignored[t]) {
+            y = hub_;
+          } else {
+            Key f{Kind::kFeed};
+            f.mid = true;
+            f.term = scanner.EmitType(p, item);
+            y = Intern(f);
+          }
+        } else if (s_->terminal_ignored[t]) {
           y = Normalize(x);
         } else {
           x.kind = Kind::kFeed;
@@ -416,7 +465,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
           Key x = k;
           x.kind = Kind::kItems;
           x.term = -1;
-          const int32_t y = Normalize(x);
+          const int32_t y = k.mid ? hub_ : Normalize(x);
           if (y >= 0) AddPush(c, p, y, shift, p);
           continue;
         }

@@ -68,6 +68,8 @@ struct SuffixQuotientLimits {
   int64_t max_transitions = int64_t{1} << 20;
   // Pushdown rules made; past it too.
   int64_t max_rules = int64_t{1} << 20;
+  // Which middle layer to build (see the head of the file).
+  SuffixMiddle middle = SuffixMiddle::kAuto;
 };
 
 struct SuffixQuotientStats {
@@ -75,6 +77,7 @@ struct SuffixQuotientStats {
   int64_t rules = 0;        // pushdown rules made
   int64_t transitions = 0;  // P-automaton transitions
   double seconds = 0;       // building, saturation included
+  bool terminal_middle = false;  // the middle layer is the terminal-level one
 };
 
 class SuffixQuotient {
@@ -125,6 +128,9 @@ class SuffixQuotient {
  private:
   explicit SuffixQuotient(const CompiledStore* store, std::string suffix,
                           SuffixQuotientLimits limits, bool estimate = false);
+  static Status BuildWith(const CompiledStore* store, std::string_view suffix,
+                          SuffixQuotientLimits limits, bool terminal_middle,
+                          std::shared_ptr<SuffixQuotient>* out);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -140,6 +146,10 @@ class SuffixQuotient {
     int32_t q = 0, slots = 0, cand = -1, seq = 0, idx = 0, term = -1, rule = -1, j = 0,
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
+    // The terminal-level middle: an Emit of item `rule` (kItems) or a feed of
+    // `term` (kFeed) whose continuation is the middle's hub, whatever text
+    // led to it.
+    bool mid = false;
     bool operator==(const Key& o) const;
   };
   struct KeyHash {
@@ -205,6 +215,11 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
   void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
+  // The terminal-level middle (limits_.middle resolved): its hub, the lexer
+  // at the start of a token after a blank (initial lexer state, no slots).
+  bool terminal_middle_ = false;
+  int32_t hub_ = -1;
+  int32_t empty_slots_ = -1;
   // Fits' count: feeds are not expanded; their rules come from CountFeed.
   bool estimate_ = false;
   // Per parse terminal: the rules a feed of it makes besides its shifts and
