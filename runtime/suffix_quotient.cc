@@ -165,12 +165,17 @@ Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view su
   const int32_t start = q->Intern(k);
   if (terminal_middle) q->hub_ = start;
   q->Generate();
+  q->LinkPassthrough();
   q->Saturate();
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
                       std::to_string(limits.max_transitions) + " transitions or " +
-                      std::to_string(limits.max_rules) + " rules");
+                      std::to_string(limits.max_rules) + " rules (" +
+                      (terminal_middle ? "terminal" : "byte") + "-level middle; stopped at " +
+                      std::to_string(q->stats_.controls) + " controls, " +
+                      std::to_string(q->stats_.rules) + " rules, " +
+                      std::to_string(q->stats_.transitions) + " transitions)");
   }
   *out = std::move(q);
   return Status::Ok();
@@ -246,8 +251,13 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
     }
   }
   if (k.end) {
-    k.kind = Kind::kFeed;
-    k.term = s_->num_parse_terminals - 1;  // $END
+    // $END: nothing reads the lexer or the slots after it, so every end
+    // of the same layer shares one feed and its reduction states.
+    Key e{Kind::kFeed};
+    e.layer = k.layer;
+    e.end = true;
+    e.term = s_->num_parse_terminals - 1;
+    k = e;
     return true;
   }
   const int32_t q = s_->compact_to[k.q];
@@ -354,9 +364,11 @@ void SuffixQuotient::RulesOf(int32_t c) {
     case Kind::kLex: {
       if (!estimate_ && k.layer == n) {
         for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
+          // The end items read the slots, not the lexer state: the
+          // lexer states with the same end sequence share its feeds.
           Key x{Kind::kItems};
           x.layer = n;
-          x.q = k.q;
+          x.q = -1;
           x.slots = k.slots;
           x.seq = s_->eof_seq[e];
           x.end = true;
@@ -406,11 +418,33 @@ void SuffixQuotient::RulesOf(int32_t c) {
       if (!k.mid && static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
       const ItemScanner scanner(*s_);
       const int32_t t = s_->item_terminal[item];
+      // The slot this Emit opens keeps its scanner only if something reads
+      // it: a Hit later in this byte's items or the compaction at the end
+      // of the byte.  Otherwise it is kept empty, so that the feeds of
+      // states with different scanners are one control state.
+      bool slot_read = false;
+      if (!k.mid) {
+        const int32_t si = s_->item_slot[item];
+        for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
+          const int32_t later = ItemAt(k, i, &count);
+          slot_read = s_->KindOf(later) == ItemKind::kHit && s_->item_slot[later] == si;
+        }
+        if (!k.end && !slot_read) {
+          const int32_t map = s_->compact_map[k.q];
+          for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1] && !slot_read; ++i) {
+            slot_read = (s_->set_data[i] & 0xFFFF) == si;
+          }
+        }
+      }
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item)) continue;
         std::vector<uint64_t> grown = slots;
         const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
-        grown.insert(grown.end(), alt, alt + words);
+        if (slot_read) {
+          grown.insert(grown.end(), alt, alt + words);
+        } else {
+          grown.resize(grown.size() + words, 0);
+        }
         Key x = k;
         x.slots = SlotsId(grown);
         ++x.idx;
@@ -550,11 +584,71 @@ std::vector<int32_t> SuffixQuotient::OutSymbols(int32_t c) const {
 void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   CountRule();
   eps_by_[to].push_back(from);
+  if (Passthrough(from) || Passthrough(to)) {
+    eps_fwd_[from].push_back(to);  // LinkPassthrough copies what it must
+    return;
+  }
   const std::vector<int32_t> gs = OutSymbols(to);
   for (int32_t g : gs) {
     const std::vector<int32_t> targets = out_[Pair(to, g)];
     for (int32_t x : targets) AddTrans(from, g, x);
   }
+}
+
+// The storing states below each storing state y through pass-through
+// lexer states (up_), and the transitions of y copied to them, for the
+// eps edges made since the last call (the graph only grows: edges start at
+// states generated since).
+void SuffixQuotient::LinkPassthrough() {
+  if (!terminal_middle_) return;
+  std::vector<int32_t> stack;
+  std::vector<uint8_t> seen;
+  for (const auto& [a, firsts] : eps_fwd_) {
+    if (Passthrough(a)) continue;
+    seen.assign(keys_.size(), 0);
+    stack = firsts;
+    while (!stack.empty()) {
+      const int32_t x = stack.back();
+      stack.pop_back();
+      if (seen[x]) continue;
+      seen[x] = 1;
+      if (Passthrough(x)) {
+        if (auto it = eps_fwd_.find(x); it != eps_fwd_.end()) {
+          stack.insert(stack.end(), it->second.begin(), it->second.end());
+        }
+        continue;
+      }
+      if (x == a || !up_pairs_.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(a)).second) {
+        continue;
+      }
+      up_[x].push_back(a);
+      for (int32_t g : OutSymbols(x)) {
+        const std::vector<int32_t> targets = out_[Pair(x, g)];
+        for (int32_t to : targets) AddTrans(a, g, to);
+      }
+    }
+  }
+}
+
+// The storing states a pass-through state's eps paths lead to first.
+const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
+  auto it = frontier_.find(c);
+  if (it != frontier_.end()) return it->second;
+  std::vector<int32_t> out, stack = {c};
+  std::unordered_map<int32_t, bool> seen;
+  while (!stack.empty()) {
+    const int32_t x = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(x, true).second) continue;
+    if (x != c && !Passthrough(x)) {
+      out.push_back(x);
+      continue;
+    }
+    if (auto jt = eps_fwd_.find(x); jt != eps_fwd_.end()) {
+      stack.insert(stack.end(), jt->second.begin(), jt->second.end());
+    }
+  }
+  return frontier_.emplace(c, std::move(out)).first->second;
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
@@ -638,7 +732,13 @@ void SuffixQuotient::Saturate() {
     }
     if (auto it = eps_by_.find(c); it != eps_by_.end()) {
       const std::vector<int32_t> froms = it->second;
-      for (int32_t f : froms) AddTrans(f, g, to);
+      for (int32_t f : froms) {
+        if (!Passthrough(f)) AddTrans(f, g, to);
+      }
+    }
+    if (auto it = up_.find(c); it != up_.end()) {
+      const std::vector<int32_t> ups = it->second;
+      for (int32_t a : ups) AddTrans(a, g, to);
     }
     if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
@@ -771,13 +871,19 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
   const int32_t c = Intern(k);
   if (keys_.size() != before) {  // a lexer state not met yet: extend the automaton
     Generate();
+    LinkPassthrough();
     Saturate();
     if (over_) return true;
   }
   // The P-automaton read from c, the stack top first (the states reached
   // deduplicated by an epoch stamp per state).
   if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
-  std::vector<int32_t> cur = {c}, next;
+  std::vector<int32_t> cur, next;
+  if (Passthrough(c)) {
+    cur = Frontier(c);
+  } else {
+    cur.push_back(c);
+  }
   for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
     next.clear();
     if (++epoch_ == 0) {  // wrapped: forget every stamp

@@ -52,6 +52,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/base/status.h"
@@ -220,6 +221,20 @@ class SuffixQuotient {
   bool terminal_middle_ = false;
   int32_t hub_ = -1;
   int32_t empty_slots_ = -1;
+  // The middle's lexer states besides the hub (the rest of the current
+  // token, the spelling of the next one) keep no transitions of their own:
+  // they read no stack, and copying every transition of the tokens they
+  // lead to into each of them is what made the automaton large.  Their eps
+  // edges (eps_fwd_) are followed instead: up_[y] = the storing states that
+  // reach storing state y through them (LinkPassthrough), and a query from
+  // one of them starts at its Frontier.
+  bool Passthrough(int32_t c) const {
+    return terminal_middle_ && c != hub_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0;
+  }
+  void LinkPassthrough();
+  const std::vector<int32_t>& Frontier(int32_t c);
+  std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
+  std::unordered_set<uint64_t> up_pairs_;
   // Fits' count: feeds are not expanded; their rules come from CountFeed.
   bool estimate_ = false;
   // Per parse terminal: the rules a feed of it makes besides its shifts and

@@ -12,7 +12,8 @@
 // terminal and only the quotient's build is timed, per size and for the
 // empty suffix, with the terminal-level middle.
 // Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
-//   [--sizes 100,2048,51200] [--runs N] [--no-indenter]
+//   [--sizes 100,2048,51200] [--runs N] [--no-indenter [--limit N]] [--terminals]
+// --terminals: the terminal-level middle even where the byte-level one fits.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,16 +54,20 @@ int main(int argc, char** argv) {
   int runs = 3;
   std::vector<size_t> sizes = {100, 2048, 51200};
   bool no_indenter = false;
+  int64_t limit = 0;  // --limit N: the quotient's limits (rules, transitions) in the probe
+  SuffixMiddle kind = SuffixMiddle::kAuto;
   for (int i = 3; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-indenter") no_indenter = true;
+    if (std::string(argv[i]) == "--terminals") kind = SuffixMiddle::kTerminals;
   }
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--no-indenter") {
+    if (a == "--no-indenter" || a == "--terminals") {
       --i;
       continue;
     }
     if (a == "--middle") middle = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--limit") limit = std::strtoll(argv[i + 1], nullptr, 10);
     if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
     if (a == "--sizes") {
       sizes.clear();
@@ -93,7 +98,10 @@ int main(int argc, char** argv) {
       for (int r = 0; r < runs; ++r) {
         std::shared_ptr<SuffixQuotient> q;
         const auto t0 = std::chrono::steady_clock::now();
-        const Status b = SuffixQuotient::Build(&store, suffix, SuffixQuotientLimits{}, &q);
+        SuffixQuotientLimits limits;
+        limits.middle = kind;
+        if (limit > 0) limits.max_rules = limits.max_transitions = limit;
+        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q);
         setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
         if (!b.ok()) {
           verdict = b.message();
@@ -145,7 +153,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      s.SetSuffix(suffix);
+      s.SetSuffix(suffix, kind);
       setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
       exact = s.suffix_exact();
       if (exact) {
