@@ -32,16 +32,41 @@
 // the middle layer reads S[0] from any lexer state, in the middle of a
 // terminal too.
 //
+// The middle at the level of terminals (SuffixMiddle::kTerminals; not the
+// session's default yet: no shipped grammar whose byte-level middle does
+// not fit fits this one, see docs/exactness.md).  In the byte-level
+// middle a feed is a terminal together with the text's continuation after
+// it (lexer state, slots, the items left), and each feed has its own
+// reduction states, because the pushdown system must come back to that
+// continuation after the pops: the strict Python grammar's middle needs 1.6
+// billion rules that way.  The terminal-level middle forgets what follows
+// a terminal: every Emit of the middle feeds its terminal into one feed per
+// terminal (Key::mid) whose shift returns to one hub, the lexer at the start
+// of a token with no slot open (the initial lexer state), so the reduction
+// states are made once per terminal.  Bytes are read only for the
+// hypothesis's current token, for the spelling of each next token (from
+// the hub up to its Emit) and for the middle's last token, which may join
+// S's first bytes (S[0] is read from any of these lexer states, as in the
+// byte-level middle).  This is exact where a blank that no terminal
+// contains may separate any two terminals (each terminal of the middle can
+// then be followed by it, and the next one starts after it at the hub);
+// elsewhere it is a superset of the byte-level answer
+// (TheTerminalMiddleNeedsABlankBetweenTerminals).  Those lexer states read
+// no stack: they keep no P-automaton transitions of their own (Passthrough;
+// copying every transition of the tokens they lead to into each of them
+// was most of the automaton), their eps edges are followed instead.
+//
 // The %ignore'd and greedy terminals' tail checks (ItemScanner::TailOk) are
 // not rules: they drop hypotheses that cannot reach an end, so leaving them
 // out changes no reachable end.  Grammars with the Python indenter are not
 // covered (the indentation stack is a second stack): Supported() is false
 // and the session keeps the prefix mask there; so does a grammar whose
-// automaton passes SuffixQuotientLimits (sql.lark and the strict Python
-// grammar: Fits tells them apart in milliseconds, before any saturation).
+// automaton passes SuffixQuotientLimits (sql.lark: Fits refuses the
+// byte-level middle in milliseconds, before any saturation; asked for, the
+// terminal-level one goes past the transitions' limit after seconds).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
-// middle on random grammars, both ways).
+// middle on random grammars, both ways, with each middle).
 #ifndef CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 #define CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 
@@ -70,7 +95,7 @@ struct SuffixQuotientLimits {
   // Pushdown rules made; past it too.
   int64_t max_rules = int64_t{1} << 20;
   // Which middle layer to build (see the head of the file).
-  SuffixMiddle middle = SuffixMiddle::kAuto;
+  SuffixMiddle middle = SuffixMiddle::kBytes;
 };
 
 struct SuffixQuotientStats {
@@ -98,8 +123,9 @@ class SuffixQuotient {
   static Status Fits(const CompiledStore* store, SuffixQuotientLimits limits,
                      SuffixQuotientStats* stats = nullptr);
 
-  // The quotient of the store's language by `suffix`.  Checks Fits first:
-  // a store past the limit is refused at that cost.  With the empty suffix
+  // The quotient of the store's language by `suffix`.  The byte-level
+  // middle checks Fits first: a store past the limit is refused at that
+  // cost.  limits.middle = kTerminals builds the terminal-level middle.  With the empty suffix
   // it is pre* of the accepting configurations: Viable says whether a
   // hypothesis can still reach an accepted end at all (the viable-prefix
   // oracle of tests/viable_prefix_test.cc).

@@ -277,7 +277,7 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
 }
 
 void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, uint32_t seed,
-                            SuffixMiddle middle_kind = SuffixMiddle::kAuto) {
+                            SuffixMiddle middle_kind = SuffixMiddle::kBytes) {
   const bool quick = TestQuick();
   std::mt19937 rng(seed);
   Totals totals;
@@ -324,8 +324,8 @@ TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasks) {
   ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261128);
 }
 
-// The terminal-level middle (the one sql.lark and the strict Python grammar
-// get) on the same oracle: every random grammar here ignores a blank that
+// The terminal-level middle (the one meant for sql.lark and the strict
+// Python grammar) on the same oracle: every random grammar here ignores a blank that
 // no terminal contains, so any two terminals can be written one after the
 // other and the terminal-level middle must be exact, both ways.
 TEST(SuffixQuotient, RandomGrammarsHaveExactSuffixMasksWithTheTerminalMiddle) {
@@ -342,8 +342,8 @@ TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasksWithTheTermin
 
 // Without a blank between them two names cannot follow one another (they
 // lex as one): the byte-level middle knows it, the terminal-level middle
-// does not (its premise fails) and allows a token no middle completes.  A
-// grammar whose byte-level middle fits (all of these) keeps it: kAuto.
+// does not (its premise fails) and allows a token no middle completes.  The
+// session's default is the byte-level middle.
 TEST(SuffixQuotient, TheTerminalMiddleNeedsABlankBetweenTerminals) {
   const char grammar[] = "start: NAME \";\" | NAME NAME\nNAME: /[a-z]+/\n";
   const std::string gpath = TempPath("adjacent.lark"), tpath = TempPath("adjacent.json");
@@ -356,7 +356,7 @@ TEST(SuffixQuotient, TheTerminalMiddleNeedsABlankBetweenTerminals) {
     if (store.TokenBytes(i) == "a") a = i;
   }
   ASSERT_GE(a, 0);
-  for (SuffixMiddle kind : {SuffixMiddle::kAuto, SuffixMiddle::kBytes, SuffixMiddle::kTerminals}) {
+  for (SuffixMiddle kind : {SuffixMiddle::kBytes, SuffixMiddle::kTerminals}) {
     Session s(&store);
     ASSERT_TRUE(s.AdvanceBytes("x").ok());
     s.SetSuffix("y", kind);
@@ -448,21 +448,12 @@ TEST(SuffixQuotient, FitsCountsALowerBoundOfEveryBuild) {
       ASSERT_TRUE(SuffixQuotient::Build(&store, suffix, SuffixQuotientLimits{}, &q).ok());
       EXPECT_LE(fit.rules, q->stats().rules) << grammar << " suffix " << JsonQuote(suffix);
     }
-    // One rule short: both refuse the byte-level middle, Build at Fits'
-    // cost; left to choose, Build takes the terminal-level middle instead.
+    // One rule short: both refuse, Build at Fits' cost.
     SuffixQuotientLimits tight;
     tight.max_rules = fit.rules - 1;
-    tight.middle = SuffixMiddle::kBytes;
     EXPECT_EQ(SuffixQuotient::Fits(&store, tight).code(), ErrorCode::kResourceLimit);
     std::shared_ptr<SuffixQuotient> q;
     EXPECT_EQ(SuffixQuotient::Build(&store, "x", tight, &q).code(), ErrorCode::kResourceLimit);
-    tight.middle = SuffixMiddle::kAuto;
-    const Status auto_st = SuffixQuotient::Build(&store, "x", tight, &q);
-    if (auto_st.ok()) {
-      EXPECT_TRUE(q->stats().terminal_middle);
-    } else {
-      EXPECT_EQ(auto_st.code(), ErrorCode::kResourceLimit);  // the terminal one is past it too
-    }
   }
   EXPECT_GT(stores, 0);
 }
