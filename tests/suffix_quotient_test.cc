@@ -325,18 +325,16 @@ TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasks) {
 }
 
 // The terminal-level middle (the one meant for sql.lark and the strict
-// Python grammar) on the same oracle: every random grammar here ignores a blank that
-// no terminal contains, so any two terminals can be written one after the
-// other and the terminal-level middle must be exact, both ways.
+// Python grammar) on the same oracle: every random grammar here (without
+// comments) ignores a blank that no terminal contains, so any two
+// terminals can be written one after the other and the terminal-level
+// middle must be exact, both ways.  Not with comments: a comment goes on
+// through the blank, and the terminal-level middle ends it there (the
+// oracle at full size, CFGMASK_FULL=1, found 1,392 tokens allowed without
+// a middle in the random grammars with comments; docs/exactness.md).
 TEST(SuffixQuotient, RandomGrammarsHaveExactSuffixMasksWithTheTerminalMiddle) {
   const bool quick = TestQuick();
   ExpectExactSuffixMasks(false, quick ? 12 : 150, quick ? 3 : 6, quick ? 3 : 6, 20261201,
-                         SuffixMiddle::kTerminals);
-}
-
-TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasksWithTheTerminalMiddle) {
-  const bool quick = TestQuick();
-  ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261202,
                          SuffixMiddle::kTerminals);
 }
 
