@@ -192,10 +192,6 @@ int32_t SuffixQuotient::Intern(const Key& k) {
 }
 
 int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
-  if (k.mid) {
-    *count = 1;
-    return idx == 0 ? k.rule : -1;
-  }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
     *count = len;
@@ -226,20 +222,10 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         ++k.idx;  // a pruning, no rule (see the head of suffix_quotient.h)
         break;
       case ItemKind::kEmit:
-        if (terminal_middle_ && k.layer == 0 && !k.end) {
-          // The terminal-level middle: what follows this Emit in the text
-          // is forgotten (the hub stands for it), so neither is the text
-          // before it kept.  The Emit's slot check reads only the count.
-          const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
-          if (open != s_->item_slot[item]) return false;
-          Key m{Kind::kItems};
-          m.mid = true;
-          m.rule = item;
-          m.slots = empty_slots_;
-          k = m;
-          return true;
-        }
         k.kind = Kind::kItems;
+        // The terminal-level middle: a token's end at a boundary candidate
+        // may go on at the hub (RulesOf decides per parser state).
+        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0;
         return true;
     }
   }
@@ -408,7 +394,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
       const int32_t item = ItemAt(k, k.idx, &count);
       const int32_t words = s_->scanner_words;
       const std::vector<uint64_t> slots = slot_sets_[k.slots];
-      if (!k.mid && static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
       const ItemScanner scanner(*s_);
       const int32_t t = s_->item_terminal[item];
       // The slot this Emit opens keeps its scanner only if something reads
@@ -420,7 +406,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // count passes the limit (sql.lark: refused in 0.2 s instead of 45 ms)
       // and the strict Python grammar still 64 times past it.
       bool slot_read = !terminal_middle_;
-      if (!slot_read && !k.mid) {
+      if (!slot_read) {
         const int32_t si = s_->item_slot[item];
         for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
           const int32_t later = ItemAt(k, i, &count);
@@ -433,8 +419,29 @@ void SuffixQuotient::RulesOf(int32_t c) {
           }
         }
       }
+      // The same candidate ended by a blank instead of this byte: its step,
+      // and the Hits of that step, read per parser state below.
+      int32_t blank_hits = 0, blank_q = -1;
+      if (k.mid) {
+        blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
+        if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
+      }
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item)) continue;
+        if (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits)) {
+          // The token ends at a blank that leaves no scanner alive: the
+          // middle goes on from the hub (a blank, then any terminal).  This
+          // byte's own way on is then one of the hub's.
+          int32_t y = hub_;
+          if (!s_->terminal_ignored[t]) {
+            Key f{Kind::kFeed};
+            f.mid = true;
+            f.term = scanner.EmitType(p, item);
+            y = Intern(f);
+          }
+          AddSwap(c, p, y, p);
+          continue;
+        }
         std::vector<uint64_t> grown = slots;
         const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
         if (slot_read) {
@@ -445,19 +452,9 @@ void SuffixQuotient::RulesOf(int32_t c) {
         Key x = k;
         x.slots = SlotsId(grown);
         ++x.idx;
+        x.mid = false;  // a blank would not end it here: the exact way on
         int32_t y;
-        if (k.mid) {
-          // After the Emit the middle goes on from the hub: a blank, then
-          // any terminal.
-          if (s_->terminal_ignored[t]) {
-            y = hub_;
-          } else {
-            Key f{Kind::kFeed};
-            f.mid = true;
-            f.term = scanner.EmitType(p, item);
-            y = Intern(f);
-          }
-        } else if (s_->terminal_ignored[t]) {
+        if (s_->terminal_ignored[t]) {
           y = Normalize(x);
         } else {
           x.kind = Kind::kFeed;
@@ -592,12 +589,65 @@ void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   }
 }
 
+// Would the candidate `item`, Emitted in parser state p with the slots
+// `slots` open, end at a blank (the step blank_q of its candidate's target
+// on ' ', whose Hits are blank_hits) with every Hit passed and no slot left
+// alive by that byte's compaction?  Then a blank followed by any token is
+// what the text can go on with, as from the hub.
+bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item,
+                               int32_t blank_q, int32_t blank_hits) const {
+  if (blank_q < 0) return false;
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> grown = slots;
+  const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+  grown.insert(grown.end(), alt, alt + words);
+  (void)item;
+  for (int32_t i = s_->seq_offsets[blank_hits]; i < s_->seq_offsets[blank_hits + 1]; ++i) {
+    const int32_t h = s_->seq_data[i];
+    switch (s_->KindOf(h)) {
+      case ItemKind::kHit: {
+        const int32_t u = s_->item_terminal[h];
+        const size_t at = static_cast<size_t>(s_->item_slot[h]) * words + u / 64;
+        if (at >= grown.size() || ((grown[at] >> (u & 63)) & 1)) return false;
+        break;
+      }
+      case ItemKind::kTail:
+        break;
+      case ItemKind::kEmit:
+        return false;
+    }
+  }
+  const int32_t map = s_->compact_map[blank_q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    const int32_t old = s_->set_data[i] & 0xFFFF;
+    for (int32_t w = 0; w < words; ++w) {
+      const size_t from = static_cast<size_t>(old) * words + w;
+      if (from < grown.size() && grown[from] != 0) return false;
+    }
+  }
+  return true;
+}
+
 // The storing states below each storing state y through pass-through
 // lexer states (up_), and the transitions of y copied to them, for the
 // eps edges made since the last call (the graph only grows: edges start at
 // states generated since).
 void SuffixQuotient::LinkPassthrough() {
   if (!terminal_middle_) return;
+  // A rule into a pass-through state (the byte-level way on after a token
+  // that no blank ends) is one rule into each state of its frontier.
+  std::vector<Deferred> deferred;
+  deferred.swap(deferred_);
+  for (const Deferred& d : deferred) {
+    const std::vector<int32_t> frontier = Frontier(d.to);
+    for (int32_t f : frontier) {
+      if (d.g1 < 0) {
+        AddSwap(d.from, d.g, f, d.g2);
+      } else {
+        AddPush(d.from, d.g, f, d.g1, d.g2);
+      }
+    }
+  }
   std::vector<int32_t> stack;
   std::vector<uint8_t> seen;
   for (const auto& [a, firsts] : eps_fwd_) {
@@ -649,6 +699,10 @@ const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
+    deferred_.push_back(Deferred{from, g, to, -1, g2});
+    return;
+  }
   CountRule();
   swap_by_[Pair(to, g2)].emplace_back(from, g);
   auto it = out_.find(Pair(to, g2));
@@ -658,6 +712,10 @@ void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
 }
 
 void SuffixQuotient::AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2) {
+  if (Passthrough(to)) {
+    deferred_.push_back(Deferred{from, g, to, g1, g2});
+    return;
+  }
   CountRule();
   push_by_[Pair(to, g1)].emplace_back(from, g, g2);
   auto it = out_.find(Pair(to, g1));

@@ -258,9 +258,15 @@ class SuffixQuotient {
     return terminal_middle_ && c != hub_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0;
   }
   void LinkPassthrough();
+  bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
+                 int32_t blank_hits) const;
   const std::vector<int32_t>& Frontier(int32_t c);
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;
+  struct Deferred {
+    int32_t from, g, to, g1, g2;  // a swap (g1 < 0: <from,g> -> <to,g2>) or a push
+  };
+  std::vector<Deferred> deferred_;  // rules into pass-through states, until LinkPassthrough
   // Fits' count: feeds are not expanded; their rules come from CountFeed.
   bool estimate_ = false;
   // Per parse terminal: the rules a feed of it makes besides its shifts and
