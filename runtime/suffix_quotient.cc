@@ -192,6 +192,10 @@ int32_t SuffixQuotient::Intern(const Key& k) {
 }
 
 int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
+  if (k.cand == -2) {  // a shared Emit of the terminal-level middle
+    *count = 1;
+    return idx == 0 ? k.rule : -1;
+  }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
     *count = len;
@@ -224,8 +228,21 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
       case ItemKind::kEmit:
         k.kind = Kind::kItems;
         // The terminal-level middle: a token's end at a boundary candidate
-        // may go on at the hub (RulesOf decides per parser state).
+        // may go on at the hub (RulesOf decides per parser state).  Where
+        // a blank ends it in every parser state that scans it, what follows
+        // is forgotten: one control per Emit item (cand -2), shared by every
+        // text that leads to it.
         k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0;
+        if (k.mid && BlankEndsEverywhere(k.cand, k.slots, item)) {
+          const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
+          if (open != s_->item_slot[item]) return false;
+          Key m{Kind::kItems};
+          m.mid = true;
+          m.cand = -2;
+          m.rule = item;
+          m.slots = empty_slots_;
+          k = m;
+        }
         return true;
     }
   }
@@ -394,7 +411,8 @@ void SuffixQuotient::RulesOf(int32_t c) {
       const int32_t item = ItemAt(k, k.idx, &count);
       const int32_t words = s_->scanner_words;
       const std::vector<uint64_t> slots = slot_sets_[k.slots];
-      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      const bool shared = k.cand == -2;  // checked when it was made
+      if (!shared && static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
       const ItemScanner scanner(*s_);
       const int32_t t = s_->item_terminal[item];
       // The slot this Emit opens keeps its scanner only if something reads
@@ -406,7 +424,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // count passes the limit (sql.lark: refused in 0.2 s instead of 45 ms)
       // and the strict Python grammar still 64 times past it.
       bool slot_read = !terminal_middle_;
-      if (!slot_read) {
+      if (!slot_read && !shared) {
         const int32_t si = s_->item_slot[item];
         for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
           const int32_t later = ItemAt(k, i, &count);
@@ -422,13 +440,13 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // The same candidate ended by a blank instead of this byte: its step,
       // and the Hits of that step, read per parser state below.
       int32_t blank_hits = 0, blank_q = -1;
-      if (k.mid) {
+      if (k.mid && !shared) {
         blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
         if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
       }
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item)) continue;
-        if (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits)) {
+        if (shared || (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits))) {
           // The token ends at a blank that leaves no scanner alive: the
           // middle goes on from the hub (a blank, then any terminal).  This
           // byte's own way on is then one of the hub's.
@@ -626,6 +644,24 @@ bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, in
     }
   }
   return true;
+}
+
+// BlankEnds for every parser state whose scanner Emits `item`, memoized
+// per (candidate, slots).
+bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
+  const uint64_t key = static_cast<uint64_t>(cand) << 32 | static_cast<uint32_t>(slots_id);
+  if (auto it = blank_everywhere_.find(key); it != blank_everywhere_.end()) return it->second;
+  int32_t hits = 0;
+  int32_t q = StepOf(*s_, s_->cand_to[cand], ' ', &hits);
+  if (q >= 0 && s_->compact_to[q] < 0) q = -1;
+  const ItemScanner scanner(*s_);
+  const std::vector<uint64_t> slots = slot_sets_[slots_id];
+  bool all = q >= 0;
+  for (int32_t p = 0; p < G_ && all; ++p) {
+    if (scanner.EmitScanned(p, item)) all = BlankEnds(slots, p, item, q, hits);
+  }
+  blank_everywhere_.emplace(key, all);
+  return all;
 }
 
 // The storing states below each storing state y through pass-through

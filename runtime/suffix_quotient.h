@@ -260,6 +260,8 @@ class SuffixQuotient {
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
+  bool BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item);
+  std::unordered_map<uint64_t, bool> blank_everywhere_;
   const std::vector<int32_t>& Frontier(int32_t c);
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;
