@@ -39,22 +39,24 @@
 // it (lexer state, slots, the items left), and each feed has its own
 // reduction states, because the pushdown system must come back to that
 // continuation after the pops: the strict Python grammar's middle needs 1.6
-// billion rules that way.  The terminal-level middle forgets what follows
-// a terminal: every Emit of the middle feeds its terminal into one feed per
-// terminal (Key::mid) whose shift returns to one hub, the lexer at the start
-// of a token with no slot open (the initial lexer state), so the reduction
-// states are made once per terminal.  Bytes are read only for the
-// hypothesis's current token, for the spelling of each next token (from
-// the hub up to its Emit) and for the middle's last token, which may join
-// S's first bytes (S[0] is read from any of these lexer states, as in the
-// byte-level middle).  This is exact where a blank that no terminal
-// contains may separate any two terminals (each terminal of the middle can
-// then be followed by it, and the next one starts after it at the hub);
-// elsewhere it is a superset of the byte-level answer
-// (TheTerminalMiddleNeedsABlankBetweenTerminals).  Those lexer states read
-// no stack: they keep no P-automaton transitions of their own (Passthrough;
-// copying every transition of the tokens they lead to into each of them
-// was most of the automaton), their eps edges are followed instead.
+// billion rules that way.  In the terminal-level middle, an Emit at a
+// boundary candidate that a blank would end in every parser state scanning
+// it (BlankEnds: the candidate's step on ' ', its Hits passed, no slot left
+// alive) forgets what follows: one control per Emit item feeds its terminal
+// into one feed per terminal (Key::mid), whose shift returns to one hub, the
+// lexer at the start of a token with no slot open (the initial lexer state).
+// Its reduction states are made once per terminal.  Exact: the token, a
+// blank, then any token is real text, and a token that another byte ends
+// is followed by the same tokens after a blank.  An Emit that a blank does
+// not end (a comment, which only a newline ends; Python's indentation)
+// takes the exact byte path, per parser state.  Bytes are read for the
+// hypothesis's current token, for each next token's spelling (from the hub
+// up to its Emit) and for the middle's last token, which may join S's first
+// bytes (S[0] is read from any of these lexer states).  Those lexer states
+// read no stack: they keep no P-automaton transitions of their own
+// (Passthrough; copying every transition of the tokens they lead to into
+// each of them was most of the automaton); their eps edges are followed
+// instead, and a rule into one of them is made into its frontier.
 //
 // The %ignore'd and greedy terminals' tail checks (ItemScanner::TailOk) are
 // not rules: they drop hypotheses that cannot reach an end, so leaving them
