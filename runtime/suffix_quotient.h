@@ -175,9 +175,10 @@ class SuffixQuotient {
     int32_t q = 0, slots = 0, cand = -1, seq = 0, idx = 0, term = -1, rule = -1, j = 0,
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
-    // The terminal-level middle: an Emit of item `rule` (kItems) or a feed of
-    // `term` (kFeed) whose continuation is the middle's hub, whatever text
-    // led to it.
+    // The terminal-level middle: a boundary candidate's Emit that may go on
+    // at the hub (kItems; with cand == -2 one control per Emit item `rule`,
+    // whatever text led to it), or a feed of `term` whose shift returns to
+    // the hub (kFeed).
     bool mid = false;
     bool operator==(const Key& o) const;
   };
