@@ -600,7 +600,7 @@ bool Session::SuffixEnds() {
   return answer;
 }
 
-void Session::SetSuffix(std::string suffix) {
+void Session::SetSuffix(std::string suffix, SuffixMiddle middle) {
   if (suffix.empty()) {
     suffix_.reset();
   } else {
@@ -611,7 +611,9 @@ void Session::SetSuffix(std::string suffix) {
   quotient_.reset();
   if (suffix_ && SuffixQuotient::Supported(*store_) && !scope_index_) {
     // Past its limit the quotient is not built: prefix masks, as elsewhere.
-    if (!SuffixQuotient::Build(store_, *suffix_, SuffixQuotientLimits{}, &quotient_).ok()) {
+    SuffixQuotientLimits limits;
+    limits.middle = middle;
+    if (!SuffixQuotient::Build(store_, *suffix_, limits, &quotient_).ok()) {
       quotient_.reset();
     }
   }

@@ -82,6 +82,12 @@ struct SessionLimits {
 class RowMemo;
 class SuffixQuotient;
 
+// Which middle layer an exact suffix's quotient uses (runtime/suffix_quotient.h).
+enum class SuffixMiddle : int32_t {
+  kBytes = 0,      // the byte-level middle (exact for every grammar); past its limits, prefix masks
+  kTerminals = 1,  // the terminal-level middle (exact where a blank separates any two terminals)
+};
+
 // What AcceptedRows did, summed over the calls since it was attached
 // (Session::set_counters): a research statistic (`cfgmask reduction`,
 // `cfgmask bench`), off by default.  Counted in locals and added once per
@@ -144,7 +150,7 @@ class Session {
   // quotient is built here, once.  Elsewhere tokens are masked as a prefix
   // of the language: a text can wander where no completion meets the
   // suffix.  Empty: no suffix.  Kept by Reset and Rollback; shared by Fork.
-  void SetSuffix(std::string suffix);
+  void SetSuffix(std::string suffix, SuffixMiddle middle = SuffixMiddle::kBytes);
   const std::string& suffix() const;
   bool suffix_exact() const { return quotient_ != nullptr; }
   const std::shared_ptr<SuffixQuotient>& suffix_quotient() const { return quotient_; }

@@ -28,7 +28,7 @@ int32_t StepOf(const CompiledStore& s, int32_t q, int32_t b, int32_t* hits) {
 bool SuffixQuotient::Key::operator==(const Key& o) const {
   return kind == o.kind && layer == o.layer && q == o.q && slots == o.slots && cand == o.cand &&
          seq == o.seq && idx == o.idx && term == o.term && rule == o.rule && j == o.j &&
-         parent == o.parent && end == o.end;
+         parent == o.parent && end == o.end && mid == o.mid;
 }
 
 size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
@@ -46,6 +46,7 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
   mix(k.j);
   mix(k.parent);
   mix(k.end);
+  mix(k.mid);
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
@@ -55,6 +56,7 @@ SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits, bool estimate)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
       estimate_(estimate) {
+  empty_slots_ = SlotsId({});
   const LrTables lr = store->lr();
   num_nt_ = lr.num_nonterminals;
   if (estimate_) {
@@ -131,25 +133,42 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
                   "exact suffix masks do not cover grammars with an indenter");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status st = Fits(store, limits); !st.ok()) return st;
-  std::shared_ptr<SuffixQuotient> q(
-      new SuffixQuotient(store, std::string(suffix), limits));
+  const bool terminals = limits.middle == SuffixMiddle::kTerminals;
+  if (!terminals) {
+    if (Status st = Fits(store, limits); !st.ok()) return st;
+  }
+  if (Status st = BuildWith(store, suffix, limits, terminals, out); !st.ok()) return st;
+  (*out)->stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view suffix,
+                                 SuffixQuotientLimits limits, bool terminal_middle,
+                                 std::shared_ptr<SuffixQuotient>* out) {
+  std::shared_ptr<SuffixQuotient> q(new SuffixQuotient(store, std::string(suffix), limits));
+  q->terminal_middle_ = terminal_middle;
+  q->stats_.terminal_middle = terminal_middle;
   q->acc_ = q->Intern(Key{Kind::kAcc});
   q->gen_todo_.clear();
   for (int32_t g = 0; g < q->G_; ++g) q->AddTrans(q->acc_, g, q->acc_);
   Key k{Kind::kLex};
   k.q = store->initial_lex_state;
-  k.slots = q->SlotsId({});
-  q->Intern(k);
+  k.slots = q->empty_slots_;
+  const int32_t start = q->Intern(k);
+  if (terminal_middle) q->hub_ = start;
   q->Generate();
+  q->LinkPassthrough();
   q->Saturate();
-  q->stats_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
                       std::to_string(limits.max_transitions) + " transitions or " +
-                      std::to_string(limits.max_rules) + " rules");
+                      std::to_string(limits.max_rules) + " rules (" +
+                      (terminal_middle ? "terminal" : "byte") + "-level middle; stopped at " +
+                      std::to_string(q->stats_.controls) + " controls, " +
+                      std::to_string(q->stats_.rules) + " rules, " +
+                      std::to_string(q->stats_.transitions) + " transitions)");
   }
   *out = std::move(q);
   return Status::Ok();
@@ -173,6 +192,10 @@ int32_t SuffixQuotient::Intern(const Key& k) {
 }
 
 int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
+  if (k.cand == -2) {  // a shared Emit of the terminal-level middle
+    *count = 1;
+    return idx == 0 ? k.rule : -1;
+  }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
     *count = len;
@@ -204,12 +227,33 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         break;
       case ItemKind::kEmit:
         k.kind = Kind::kItems;
+        // The terminal-level middle: a token's end at a boundary candidate
+        // may go on at the hub (RulesOf decides per parser state).  Where
+        // a blank ends it in every parser state that scans it, what follows
+        // is forgotten: one control per Emit item (cand -2), shared by every
+        // text that leads to it.
+        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0;
+        if (k.mid && BlankEndsEverywhere(k.cand, k.slots, item)) {
+          const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
+          if (open != s_->item_slot[item]) return false;
+          Key m{Kind::kItems};
+          m.mid = true;
+          m.cand = -2;
+          m.rule = item;
+          m.slots = empty_slots_;
+          k = m;
+        }
         return true;
     }
   }
   if (k.end) {
-    k.kind = Kind::kFeed;
-    k.term = s_->num_parse_terminals - 1;  // $END
+    // $END: nothing reads the lexer or the slots after it, so every end
+    // of the same layer shares one feed and its reduction states.
+    Key e{Kind::kFeed};
+    e.layer = k.layer;
+    e.end = true;
+    e.term = s_->num_parse_terminals - 1;
+    k = e;
     return true;
   }
   const int32_t q = s_->compact_to[k.q];
@@ -316,9 +360,11 @@ void SuffixQuotient::RulesOf(int32_t c) {
     case Kind::kLex: {
       if (!estimate_ && k.layer == n) {
         for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
+          // The end items read the slots, not the lexer state: the
+          // lexer states with the same end sequence share its feeds.
           Key x{Kind::kItems};
           x.layer = n;
-          x.q = k.q;
+          x.q = -1;
           x.slots = k.slots;
           x.seq = s_->eof_seq[e];
           x.end = true;
@@ -365,17 +411,66 @@ void SuffixQuotient::RulesOf(int32_t c) {
       const int32_t item = ItemAt(k, k.idx, &count);
       const int32_t words = s_->scanner_words;
       const std::vector<uint64_t> slots = slot_sets_[k.slots];
-      if (static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
+      const bool shared = k.cand == -2;  // checked when it was made
+      if (!shared && static_cast<int64_t>(slots.size() / words) != s_->item_slot[item]) return;
       const ItemScanner scanner(*s_);
       const int32_t t = s_->item_terminal[item];
+      // The slot this Emit opens keeps its scanner only if something reads
+      // it: a Hit later in this byte's items or the compaction at the end
+      // of the byte.  Otherwise it is kept empty, so that the feeds of
+      // states with different scanners are one control state.  Only with
+      // the terminal-level middle (its suffix layers): in the byte-level
+      // middle it would leave Fits more lexer states to walk before its
+      // count passes the limit (sql.lark: refused in 0.2 s instead of 45 ms)
+      // and the strict Python grammar still 64 times past it.
+      bool slot_read = !terminal_middle_;
+      if (!slot_read && !shared) {
+        const int32_t si = s_->item_slot[item];
+        for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
+          const int32_t later = ItemAt(k, i, &count);
+          slot_read = s_->KindOf(later) == ItemKind::kHit && s_->item_slot[later] == si;
+        }
+        if (!k.end && !slot_read) {
+          const int32_t map = s_->compact_map[k.q];
+          for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1] && !slot_read; ++i) {
+            slot_read = (s_->set_data[i] & 0xFFFF) == si;
+          }
+        }
+      }
+      // The same candidate ended by a blank instead of this byte: its step,
+      // and the Hits of that step, read per parser state below.
+      int32_t blank_hits = 0, blank_q = -1;
+      if (k.mid && !shared) {
+        blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
+        if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
+      }
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item)) continue;
+        if (shared || (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits))) {
+          // The token ends at a blank that leaves no scanner alive: the
+          // middle goes on from the hub (a blank, then any terminal).  This
+          // byte's own way on is then one of the hub's.
+          int32_t y = hub_;
+          if (!s_->terminal_ignored[t]) {
+            Key f{Kind::kFeed};
+            f.mid = true;
+            f.term = scanner.EmitType(p, item);
+            y = Intern(f);
+          }
+          AddSwap(c, p, y, p);
+          continue;
+        }
         std::vector<uint64_t> grown = slots;
         const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
-        grown.insert(grown.end(), alt, alt + words);
+        if (slot_read) {
+          grown.insert(grown.end(), alt, alt + words);
+        } else {
+          grown.resize(grown.size() + words, 0);
+        }
         Key x = k;
         x.slots = SlotsId(grown);
         ++x.idx;
+        x.mid = false;  // a blank would not end it here: the exact way on
         int32_t y;
         if (s_->terminal_ignored[t]) {
           y = Normalize(x);
@@ -416,7 +511,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
           Key x = k;
           x.kind = Kind::kItems;
           x.term = -1;
-          const int32_t y = Normalize(x);
+          const int32_t y = k.mid ? hub_ : Normalize(x);
           if (y >= 0) AddPush(c, p, y, shift, p);
           continue;
         }
@@ -501,6 +596,10 @@ std::vector<int32_t> SuffixQuotient::OutSymbols(int32_t c) const {
 void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   CountRule();
   eps_by_[to].push_back(from);
+  if (Passthrough(from) || Passthrough(to)) {
+    eps_fwd_[from].push_back(to);  // LinkPassthrough copies what it must
+    return;
+  }
   const std::vector<int32_t> gs = OutSymbols(to);
   for (int32_t g : gs) {
     const std::vector<int32_t> targets = out_[Pair(to, g)];
@@ -508,7 +607,138 @@ void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   }
 }
 
+// Would the candidate `item`, Emitted in parser state p with the slots
+// `slots` open, end at a blank (the step blank_q of its candidate's target
+// on ' ', whose Hits are blank_hits) with every Hit passed and no slot left
+// alive by that byte's compaction?  Then a blank followed by any token is
+// what the text can go on with, as from the hub.
+bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item,
+                               int32_t blank_q, int32_t blank_hits) const {
+  if (blank_q < 0) return false;
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> grown = slots;
+  const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+  grown.insert(grown.end(), alt, alt + words);
+  (void)item;
+  for (int32_t i = s_->seq_offsets[blank_hits]; i < s_->seq_offsets[blank_hits + 1]; ++i) {
+    const int32_t h = s_->seq_data[i];
+    switch (s_->KindOf(h)) {
+      case ItemKind::kHit: {
+        const int32_t u = s_->item_terminal[h];
+        const size_t at = static_cast<size_t>(s_->item_slot[h]) * words + u / 64;
+        if (at >= grown.size() || ((grown[at] >> (u & 63)) & 1)) return false;
+        break;
+      }
+      case ItemKind::kTail:
+        break;
+      case ItemKind::kEmit:
+        return false;
+    }
+  }
+  const int32_t map = s_->compact_map[blank_q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    const int32_t old = s_->set_data[i] & 0xFFFF;
+    for (int32_t w = 0; w < words; ++w) {
+      const size_t from = static_cast<size_t>(old) * words + w;
+      if (from < grown.size() && grown[from] != 0) return false;
+    }
+  }
+  return true;
+}
+
+// BlankEnds for every parser state whose scanner Emits `item`, memoized
+// per (candidate, slots).
+bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
+  const uint64_t key = static_cast<uint64_t>(cand) << 32 | static_cast<uint32_t>(slots_id);
+  if (auto it = blank_everywhere_.find(key); it != blank_everywhere_.end()) return it->second;
+  int32_t hits = 0;
+  int32_t q = StepOf(*s_, s_->cand_to[cand], ' ', &hits);
+  if (q >= 0 && s_->compact_to[q] < 0) q = -1;
+  const ItemScanner scanner(*s_);
+  const std::vector<uint64_t> slots = slot_sets_[slots_id];
+  bool all = q >= 0;
+  for (int32_t p = 0; p < G_ && all; ++p) {
+    if (scanner.EmitScanned(p, item)) all = BlankEnds(slots, p, item, q, hits);
+  }
+  blank_everywhere_.emplace(key, all);
+  return all;
+}
+
+// The storing states below each storing state y through pass-through
+// lexer states (up_), and the transitions of y copied to them, for the
+// eps edges made since the last call (the graph only grows: edges start at
+// states generated since).
+void SuffixQuotient::LinkPassthrough() {
+  if (!terminal_middle_) return;
+  // A rule into a pass-through state (the byte-level way on after a token
+  // that no blank ends) is one rule into each state of its frontier.
+  std::vector<Deferred> deferred;
+  deferred.swap(deferred_);
+  for (const Deferred& d : deferred) {
+    const std::vector<int32_t> frontier = Frontier(d.to);
+    for (int32_t f : frontier) {
+      if (d.g1 < 0) {
+        AddSwap(d.from, d.g, f, d.g2);
+      } else {
+        AddPush(d.from, d.g, f, d.g1, d.g2);
+      }
+    }
+  }
+  std::vector<int32_t> stack;
+  std::vector<uint8_t> seen;
+  for (const auto& [a, firsts] : eps_fwd_) {
+    if (Passthrough(a)) continue;
+    seen.assign(keys_.size(), 0);
+    stack = firsts;
+    while (!stack.empty()) {
+      const int32_t x = stack.back();
+      stack.pop_back();
+      if (seen[x]) continue;
+      seen[x] = 1;
+      if (Passthrough(x)) {
+        if (auto it = eps_fwd_.find(x); it != eps_fwd_.end()) {
+          stack.insert(stack.end(), it->second.begin(), it->second.end());
+        }
+        continue;
+      }
+      if (x == a || !up_pairs_.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(a)).second) {
+        continue;
+      }
+      up_[x].push_back(a);
+      for (int32_t g : OutSymbols(x)) {
+        const std::vector<int32_t> targets = out_[Pair(x, g)];
+        for (int32_t to : targets) AddTrans(a, g, to);
+      }
+    }
+  }
+}
+
+// The storing states a pass-through state's eps paths lead to first.
+const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
+  auto it = frontier_.find(c);
+  if (it != frontier_.end()) return it->second;
+  std::vector<int32_t> out, stack = {c};
+  std::unordered_map<int32_t, bool> seen;
+  while (!stack.empty()) {
+    const int32_t x = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(x, true).second) continue;
+    if (x != c && !Passthrough(x)) {
+      out.push_back(x);
+      continue;
+    }
+    if (auto jt = eps_fwd_.find(x); jt != eps_fwd_.end()) {
+      stack.insert(stack.end(), jt->second.begin(), jt->second.end());
+    }
+  }
+  return frontier_.emplace(c, std::move(out)).first->second;
+}
+
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
+    deferred_.push_back(Deferred{from, g, to, -1, g2});
+    return;
+  }
   CountRule();
   swap_by_[Pair(to, g2)].emplace_back(from, g);
   auto it = out_.find(Pair(to, g2));
@@ -518,6 +748,10 @@ void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
 }
 
 void SuffixQuotient::AddPush(int32_t from, int32_t g, int32_t to, int32_t g1, int32_t g2) {
+  if (Passthrough(to)) {
+    deferred_.push_back(Deferred{from, g, to, g1, g2});
+    return;
+  }
   CountRule();
   push_by_[Pair(to, g1)].emplace_back(from, g, g2);
   auto it = out_.find(Pair(to, g1));
@@ -589,7 +823,13 @@ void SuffixQuotient::Saturate() {
     }
     if (auto it = eps_by_.find(c); it != eps_by_.end()) {
       const std::vector<int32_t> froms = it->second;
-      for (int32_t f : froms) AddTrans(f, g, to);
+      for (int32_t f : froms) {
+        if (!Passthrough(f)) AddTrans(f, g, to);
+      }
+    }
+    if (auto it = up_.find(c); it != up_.end()) {
+      const std::vector<int32_t> ups = it->second;
+      for (int32_t a : ups) AddTrans(a, g, to);
     }
     if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> rules = it->second;
@@ -722,13 +962,19 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
   const int32_t c = Intern(k);
   if (keys_.size() != before) {  // a lexer state not met yet: extend the automaton
     Generate();
+    LinkPassthrough();
     Saturate();
     if (over_) return true;
   }
   // The P-automaton read from c, the stack top first (the states reached
   // deduplicated by an epoch stamp per state).
   if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
-  std::vector<int32_t> cur = {c}, next;
+  std::vector<int32_t> cur, next;
+  if (Passthrough(c)) {
+    cur = Frontier(c);
+  } else {
+    cur.push_back(c);
+  }
   for (const LrStack::Node* node = l.stack.top_node(); node; node = node->parent) {
     next.clear();
     if (++epoch_ == 0) {  // wrapped: forget every stamp

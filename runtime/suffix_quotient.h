@@ -32,16 +32,43 @@
 // the middle layer reads S[0] from any lexer state, in the middle of a
 // terminal too.
 //
+// The middle at the level of terminals (SuffixMiddle::kTerminals; not the
+// session's default yet: no shipped grammar whose byte-level middle does
+// not fit fits this one, see docs/exactness.md).  In the byte-level
+// middle a feed is a terminal together with the text's continuation after
+// it (lexer state, slots, the items left), and each feed has its own
+// reduction states, because the pushdown system must come back to that
+// continuation after the pops: the strict Python grammar's middle needs 1.6
+// billion rules that way.  In the terminal-level middle, an Emit at a
+// boundary candidate that a blank would end in every parser state scanning
+// it (BlankEnds: the candidate's step on ' ', its Hits passed, no slot left
+// alive) forgets what follows: one control per Emit item feeds its terminal
+// into one feed per terminal (Key::mid), whose shift returns to one hub, the
+// lexer at the start of a token with no slot open (the initial lexer state).
+// Its reduction states are made once per terminal.  Exact: the token, a
+// blank, then any token is real text, and a token that another byte ends
+// is followed by the same tokens after a blank.  An Emit that a blank does
+// not end (a comment, which only a newline ends; Python's indentation)
+// takes the exact byte path, per parser state.  Bytes are read for the
+// hypothesis's current token, for each next token's spelling (from the hub
+// up to its Emit) and for the middle's last token, which may join S's first
+// bytes (S[0] is read from any of these lexer states).  Those lexer states
+// read no stack: they keep no P-automaton transitions of their own
+// (Passthrough; copying every transition of the tokens they lead to into
+// each of them was most of the automaton); their eps edges are followed
+// instead, and a rule into one of them is made into its frontier.
+//
 // The %ignore'd and greedy terminals' tail checks (ItemScanner::TailOk) are
 // not rules: they drop hypotheses that cannot reach an end, so leaving them
 // out changes no reachable end.  Grammars with the Python indenter are not
 // covered (the indentation stack is a second stack): Supported() is false
 // and the session keeps the prefix mask there; so does a grammar whose
-// automaton passes SuffixQuotientLimits (sql.lark and the strict Python
-// grammar: Fits tells them apart in milliseconds, before any saturation).
+// automaton passes SuffixQuotientLimits (sql.lark: Fits refuses the
+// byte-level middle in milliseconds, before any saturation; asked for, the
+// terminal-level one goes past the transitions' limit after seconds).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
-// middle on random grammars, both ways).
+// middle on random grammars, both ways, with each middle).
 #ifndef CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 #define CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 
@@ -52,6 +79,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/base/status.h"
@@ -68,6 +96,8 @@ struct SuffixQuotientLimits {
   int64_t max_transitions = int64_t{1} << 20;
   // Pushdown rules made; past it too.
   int64_t max_rules = int64_t{1} << 20;
+  // Which middle layer to build (see the head of the file).
+  SuffixMiddle middle = SuffixMiddle::kBytes;
 };
 
 struct SuffixQuotientStats {
@@ -75,6 +105,7 @@ struct SuffixQuotientStats {
   int64_t rules = 0;        // pushdown rules made
   int64_t transitions = 0;  // P-automaton transitions
   double seconds = 0;       // building, saturation included
+  bool terminal_middle = false;  // the middle layer is the terminal-level one
 };
 
 class SuffixQuotient {
@@ -94,8 +125,9 @@ class SuffixQuotient {
   static Status Fits(const CompiledStore* store, SuffixQuotientLimits limits,
                      SuffixQuotientStats* stats = nullptr);
 
-  // The quotient of the store's language by `suffix`.  Checks Fits first:
-  // a store past the limit is refused at that cost.  With the empty suffix
+  // The quotient of the store's language by `suffix`.  The byte-level
+  // middle checks Fits first: a store past the limit is refused at that
+  // cost.  limits.middle = kTerminals builds the terminal-level middle.  With the empty suffix
   // it is pre* of the accepting configurations: Viable says whether a
   // hypothesis can still reach an accepted end at all (the viable-prefix
   // oracle of tests/viable_prefix_test.cc).
@@ -125,6 +157,9 @@ class SuffixQuotient {
  private:
   explicit SuffixQuotient(const CompiledStore* store, std::string suffix,
                           SuffixQuotientLimits limits, bool estimate = false);
+  static Status BuildWith(const CompiledStore* store, std::string_view suffix,
+                          SuffixQuotientLimits limits, bool terminal_middle,
+                          std::shared_ptr<SuffixQuotient>* out);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -140,6 +175,11 @@ class SuffixQuotient {
     int32_t q = 0, slots = 0, cand = -1, seq = 0, idx = 0, term = -1, rule = -1, j = 0,
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
+    // The terminal-level middle: a boundary candidate's Emit that may go on
+    // at the hub (kItems; with cand == -2 one control per Emit item `rule`,
+    // whatever text led to it), or a feed of `term` whose shift returns to
+    // the hub (kFeed).
+    bool mid = false;
     bool operator==(const Key& o) const;
   };
   struct KeyHash {
@@ -205,6 +245,33 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
   void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
+  // The terminal-level middle (limits_.middle resolved): its hub, the lexer
+  // at the start of a token after a blank (initial lexer state, no slots).
+  bool terminal_middle_ = false;
+  int32_t hub_ = -1;
+  int32_t empty_slots_ = -1;
+  // The middle's lexer states besides the hub (the rest of the current
+  // token, the spelling of the next one) keep no transitions of their own:
+  // they read no stack, and copying every transition of the tokens they
+  // lead to into each of them is what made the automaton large.  Their eps
+  // edges (eps_fwd_) are followed instead: up_[y] = the storing states that
+  // reach storing state y through them (LinkPassthrough), and a query from
+  // one of them starts at its Frontier.
+  bool Passthrough(int32_t c) const {
+    return terminal_middle_ && c != hub_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0;
+  }
+  void LinkPassthrough();
+  bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
+                 int32_t blank_hits) const;
+  bool BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item);
+  std::unordered_map<uint64_t, bool> blank_everywhere_;
+  const std::vector<int32_t>& Frontier(int32_t c);
+  std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
+  std::unordered_set<uint64_t> up_pairs_;
+  struct Deferred {
+    int32_t from, g, to, g1, g2;  // a swap (g1 < 0: <from,g> -> <to,g2>) or a push
+  };
+  std::vector<Deferred> deferred_;  // rules into pass-through states, until LinkPassthrough
   // Fits' count: feeds are not expanded; their rules come from CountFeed.
   bool estimate_ = false;
   // Per parse terminal: the rules a feed of it makes besides its shifts and

@@ -7,8 +7,13 @@
 // suffix and, on the same steps, without it.
 // First the per-store prediction (SuffixQuotient::Fits); a store past the
 // limit ends there.
+// --no-indenter (a probe for grammars with the Python indenter, which the
+// quotient does not cover yet): the store's newline is taken as a plain
+// terminal and only the quotient's build is timed, per size and for the
+// empty suffix (with --terminals: the terminal-level middle).
 // Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
-//   [--sizes 100,2048,51200] [--runs N]
+//   [--sizes 100,2048,51200] [--runs N] [--no-indenter [--limit N]] [--terminals]
+// --terminals: the terminal-level middle instead of the byte-level one.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,9 +53,21 @@ int main(int argc, char** argv) {
   size_t middle = 64;
   int runs = 3;
   std::vector<size_t> sizes = {100, 2048, 51200};
+  bool no_indenter = false;
+  int64_t limit = 0;  // --limit N: the quotient's limits (rules, transitions) in the probe
+  SuffixMiddle kind = SuffixMiddle::kBytes;
+  for (int i = 3; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-indenter") no_indenter = true;
+    if (std::string(argv[i]) == "--terminals") kind = SuffixMiddle::kTerminals;
+  }
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--no-indenter" || a == "--terminals") {
+      --i;
+      continue;
+    }
     if (a == "--middle") middle = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--limit") limit = std::strtoll(argv[i + 1], nullptr, 10);
     if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
     if (a == "--sizes") {
       sizes.clear();
@@ -66,6 +83,48 @@ int main(int argc, char** argv) {
   }
   std::ifstream f(argv[2], std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (no_indenter) {
+    store.indenter_nl = -1;
+    SuffixQuotientLimits fit_limits;
+    if (limit > 0 && kind == SuffixMiddle::kBytes) {
+      fit_limits.max_rules = fit_limits.max_transitions = limit;
+    }
+    SuffixQuotientStats fit;
+    const Status fst = SuffixQuotient::Fits(&store, fit_limits, &fit);
+    std::printf("byte-level middle fits: %s (%lld controls, %lld rules counted, %.1f ms)\n",
+                fst.ok() ? "yes" : "no", static_cast<long long>(fit.controls),
+                static_cast<long long>(fit.rules), fit.seconds * 1000);
+    std::printf("%-9s %9s %10s %10s %12s %12s %8s\n", "suffix", "bytes", "setup ms", "controls",
+                "rules", "transitions", "middle");
+    std::vector<size_t> all = sizes;
+    all.insert(all.begin(), 0);
+    for (size_t want : all) {
+      if (want >= text.size()) continue;
+      const std::string suffix = text.substr(text.size() - want);
+      std::vector<double> setup;
+      SuffixQuotientStats st;
+      std::string verdict = "ok";
+      for (int r = 0; r < runs; ++r) {
+        std::shared_ptr<SuffixQuotient> q;
+        const auto t0 = std::chrono::steady_clock::now();
+        SuffixQuotientLimits limits;
+        limits.middle = kind;
+        if (limit > 0) limits.max_rules = limits.max_transitions = limit;
+        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q);
+        setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
+        if (!b.ok()) {
+          verdict = b.message();
+          break;
+        }
+        st = q->stats();
+      }
+      std::printf("%-9zu %9zu %10.1f %10lld %12lld %12lld %8s %s\n", want, suffix.size(),
+                  Pct(setup, 0.5), static_cast<long long>(st.controls),
+                  static_cast<long long>(st.rules), static_cast<long long>(st.transitions),
+                  st.terminal_middle ? "terms" : "bytes", verdict.c_str());
+    }
+    return 0;
+  }
   if (!SuffixQuotient::Supported(store)) {
     std::fprintf(stderr, "%s: the grammar has an indenter: no exact suffix masks\n", argv[1]);
     return 2;
@@ -77,7 +136,7 @@ int main(int argc, char** argv) {
     std::printf("fits: %s (middle layer: %lld controls, %lld rules counted, %.1f ms)\n",
                 st.ok() ? "yes" : "no, prefix masks", static_cast<long long>(fit.controls),
                 static_cast<long long>(fit.rules), fit.seconds * 1000);
-    if (!st.ok()) return 0;
+    if (!st.ok() && kind == SuffixMiddle::kBytes) return 0;
   }
   Segmenter seg(store);
   std::vector<uint32_t> mask(store.mask_words());
@@ -103,7 +162,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      s.SetSuffix(suffix);
+      s.SetSuffix(suffix, kind);
       setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
       exact = s.suffix_exact();
       if (exact) {
