@@ -270,6 +270,12 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
+  // A case pattern, a case line's first word, a line start in a match block
+  // (which may be a case line after an irrefutable case): every token.
+  if (in_pattern_ || (mode_ == Mode::kIndent && !matches_.empty()) ||
+      (stmt_lexemes_ == 0 && mode_ == Mode::kCode && CaseLine())) {
+    return true;
+  }
   // Inside a \N{...} escape's name every byte is checked.
   if (mode_ == Mode::kEscN || mode_ == Mode::kEscName) return true;
   // A name of an open parameter or keyword list being written, or just
@@ -368,8 +374,12 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       (stmt_lexemes_ == 0 && !word_.empty() && word_.size() <= 3 && std::string_view("del").substr(0, word_.size()) == word_)) {
     for (int32_t t : index.star()) check(t);
   }
-  if (PendingNonlocal()) {
+  if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
+  }
+  // A token that holds a case line's `case` and what follows it.
+  if (const auto* ts = index.Containing("case")) {
+    for (int32_t t : *ts) check(t);
   }
   if (at_word) {  // the tokens that end the name here (or go on after it)
     each_allowed([&](int32_t t, std::string_view b) {
@@ -531,6 +541,7 @@ std::string ScopeLayer::DebugString() const {
 // ------------------------------------------------------------------ tokenizer
 
 void ScopeLayer::Byte(unsigned char c) {
+  if (in_pattern_) pattern_.RawByte(static_cast<char>(c));
   switch (mode_) {
     case Mode::kIndent:
       if (c == ' ') {
@@ -712,9 +723,32 @@ void ScopeLayer::CodeByte(unsigned char c) {
     ReturnValue();
     if (dead_) return;
   }
+  if (in_pattern_) {
+    // In a pattern a number is read whole (`1.5`, `1e-5j`, `.5`): its value
+    // and kind matter (complex literals, mapping keys).
+    const bool number = !word_.empty() && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+    const bool hex = word_.size() > 1 && word_[0] == '0' && std::strchr("xXoObB", word_[1]) != nullptr;
+    if (number && (c == '.' || ((c == '+' || c == '-') && !hex && (word_.back() == 'e' || word_.back() == 'E')))) {
+      word_ += static_cast<char>(c);
+      return;
+    }
+    if (op_ == "." && word_.empty() && c >= '0' && c <= '9') {
+      op_.clear();
+      word_ = ".";
+    }
+  }
   if (IsIdent(c)) {
     if (!op_.empty()) FlushOp();
     if (dead_) return;
+    // A word after a name of a pattern (`as`, `if`) makes it a capture.
+    if (in_pattern_ && word_.empty() && pattern_.WaitingName()) {
+      if (!pattern_.CommitName()) {
+        Fail(pattern_.why());
+        return;
+      }
+      DrainPattern();
+      if (dead_) return;
+    }
     if (must_trail_ && word_.empty() && prev_ != ".") {
       Fail("cannot assign to __debug__");
       return;
@@ -728,6 +762,10 @@ void ScopeLayer::CodeByte(unsigned char c) {
     raw_ = l.find('r') != std::string::npos;
     fstr_ = l.find('f') != std::string::npos;
     word_.clear();
+    if (in_pattern_ && fstr_) {
+      Fail("patterns may only match literals and attribute lookups");
+      return;
+    }
   } else {
     if (c == '\'' || c == '"') raw_ = fstr_ = false;
     FlushWord();
@@ -759,6 +797,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
     case '\f':
     case '\r':
       FlushOp();
+      if (match_word_ && match_gap_ == 0) match_gap_ = c == '\r' ? 2 : 1;
       return;
     case '#':
       FlushOp();
@@ -768,6 +807,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
       return;
     case '\\':
       FlushOp();
+      if (match_word_) match_gap_ = 2;
       mode_ = Mode::kBackslash;
       return;
     case '\n':
@@ -800,6 +840,9 @@ void ScopeLayer::CodeByte(unsigned char c) {
           !f.names.empty();
   }
   if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
+  // In a pattern no operator goes on but `*` to `**` in a mapping (and `.`
+  // to a number `.5`).
+  if (!now && in_pattern_ && op_ != "." && !(op_ == "*" && pattern_.InMapping())) now = true;
   // `(__debug__ :` can only go on as a walrus.
   if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
       frames_.back().kind == Frame::kDisplay && frames_.back().close == ')' && !LocalAnnotation()) {
@@ -826,7 +869,7 @@ void ScopeLayer::FlushWord() {
   if (word_.empty()) return;
   const std::string w = std::move(word_);
   word_.clear();
-  if (w[0] >= '0' && w[0] <= '9') {
+  if ((w[0] >= '0' && w[0] <= '9') || w[0] == '.') {
     Lexeme(Lex::kNumber, w);
   } else if (IsKeyword(w)) {
     Lexeme(Lex::kKeyword, w);
@@ -847,6 +890,19 @@ void ScopeLayer::FlushOp() {
 void ScopeLayer::LineStart(int32_t col) {
   stmt_col_ = col;
   CloseScopesTo(col);
+  if (dead_) return;
+  // Match blocks: a line at or left of the match line closes it; the first
+  // line inside gives the case column; a case line after an irrefutable
+  // case is refused at its first byte.
+  while (!matches_.empty() && col <= matches_.back().match_col) matches_.pop_back();
+  if (!matches_.empty()) {
+    MatchBlock& b = matches_.back();
+    if (b.case_col < 0) {
+      b.case_col = col;
+    } else if (col == b.case_col && !b.unreachable.empty()) {
+      Fail(b.unreachable);
+    }
+  }
 }
 
 void ScopeLayer::CloseScopesTo(int32_t col) {
@@ -1100,6 +1156,8 @@ void ScopeLayer::EndStatement() {
   must_trail_ = false;
   import_first_ = false;
   return_pending_ = false;
+  in_pattern_ = false;
+  match_word_ = false;
 }
 
 bool ScopeLayer::LambdaTerminator(const std::string& x) const {
@@ -1109,6 +1167,63 @@ bool ScopeLayer::LambdaTerminator(const std::string& x) const {
 
 void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
   if (dead_) return;
+  // match statements: the role of a first word `match` is known now.
+  if (match_word_) {
+    match_word_ = false;
+    if (MatchSubject(kind, text)) {
+      stmt_ = Stmt::kCompound;
+      in_header_ = true;
+      MatchBlock b;
+      b.match_col = stmt_col_;
+      matches_.push_back(b);
+    } else {
+      Name("match");
+      if (dead_) return;
+    }
+  }
+  if (in_pattern_) {
+    const bool end = pattern_.depth() == 0 && ((kind == Lex::kOp && text == ":") ||
+                                                (kind == Lex::kKeyword && text == "if"));
+    if (!end && kind != Lex::kNewline) {
+      PatternLexeme(kind, text);
+      return;
+    }
+    // The pattern ends at the case's `:` or its guard's `if` (which then
+    // read on as in any compound header).
+    in_pattern_ = false;
+    bool irrefutable = false;
+    if (kind != Lex::kNewline && !pattern_.End(kind == Lex::kKeyword, &irrefutable)) {
+      Fail(pattern_.why());
+      return;
+    }
+    DrainPattern();
+    if (dead_) return;
+    if (irrefutable && !matches_.empty()) {
+      matches_.back().unreachable = pattern_.end_what() + " makes remaining patterns unreachable";
+    }
+  }
+  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_) {
+    if (text == "match") {  // a name or the keyword: the next lexeme says
+      match_word_ = true;
+      match_gap_ = 0;
+      ++stmt_lexemes_;
+      stmt_ = Stmt::kExpr;
+      last_entry_live_ = false;
+      prev_ = text;
+      prev_kind_ = kind;
+      return;
+    }
+    if (text == "case" && CaseLine()) {
+      ++stmt_lexemes_;
+      stmt_ = Stmt::kCompound;
+      in_header_ = true;
+      in_pattern_ = true;
+      pattern_ = PatternReader();
+      prev_ = text;
+      prev_kind_ = kind;
+      return;
+    }
+  }
   // A lambda body ends at the first terminator at its own level.
   const std::string key = kind == Lex::kNewline ? std::string("\n") : text;
   while (!frames_.empty() && frames_.back().kind == Frame::kLambda && frames_.back().lambda_body &&
@@ -1894,6 +2009,67 @@ bool ScopeLayer::ReturnArmed() const {
   // statement start Filter looks at the tokens that hold or finish `return`).
   return return_pending_ && cur.kind == Scope::kFunction && (cur.is_async || cur.coroutine_mark) &&
          cur.has_yield;
+}
+
+// ------------------------------------------------------------------ match statements
+
+bool ScopeLayer::MatchSubject(Lex kind, const std::string& text) const {
+  // MATCH (grammar/lark/python.lark): `match`, blanks, then a character that
+  // begins a subject, not `**`, `*=`, `+=`, `-=` nor in/is/and/or/if/not.
+  if (match_gap_ != 1) return false;
+  switch (kind) {
+    case Lex::kName:
+    case Lex::kString:
+      return true;
+    case Lex::kNumber:
+      return text[0] != '.';
+    case Lex::kKeyword:
+      return text != "in" && text != "is" && text != "and" && text != "or" && text != "if" &&
+             text != "not";
+    case Lex::kOp:
+      return text == "(" || text == "[" || text == "{" || text == "~" || text == "*" ||
+             text == "-" || text == "+";
+    case Lex::kNewline:
+      return false;
+  }
+  return false;
+}
+
+bool ScopeLayer::CaseLine() const {
+  return !matches_.empty() && matches_.back().case_col == stmt_col_;
+}
+
+bool ScopeLayer::Unreachable() const {
+  for (const MatchBlock& b : matches_) {
+    if (!b.unreachable.empty()) return true;
+  }
+  return false;
+}
+
+void ScopeLayer::PatternLexeme(Lex kind, const std::string& text) {
+  if (kind == Lex::kOp && (text == "(" || text == "[" || text == "{")) ++depth_;
+  if (kind == Lex::kOp && (text == ")" || text == "]" || text == "}")) --depth_;
+  ++stmt_lexemes_;
+  PatternReader::Kind k = PatternReader::Kind::kOp;
+  switch (kind) {
+    case Lex::kName: k = PatternReader::Kind::kName; break;
+    case Lex::kKeyword: k = PatternReader::Kind::kKeyword; break;
+    case Lex::kNumber: k = PatternReader::Kind::kNumber; break;
+    case Lex::kString: k = PatternReader::Kind::kString; break;
+    default: break;
+  }
+  if (!pattern_.Lexeme(k, text)) {
+    Fail(pattern_.why());
+    return;
+  }
+  DrainPattern();
+  prev_ = text;
+  prev_kind_ = kind;
+}
+
+void ScopeLayer::DrainPattern() {
+  for (const std::string& n : pattern_.TakeBound()) BindName(n);
+  for (const std::string& n : pattern_.TakeUsed()) Occurs(n);
 }
 
 }  // namespace cfgmask
