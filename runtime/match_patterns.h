@@ -74,7 +74,7 @@ class PatternReader {
     bool after_as = false;            // `as NAME` read: cur holds all its names
     bool as_irref = false;
     bool star = false;                // a star pattern
-    bool Empty() const { return closed == 0 && alts == 1 && !star && !after_as; }
+    bool Empty() const { return closed == 0 && alts == 1 && !star && !after_as && cur.empty(); }
   };
   struct Level {
     char kind = 'T';                  // 'T' the case, '(' group/sequence, '[', '{', 'C' class

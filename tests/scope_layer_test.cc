@@ -277,6 +277,7 @@ const char* const kMatchRefused[] = {
     "match x:\n    case _:\n        pass\n    @case 1:\n",
     "match x:\n    case (_) as y:\n        pass\n    @case 1:\n",
     "match x:\n    case [a,\n          a@]:\n",
+    "match x:\n    case {**b}, [b@]:\n",
 };
 
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
