@@ -398,7 +398,17 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         // `async` after an operand: refused in a list, set or dict display
         // outside an async function, allowed in parentheses and inside one
         "x = [b", "x = [b as", "x = [b asy", "x = ({ a % b", "x = (a % b",
-        "async def f():\n    x = [b", "x = [f(a)"}) {
+        "async def f():\n    x = [b", "x = [f(a)",
+        // match statements: the soft keyword, case lines, patterns, the
+        // line starts after an irrefutable case
+        "matc", "match", "match ", "match x", "match x:\n", "match x:\n    ", "match x:\n    cas",
+        "match x:\n    case", "match x:\n    case [a, ", "match x:\n    case [a, a", "match x:\n    case [a] | [", "match x:\n    case 1 |",
+        "match x:\n    case {1: a, ", "match x:\n    case {1: a, True", "match x:\n    case C(a=1, a",
+        "match x:\n    case 1j", "match x:\n    case 1 + 2", "match x:\n    case f", "match x:\n    case 1 as ",
+        "match x:\n    case {**", "match x:\n    case {**_", "match x:\n    case [*a, ", "match x:\n    case a ",
+        "match x:\n    case _:\n        pass\n", "match x:\n    case _:\n        pass\n    ",
+        "match x:\n    case y:\n        pass\n", "match x:\n    case y:\n        pass\n  ", "match x:\n    case y:\n        x = 1",
+        "match x:\n    case 1:\n        match y:\n            case z:\n                pass\n"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
