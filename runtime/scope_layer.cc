@@ -377,9 +377,13 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
   }
-  // A token that holds a case line's `case` and what follows it.
+  // A token that holds a case line's `case` and what follows it: at a line
+  // start, or after a newline in the token.
   if (const auto* ts = index.Containing("case")) {
-    for (int32_t t : *ts) check(t);
+    const bool line_start = mode_ == Mode::kIndent || (stmt_lexemes_ == 0 && word_.empty());
+    for (int32_t t : *ts) {
+      if (line_start || store.TokenBytes(t).find('\n') != std::string_view::npos) check(t);
+    }
   }
   if (at_word) {  // the tokens that end the name here (or go on after it)
     each_allowed([&](int32_t t, std::string_view b) {
@@ -541,7 +545,7 @@ std::string ScopeLayer::DebugString() const {
 // ------------------------------------------------------------------ tokenizer
 
 void ScopeLayer::Byte(unsigned char c) {
-  if (in_pattern_) pattern_.RawByte(static_cast<char>(c));
+  if (in_pattern_) pattern_->RawByte(static_cast<char>(c));
   switch (mode_) {
     case Mode::kIndent:
       if (c == ' ') {
@@ -741,9 +745,9 @@ void ScopeLayer::CodeByte(unsigned char c) {
     if (!op_.empty()) FlushOp();
     if (dead_) return;
     // A word after a name of a pattern (`as`, `if`) makes it a capture.
-    if (in_pattern_ && word_.empty() && pattern_.WaitingName()) {
-      if (!pattern_.CommitName()) {
-        Fail(pattern_.why());
+    if (in_pattern_ && word_.empty() && pattern_->WaitingName()) {
+      if (!pattern_->CommitName()) {
+        Fail(pattern_->why());
         return;
       }
       DrainPattern();
@@ -842,7 +846,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
   if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
   // In a pattern no operator goes on but `*` to `**` in a mapping (and `.`
   // to a number `.5`).
-  if (!now && in_pattern_ && op_ != "." && !(op_ == "*" && pattern_.InMapping())) now = true;
+  if (!now && in_pattern_ && op_ != "." && !(op_ == "*" && pattern_->InMapping())) now = true;
   // `(__debug__ :` can only go on as a walrus.
   if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
       frames_.back().kind == Frame::kDisplay && frames_.back().close == ')' && !LocalAnnotation()) {
@@ -1157,6 +1161,7 @@ void ScopeLayer::EndStatement() {
   import_first_ = false;
   return_pending_ = false;
   in_pattern_ = false;
+  pattern_.reset();
   match_word_ = false;
 }
 
@@ -1182,7 +1187,7 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     }
   }
   if (in_pattern_) {
-    const bool end = pattern_.depth() == 0 && ((kind == Lex::kOp && text == ":") ||
+    const bool end = pattern_->depth() == 0 && ((kind == Lex::kOp && text == ":") ||
                                                 (kind == Lex::kKeyword && text == "if"));
     if (!end && kind != Lex::kNewline) {
       PatternLexeme(kind, text);
@@ -1192,15 +1197,16 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     // read on as in any compound header).
     in_pattern_ = false;
     bool irrefutable = false;
-    if (kind != Lex::kNewline && !pattern_.End(kind == Lex::kKeyword, &irrefutable)) {
-      Fail(pattern_.why());
+    if (kind != Lex::kNewline && !pattern_->End(kind == Lex::kKeyword, &irrefutable)) {
+      Fail(pattern_->why());
       return;
     }
     DrainPattern();
     if (dead_) return;
     if (irrefutable && !matches_.empty()) {
-      matches_.back().unreachable = pattern_.end_what() + " makes remaining patterns unreachable";
+      matches_.back().unreachable = pattern_->end_what() + " makes remaining patterns unreachable";
     }
+    pattern_.reset();
   }
   if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_) {
     if (text == "match") {  // a name or the keyword: the next lexeme says
@@ -1218,7 +1224,7 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
       stmt_ = Stmt::kCompound;
       in_header_ = true;
       in_pattern_ = true;
-      pattern_ = PatternReader();
+      pattern_.emplace();
       prev_ = text;
       prev_kind_ = kind;
       return;
@@ -2058,8 +2064,8 @@ void ScopeLayer::PatternLexeme(Lex kind, const std::string& text) {
     case Lex::kString: k = PatternReader::Kind::kString; break;
     default: break;
   }
-  if (!pattern_.Lexeme(k, text)) {
-    Fail(pattern_.why());
+  if (!pattern_->Lexeme(k, text)) {
+    Fail(pattern_->why());
     return;
   }
   DrainPattern();
@@ -2068,8 +2074,9 @@ void ScopeLayer::PatternLexeme(Lex kind, const std::string& text) {
 }
 
 void ScopeLayer::DrainPattern() {
-  for (const std::string& n : pattern_.TakeBound()) BindName(n);
-  for (const std::string& n : pattern_.TakeUsed()) Occurs(n);
+  if (!pattern_) return;
+  for (const std::string& n : pattern_->TakeBound()) BindName(n);
+  for (const std::string& n : pattern_->TakeUsed()) Occurs(n);
 }
 
 }  // namespace cfgmask

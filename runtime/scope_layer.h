@@ -68,6 +68,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -254,7 +255,7 @@ class ScopeLayer {
   bool match_word_ = false;   // the statement so far is the name `match`: its role waits
   int8_t match_gap_ = 0;      // bytes after it: 0 none, 1 blanks only, 2 something else
   bool in_pattern_ = false;   // reading a case pattern (up to its guard or `:`)
-  PatternReader pattern_;
+  std::optional<PatternReader> pattern_;  // while in_pattern_ (none: copies stay cheap)
 
   std::vector<std::shared_ptr<Scope>> scopes_;
   std::vector<Frame> frames_;
