@@ -270,12 +270,8 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
-  // A case pattern, a case line's first word, a line start in a match block
-  // (which may be a case line after an irrefutable case): every token.
-  if (in_pattern_ || (mode_ == Mode::kIndent && !matches_.empty()) ||
-      (stmt_lexemes_ == 0 && mode_ == Mode::kCode && CaseLine())) {
-    return true;
-  }
+  // A case pattern (Filter looks only at the tokens that can fail there).
+  if (in_pattern_) return true;
   // Inside a \N{...} escape's name every byte is checked.
   if (mode_ == Mode::kEscN || mode_ == Mode::kEscName) return true;
   // A name of an open parameter or keyword list being written, or just
@@ -357,6 +353,74 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return !b.empty() && !IsIdent(static_cast<unsigned char>(b[0]));
   };
   bool at_word = false, colon_only = true;
+  // In a case pattern (code, not a string) a token of identifier bytes,
+  // after blanks only when no word is open, cannot fail: it extends or
+  // begins a name whose role the next byte decides; unless a name waits for
+  // its role, which a new word commits.  Every other token goes through a
+  // copy of the layer.
+  // The tokens that end an open word of a case line (its `case`, a name, a
+  // keyword of the pattern): what the word's end does is the same for all of
+  // them, so a copy with the word read judges them with its own filter (the
+  // bytes after which a number, a string prefix goes on are not such ends).
+  auto by_word_end = [&]() {
+    const bool number = (word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.';
+    const bool prefix = IsStringPrefix(word_);
+    auto plain_end = [&](std::string_view b) {
+      const unsigned char c = static_cast<unsigned char>(b[0]);
+      if (IsIdent(c)) return false;
+      if (number && (c == '.' || c == '+' || c == '-')) return false;
+      return !(prefix && (c == '\'' || c == '"'));
+    };
+    ScopeLayer probe = *this;
+    probe.FlushWord();
+    std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()), 0u);
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (!b.empty() && plain_end(b)) sub[t >> 5] |= 1u << (t & 31);
+    });
+    if (probe.dead_) {
+      std::fill(sub.begin(), sub.end(), 0u);
+    } else {
+      probe.Filter(store, index, sub.data());
+    }
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (b.empty()) return;
+      if (plain_end(b)) {
+        if (!((sub[t >> 5] >> (t & 31)) & 1u)) mask[t >> 5] &= ~(1u << (t & 31));
+        return;
+      }
+      for (char c : b) {  // name bytes only: the word goes on
+        if (!IsIdent(static_cast<unsigned char>(c))) {
+          check(t);
+          return;
+        }
+      }
+    });
+  };
+  if (mode_ == Mode::kCode && !word_.empty() &&
+      ((in_pattern_ && pattern_) || (stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && CaseLine()))) {
+    by_word_end();
+    return;
+  }
+  if (in_pattern_ && pattern_ && mode_ == Mode::kCode) {
+    const bool word_open = !word_.empty();
+    const bool waiting = pattern_->WaitingName();
+    each_allowed([&](int32_t t, std::string_view b) {
+      size_t i = 0;
+      while (i < b.size() && (b[i] == ' ' || b[i] == '\t')) ++i;
+      bool safe = i == b.size() ? !word_open : !(i > 0 && word_open);
+      for (size_t k = i; safe && k < b.size(); ++k) safe = IsIdent(static_cast<unsigned char>(b[k]));
+      if (safe && i < b.size() && waiting && (i > 0 || !word_open)) safe = false;
+      if (!safe) check(t);
+    });
+    return;
+  }
+  // Inside a string of a pattern only its end (or an escape) can fail.
+  if (in_pattern_ && pattern_ && (mode_ == Mode::kString || mode_ == Mode::kStrOpen1)) {
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (b.find(quote_) != std::string_view::npos || b.find('\\') != std::string_view::npos) check(t);
+    });
+    return;
+  }
   if (Armed(&at_word, &colon_only)) {
     each_allowed([&](int32_t t, std::string_view) { check(t); });
     return;
@@ -376,6 +440,21 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
   if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
+  }
+  // Match blocks: at a line start after an irrefutable case, the tokens that
+  // reach a case column (or hold a newline); on a case line's first word,
+  // the tokens that go on past it (not only name bytes).
+  if (!matches_.empty() && mode_ == Mode::kIndent && Unreachable()) {
+    each_allowed([&](int32_t t, std::string_view b) {
+      size_t i = 0;
+      while (i < b.size() && b[i] == ' ') ++i;
+      if (i == b.size()) return;
+      bool hit = b.find('\n') != std::string_view::npos;
+      for (const MatchBlock& mb : matches_) {
+        hit = hit || (!mb.unreachable.empty() && mb.case_col == col_ + static_cast<int32_t>(i));
+      }
+      if (hit) check(t);
+    });
   }
   // A token that holds a case line's `case` and what follows it: at a line
   // start, or after a newline in the token.

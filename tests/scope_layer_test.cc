@@ -408,7 +408,13 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "match x:\n    case {**", "match x:\n    case {**_", "match x:\n    case [*a, ", "match x:\n    case a ",
         "match x:\n    case _:\n        pass\n", "match x:\n    case _:\n        pass\n    ",
         "match x:\n    case y:\n        pass\n", "match x:\n    case y:\n        pass\n  ", "match x:\n    case y:\n        x = 1",
-        "match x:\n    case 1:\n        match y:\n            case z:\n                pass\n"}) {
+        "match x:\n    case 1:\n        match y:\n            case z:\n                pass\n",
+        // a word open in a pattern (its end judged by a copy with it read)
+        "match x:\n    case x if", "match x:\n    case [a] as", "match x:\n    case 1.5e", "match x:\n    case Point",
+        "match x:\n    case a as b", "match x:\n    case [a, b] | [a", "match x:\n    case (a as _",
+        "match x:\n    case {'a': 1, 'a'", "match x:\n    case rb", "match x:\n    case None", "match x:\n    case y",
+        "match x:\n    case [a, *a", "match x:\n    case C(a=1, a", "match x:\n    case {1: a, -0", "match x:\n    case (x) as y",
+        "match x:\n    case 'a", "match x:\n    case 1 + 2"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
