@@ -294,6 +294,8 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
+  // A case pattern (Filter looks only at the tokens that can fail there).
+  if (in_pattern_) return true;
   // Inside a \N{...} escape's name every byte is checked.
   if (mode_ == Mode::kEscN || mode_ == Mode::kEscName) return true;
   // A name of an open parameter or keyword list being written, or just
@@ -419,6 +421,74 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     decided = std::move(keep);
   };
   bool at_word = false, colon_only = true;
+  // In a case pattern (code, not a string) a token of identifier bytes,
+  // after blanks only when no word is open, cannot fail: it extends or
+  // begins a name whose role the next byte decides; unless a name waits for
+  // its role, which a new word commits.  Every other token goes through a
+  // copy of the layer.
+  // The tokens that end an open word of a case line (its `case`, a name, a
+  // keyword of the pattern): what the word's end does is the same for all of
+  // them, so a copy with the word read judges them with its own filter (the
+  // bytes after which a number, a string prefix goes on are not such ends).
+  auto by_word_end = [&]() {
+    const bool number = (word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.';
+    const bool prefix = IsStringPrefix(word_);
+    auto plain_end = [&](std::string_view b) {
+      const unsigned char c = static_cast<unsigned char>(b[0]);
+      if (IsIdent(c)) return false;
+      if (number && (c == '.' || c == '+' || c == '-')) return false;
+      return !(prefix && (c == '\'' || c == '"'));
+    };
+    ScopeLayer probe = *this;
+    probe.FlushWord();
+    std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()), 0u);
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (!b.empty() && plain_end(b)) sub[t >> 5] |= 1u << (t & 31);
+    });
+    if (probe.dead_) {
+      std::fill(sub.begin(), sub.end(), 0u);
+    } else {
+      probe.Filter(store, index, sub.data());
+    }
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (b.empty()) return;
+      if (plain_end(b)) {
+        if (!((sub[t >> 5] >> (t & 31)) & 1u)) mask[t >> 5] &= ~(1u << (t & 31));
+        return;
+      }
+      for (char c : b) {  // name bytes only: the word goes on
+        if (!IsIdent(static_cast<unsigned char>(c))) {
+          check(t);
+          return;
+        }
+      }
+    });
+  };
+  if (mode_ == Mode::kCode && !word_.empty() &&
+      ((in_pattern_ && pattern_) || (stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && CaseLine()))) {
+    by_word_end();
+    return;
+  }
+  if (in_pattern_ && pattern_ && mode_ == Mode::kCode) {
+    const bool word_open = !word_.empty();
+    const bool waiting = pattern_->WaitingName();
+    each_allowed([&](int32_t t, std::string_view b) {
+      size_t i = 0;
+      while (i < b.size() && (b[i] == ' ' || b[i] == '\t')) ++i;
+      bool safe = i == b.size() ? !word_open : !(i > 0 && word_open);
+      for (size_t k = i; safe && k < b.size(); ++k) safe = IsIdent(static_cast<unsigned char>(b[k]));
+      if (safe && i < b.size() && waiting && (i > 0 || !word_open)) safe = false;
+      if (!safe) check(t);
+    });
+    return;
+  }
+  // Inside a string of a pattern only its end (or an escape) can fail.
+  if (in_pattern_ && pattern_ && (mode_ == Mode::kString || mode_ == Mode::kStrOpen1)) {
+    each_allowed([&](int32_t t, std::string_view b) {
+      if (b.find(quote_) != std::string_view::npos || b.find('\\') != std::string_view::npos) check(t);
+    });
+    return;
+  }
   if (Armed(&at_word, &colon_only)) {
     if (dead_ || mode_ != Mode::kCode || word_.empty()) {
       each_allowed(check);
@@ -454,8 +524,31 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       (stmt_lexemes_ == 0 && !word_.empty() && word_.size() <= 3 && std::string_view("del").substr(0, word_.size()) == word_)) {
     for (int32_t t : index.star()) check(t);
   }
-  if (PendingNonlocal()) {
+  if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
+  }
+  // Match blocks: at a line start after an irrefutable case, the tokens that
+  // reach a case column (or hold a newline); on a case line's first word,
+  // the tokens that go on past it (not only name bytes).
+  if (!matches_.empty() && mode_ == Mode::kIndent && Unreachable()) {
+    each_allowed([&](int32_t t, std::string_view b) {
+      size_t i = 0;
+      while (i < b.size() && b[i] == ' ') ++i;
+      if (i == b.size()) return;
+      bool hit = b.find('\n') != std::string_view::npos;
+      for (const MatchBlock& mb : matches_) {
+        hit = hit || (!mb.unreachable.empty() && mb.case_col == col_ + static_cast<int32_t>(i));
+      }
+      if (hit) check(t);
+    });
+  }
+  // A token that holds a case line's `case` and what follows it: at a line
+  // start, or after a newline in the token.
+  if (const auto* ts = index.Containing("case")) {
+    const bool line_start = mode_ == Mode::kIndent || (stmt_lexemes_ == 0 && word_.empty());
+    for (int32_t t : *ts) {
+      if (line_start || store.TokenBytes(t).find('\n') != std::string_view::npos) check(t);
+    }
   }
   if (at_word) {  // the tokens that end the name here (or go on after it)
     if (colon_only) {
@@ -616,6 +709,7 @@ std::string ScopeLayer::DebugString() const {
 // ------------------------------------------------------------------ tokenizer
 
 void ScopeLayer::Byte(unsigned char c) {
+  if (in_pattern_) pattern_->RawByte(static_cast<char>(c));
   switch (mode_) {
     case Mode::kIndent:
       if (c == ' ') {
@@ -797,9 +891,32 @@ void ScopeLayer::CodeByte(unsigned char c) {
     ReturnValue();
     if (dead_) return;
   }
+  if (in_pattern_) {
+    // In a pattern a number is read whole (`1.5`, `1e-5j`, `.5`): its value
+    // and kind matter (complex literals, mapping keys).
+    const bool number = !word_.empty() && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+    const bool hex = word_.size() > 1 && word_[0] == '0' && std::strchr("xXoObB", word_[1]) != nullptr;
+    if (number && (c == '.' || ((c == '+' || c == '-') && !hex && (word_.back() == 'e' || word_.back() == 'E')))) {
+      word_ += static_cast<char>(c);
+      return;
+    }
+    if (op_ == "." && word_.empty() && c >= '0' && c <= '9') {
+      op_.clear();
+      word_ = ".";
+    }
+  }
   if (IsIdent(c)) {
     if (!op_.empty()) FlushOp();
     if (dead_) return;
+    // A word after a name of a pattern (`as`, `if`) makes it a capture.
+    if (in_pattern_ && word_.empty() && pattern_->WaitingName()) {
+      if (!pattern_->CommitName()) {
+        Fail(pattern_->why());
+        return;
+      }
+      DrainPattern();
+      if (dead_) return;
+    }
     if (must_trail_ && word_.empty() && prev_ != ".") {
       Fail("cannot assign to __debug__");
       return;
@@ -813,6 +930,10 @@ void ScopeLayer::CodeByte(unsigned char c) {
     raw_ = l.find('r') != std::string::npos;
     fstr_ = l.find('f') != std::string::npos;
     word_.clear();
+    if (in_pattern_ && fstr_) {
+      Fail("patterns may only match literals and attribute lookups");
+      return;
+    }
   } else {
     if (c == '\'' || c == '"') raw_ = fstr_ = false;
     FlushWord();
@@ -844,6 +965,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
     case '\f':
     case '\r':
       FlushOp();
+      if (match_word_ && match_gap_ == 0) match_gap_ = c == '\r' ? 2 : 1;
       return;
     case '#':
       FlushOp();
@@ -853,6 +975,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
       return;
     case '\\':
       FlushOp();
+      if (match_word_) match_gap_ = 2;
       mode_ = Mode::kBackslash;
       return;
     case '\n':
@@ -885,6 +1008,9 @@ void ScopeLayer::CodeByte(unsigned char c) {
           !f.names.empty();
   }
   if (!now && op_ == ":" && frames_.empty() && stmt_ == Stmt::kExpr) now = true;
+  // In a pattern no operator goes on but `*` to `**` in a mapping (and `.`
+  // to a number `.5`).
+  if (!now && in_pattern_ && op_ != "." && !(op_ == "*" && pattern_->InMapping())) now = true;
   // `(__debug__ :` can only go on as a walrus.
   if (op_ == ":" && prev_kind_ == Lex::kName && prev_ == kDebug && !frames_.empty() &&
       frames_.back().kind == Frame::kDisplay && frames_.back().close == ')' && !LocalAnnotation()) {
@@ -911,7 +1037,7 @@ void ScopeLayer::FlushWord() {
   if (word_.empty()) return;
   const std::string w = std::move(word_);
   word_.clear();
-  if (w[0] >= '0' && w[0] <= '9') {
+  if ((w[0] >= '0' && w[0] <= '9') || w[0] == '.') {
     Lexeme(Lex::kNumber, w);
   } else if (IsKeyword(w)) {
     Lexeme(Lex::kKeyword, w);
@@ -932,6 +1058,19 @@ void ScopeLayer::FlushOp() {
 void ScopeLayer::LineStart(int32_t col) {
   stmt_col_ = col;
   CloseScopesTo(col);
+  if (dead_) return;
+  // Match blocks: a line at or left of the match line closes it; the first
+  // line inside gives the case column; a case line after an irrefutable
+  // case is refused at its first byte.
+  while (!matches_.empty() && col <= matches_.back().match_col) matches_.pop_back();
+  if (!matches_.empty()) {
+    MatchBlock& b = matches_.back();
+    if (b.case_col < 0) {
+      b.case_col = col;
+    } else if (col == b.case_col && !b.unreachable.empty()) {
+      Fail(b.unreachable);
+    }
+  }
 }
 
 void ScopeLayer::CloseScopesTo(int32_t col) {
@@ -1185,6 +1324,9 @@ void ScopeLayer::EndStatement() {
   must_trail_ = false;
   import_first_ = false;
   return_pending_ = false;
+  in_pattern_ = false;
+  pattern_.reset();
+  match_word_ = false;
 }
 
 bool ScopeLayer::LambdaTerminator(const std::string& x) const {
@@ -1194,6 +1336,64 @@ bool ScopeLayer::LambdaTerminator(const std::string& x) const {
 
 void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
   if (dead_) return;
+  // match statements: the role of a first word `match` is known now.
+  if (match_word_) {
+    match_word_ = false;
+    if (MatchSubject(kind, text)) {
+      stmt_ = Stmt::kCompound;
+      in_header_ = true;
+      MatchBlock b;
+      b.match_col = stmt_col_;
+      matches_.push_back(b);
+    } else {
+      Name("match");
+      if (dead_) return;
+    }
+  }
+  if (in_pattern_) {
+    const bool end = pattern_->depth() == 0 && ((kind == Lex::kOp && text == ":") ||
+                                                (kind == Lex::kKeyword && text == "if"));
+    if (!end && kind != Lex::kNewline) {
+      PatternLexeme(kind, text);
+      return;
+    }
+    // The pattern ends at the case's `:` or its guard's `if` (which then
+    // read on as in any compound header).
+    in_pattern_ = false;
+    bool irrefutable = false;
+    if (kind != Lex::kNewline && !pattern_->End(kind == Lex::kKeyword, &irrefutable)) {
+      Fail(pattern_->why());
+      return;
+    }
+    DrainPattern();
+    if (dead_) return;
+    if (irrefutable && !matches_.empty()) {
+      matches_.back().unreachable = pattern_->end_what() + " makes remaining patterns unreachable";
+    }
+    pattern_.reset();
+  }
+  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_) {
+    if (text == "match") {  // a name or the keyword: the next lexeme says
+      match_word_ = true;
+      match_gap_ = 0;
+      ++stmt_lexemes_;
+      stmt_ = Stmt::kExpr;
+      last_entry_live_ = false;
+      prev_ = text;
+      prev_kind_ = kind;
+      return;
+    }
+    if (text == "case" && CaseLine()) {
+      ++stmt_lexemes_;
+      stmt_ = Stmt::kCompound;
+      in_header_ = true;
+      in_pattern_ = true;
+      pattern_.emplace();
+      prev_ = text;
+      prev_kind_ = kind;
+      return;
+    }
+  }
   // A lambda body ends at the first terminator at its own level.
   const std::string key = kind == Lex::kNewline ? std::string("\n") : text;
   while (!frames_.empty() && frames_.back().kind == Frame::kLambda && frames_.back().lambda_body &&
@@ -1979,6 +2179,68 @@ bool ScopeLayer::ReturnArmed() const {
   // statement start Filter looks at the tokens that hold or finish `return`).
   return return_pending_ && cur.kind == Scope::kFunction && (cur.is_async || cur.coroutine_mark) &&
          cur.has_yield;
+}
+
+// ------------------------------------------------------------------ match statements
+
+bool ScopeLayer::MatchSubject(Lex kind, const std::string& text) const {
+  // MATCH (grammar/lark/python.lark): `match`, blanks, then a character that
+  // begins a subject, not `**`, `*=`, `+=`, `-=` nor in/is/and/or/if/not.
+  if (match_gap_ != 1) return false;
+  switch (kind) {
+    case Lex::kName:
+    case Lex::kString:
+      return true;
+    case Lex::kNumber:
+      return text[0] != '.';
+    case Lex::kKeyword:
+      return text != "in" && text != "is" && text != "and" && text != "or" && text != "if" &&
+             text != "not";
+    case Lex::kOp:
+      return text == "(" || text == "[" || text == "{" || text == "~" || text == "*" ||
+             text == "-" || text == "+";
+    case Lex::kNewline:
+      return false;
+  }
+  return false;
+}
+
+bool ScopeLayer::CaseLine() const {
+  return !matches_.empty() && matches_.back().case_col == stmt_col_;
+}
+
+bool ScopeLayer::Unreachable() const {
+  for (const MatchBlock& b : matches_) {
+    if (!b.unreachable.empty()) return true;
+  }
+  return false;
+}
+
+void ScopeLayer::PatternLexeme(Lex kind, const std::string& text) {
+  if (kind == Lex::kOp && (text == "(" || text == "[" || text == "{")) ++depth_;
+  if (kind == Lex::kOp && (text == ")" || text == "]" || text == "}")) --depth_;
+  ++stmt_lexemes_;
+  PatternReader::Kind k = PatternReader::Kind::kOp;
+  switch (kind) {
+    case Lex::kName: k = PatternReader::Kind::kName; break;
+    case Lex::kKeyword: k = PatternReader::Kind::kKeyword; break;
+    case Lex::kNumber: k = PatternReader::Kind::kNumber; break;
+    case Lex::kString: k = PatternReader::Kind::kString; break;
+    default: break;
+  }
+  if (!pattern_->Lexeme(k, text)) {
+    Fail(pattern_->why());
+    return;
+  }
+  DrainPattern();
+  prev_ = text;
+  prev_kind_ = kind;
+}
+
+void ScopeLayer::DrainPattern() {
+  if (!pattern_) return;
+  for (const std::string& n : pattern_->TakeBound()) BindName(n);
+  for (const std::string& n : pattern_->TakeUsed()) Occurs(n);
 }
 
 }  // namespace cfgmask

@@ -40,6 +40,14 @@
 //   - an assignment expression in a comprehension's iterable, to one of its
 //     iteration variables (either order; any comprehension around it too),
 //     or in a comprehension of a class body;
+//   - match statements: `match` is a keyword at a statement start when blanks
+//     and a subject follow (the grammar's MATCH look-ahead, read the same
+//     way from the lexeme after it), `case` at its block's case column; each
+//     case pattern goes to a PatternReader (runtime/match_patterns.h: names
+//     bound twice, or-pattern alternatives, irrefutable alternatives, `_`
+//     targets, starred names, class keywords, mapping keys, complex
+//     literals), f-strings in patterns, and a case line after an
+//     irrefutable case (refused at its first byte); captures bind names;
 //   - a `\N{...}` escape whose name is no character's name
 //     (grammar/base/unicode_names.h), at the byte after which none can begin.
 // The layer assumes its text is a prefix of the grammar's language (the
@@ -61,12 +69,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "maskstore/compiled_store.h"
+#include "runtime/match_patterns.h"
 
 namespace cfgmask {
 
@@ -250,6 +260,25 @@ class ScopeLayer {
   void ReturnValue();
   bool ReturnArmed() const;
   void EndLambdas(const std::string& lexeme);
+
+  // ---- match statements
+  struct MatchBlock {
+    int32_t match_col = 0;    // column of the match line
+    int32_t case_col = -1;    // column of its case lines (-1: none read yet)
+    std::string unreachable;  // an irrefutable case was read: why a further case is refused
+  };
+  // Is the lexeme after a statement's first word `match` (with match_gap_)
+  // the start of a subject (the grammar's MATCH look-ahead)?
+  bool MatchSubject(Lex kind, const std::string& text) const;
+  bool CaseLine() const;  // the logical line is at the open match block's case column
+  void PatternLexeme(Lex kind, const std::string& text);
+  void DrainPattern();
+  bool Unreachable() const;  // a match block where no case may follow
+  std::vector<MatchBlock> matches_;
+  bool match_word_ = false;   // the statement so far is the name `match`: its role waits
+  int8_t match_gap_ = 0;      // bytes after it: 0 none, 1 blanks only, 2 something else
+  bool in_pattern_ = false;   // reading a case pattern (up to its guard or `:`)
+  std::optional<PatternReader> pattern_;  // while in_pattern_ (none: copies stay cheap)
 
   std::vector<std::shared_ptr<Scope>> scopes_;
   std::vector<Frame> frames_;

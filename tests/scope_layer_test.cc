@@ -110,6 +110,19 @@ const char* const kAccepted[] = {
     "del (a, f(*b))\n",
     "del (a * b).c, [x][0]\n",
     "del (), []\n",
+    // match statements: soft keywords, every pattern form, captures binding
+    "match = 1\nmatch(x)\nmatch.y = 2\nmatch[0] = 3\nmatch -= 1\ncase = 3\n_ = case\n",
+    "def f(match, case):\n    match match:\n        case case:\n            return case\n",
+    "match x:\n    case [a, b] | [b, a] if a:\n        pass\n    case {'a': 1, **rest}:\n        pass\n"
+    "    case C(1, a=2) as z if z:\n        pass\n    case -1 | 1.5 | 2j | -3+4j | 1e-5 | -1.5e-3+2e-3j | .5:\n"
+    "        pass\n    case {1: a, 2: b, 'x': c, b'x': d, 1.5: e, 1+2j: f, None: g, 'y' 'z': h}:\n        pass\n"
+    "    case [1, *_] | (2, *_):\n        pass\n    case (x, *y):\n        pass\n    case {**rest}:\n        pass\n"
+    "    case a.b | c.d:\n        pass\n    case C(_=1, b=_):\n        pass\n    case {_.x: 1}:\n        pass\n"
+    "    case (a):\n        pass\n",
+    "match x:\n    case y if y:\n        pass\n    case 1:\n        pass\n",
+    "match x:\n    case 1:\n        match y:\n            case z:\n                pass\n    case _:\n        pass\ny = 1\n",
+    "def f():\n    def g():\n        nonlocal y\n    match x:\n        case [y]:\n            pass\n",
+    "match *a, b:\n    case (1 | 2) as z:\n        pass\n    case {0: a, 1: b, -1: c}:\n        pass\n",
 };
 
 // Refused by CPython; the layer refuses the byte after `|` (or the end, `$`).
@@ -236,6 +249,37 @@ const char* const kRefused[] = {
     "del x, (*|y, z)\n",
 };
 
+// match statements: refused at the byte after `@` (patterns hold `|`).
+const char* const kMatchRefused[] = {
+    "match x:\n    case [a, a@]:\n",
+    "match x:\n    case a as a@ :\n",
+    "match x:\n    case 1 as _@:\n",
+    "match x:\n    case a @| b:\n",
+    "match x:\n    case (x) @| y:\n",
+    "match x:\n    case [*a, @*b]:\n",
+    "match x:\n    case *a, @*b:\n",
+    "match x:\n    case C(a=1, a@=2):\n",
+    "match x:\n    case {'a': 1, 'a'@: 2}:\n",
+    "match x:\n    case {1: a, True@: b}:\n",
+    "match x:\n    case {0: a, -0.0@: b}:\n",
+    "match x:\n    case {'a' 'b': 1, 'ab'@: 2}:\n",
+    "match x:\n    case {'\\x41': 1, 'A'@: 2}:\n",
+    "match x:\n    case {1e400: 1, 1e500@: 2}:\n",
+    "match x:\n    case f@'x':\n",
+    "match x:\n    case 1j@+2:\n",
+    "match x:\n    case 1 + 2@:\n",
+    "match x:\n    case {**_@}:\n",
+    "match x:\n    case __debug__@:\n",
+    "match x:\n    case 1 | (x@):\n",
+    "match x:\n    case [a, b] | [a@]:\n",
+    "match x:\n    case [a] | (b@):\n",
+    "match x:\n    case y:\n        pass\n    @case 1:\n",
+    "match x:\n    case _:\n        pass\n    @case 1:\n",
+    "match x:\n    case (_) as y:\n        pass\n    @case 1:\n",
+    "match x:\n    case [a,\n          a@]:\n",
+    "match x:\n    case {**b}, [b@]:\n",
+};
+
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
 // text.size(): at the end).
 int64_t RefusedAt(const std::string& text) {
@@ -250,6 +294,16 @@ TEST(ScopeLayer, AcceptsWhatCPythonCompiles) {
   for (const char* c : kAccepted) {
     if (!c) continue;
     EXPECT_EQ(RefusedAt(c), -1) << c;
+  }
+}
+
+TEST(ScopeLayer, RefusesMatchPatternsAtTheCommittingByte) {
+  for (const char* c : kMatchRefused) {
+    std::string text(c);
+    const size_t at = text.find('@');
+    ASSERT_NE(at, std::string::npos) << c;
+    text.erase(at, 1);
+    EXPECT_EQ(RefusedAt(text), static_cast<int64_t>(at)) << c;
   }
 }
 
@@ -344,7 +398,23 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         // `async` after an operand: refused in a list, set or dict display
         // outside an async function, allowed in parentheses and inside one
         "x = [b", "x = [b as", "x = [b asy", "x = ({ a % b", "x = (a % b",
-        "async def f():\n    x = [b", "x = [f(a)"}) {
+        "async def f():\n    x = [b", "x = [f(a)",
+        // match statements: the soft keyword, case lines, patterns, the
+        // line starts after an irrefutable case
+        "matc", "match", "match ", "match x", "match x:\n", "match x:\n    ", "match x:\n    cas",
+        "match x:\n    case", "match x:\n    case [a, ", "match x:\n    case [a, a", "match x:\n    case [a] | [", "match x:\n    case 1 |",
+        "match x:\n    case {1: a, ", "match x:\n    case {1: a, True", "match x:\n    case C(a=1, a",
+        "match x:\n    case 1j", "match x:\n    case 1 + 2", "match x:\n    case f", "match x:\n    case 1 as ",
+        "match x:\n    case {**", "match x:\n    case {**_", "match x:\n    case [*a, ", "match x:\n    case a ",
+        "match x:\n    case _:\n        pass\n", "match x:\n    case _:\n        pass\n    ",
+        "match x:\n    case y:\n        pass\n", "match x:\n    case y:\n        pass\n  ", "match x:\n    case y:\n        x = 1",
+        "match x:\n    case 1:\n        match y:\n            case z:\n                pass\n",
+        // a word open in a pattern (its end judged by a copy with it read)
+        "match x:\n    case x if", "match x:\n    case [a] as", "match x:\n    case 1.5e", "match x:\n    case Point",
+        "match x:\n    case a as b", "match x:\n    case [a, b] | [a", "match x:\n    case (a as _",
+        "match x:\n    case {'a': 1, 'a'", "match x:\n    case rb", "match x:\n    case None", "match x:\n    case y",
+        "match x:\n    case [a, *a", "match x:\n    case C(a=1, a", "match x:\n    case {1: a, -0", "match x:\n    case (x) as y",
+        "match x:\n    case 'a", "match x:\n    case 1 + 2"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();

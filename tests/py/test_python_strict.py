@@ -116,8 +116,30 @@ def cpython_error(text):
 
 
 def compile_store(tok, out):
+    """The grammar compiled with `tok` into `out`; with CFGMASK_TEST_CACHE set,
+    kept there (keyed by the grammar, tokenizer and binary) so that the
+    modules that test this grammar (test_match.py) share one compile."""
     if not os.path.exists(tok):
         pytest.skip(f"tokenizer {tok} not available")
+    cache = os.environ.get("CFGMASK_TEST_CACHE")
+    if cache:
+        import hashlib
+
+        def key(path):
+            st = os.stat(path)
+            return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+        k = hashlib.sha256("\n".join([hashlib.sha256(GRAMMAR.read_bytes()).hexdigest(),
+                                       key(tok), key(BIN)]).encode()).hexdigest()[:24]
+        d = Path(cache) / "py-strict"
+        d.mkdir(parents=True, exist_ok=True)
+        cached = d / f"python-{k}.cfgm"
+        if not cached.exists():
+            tmp = d / f"python-{k}.{os.getpid()}.tmp.cfgm"
+            r = run(BIN, "compile", GRAMMAR, "--tokenizer", tok, "--start", "file_input", "-o",
+                    tmp, "--quiet")
+            assert r.returncode == 0, r.stderr
+            os.replace(tmp, cached)
+        return cached
     r = run(BIN, "compile", GRAMMAR, "--tokenizer", tok, "--start", "file_input", "-o", out,
             "--quiet")
     assert r.returncode == 0, r.stderr
