@@ -408,6 +408,52 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     a->tables_[t] = std::move(table);
     if (s != kDead) init.cur.emplace_back(t, s);
   }
+  // Lexer modes: each mode's start lists, and the modes after each terminal.
+  const LexerModeOptions& mo = options.modes;
+  if (mo.num_modes > 255 || (mo.num_modes > 0 && n >= (1 << 24))) {
+    return Status(ErrorCode::kResourceLimit,
+                  "the grammar's scanners split into " + std::to_string(mo.num_modes) +
+                      " lexer modes over " + std::to_string(n) +
+                      " terminals; at most 255 modes and 2^24 terminals are supported");
+  }
+  if (mo.num_modes > 0 &&
+      (static_cast<int32_t>(mo.mode_of.size()) != n || static_cast<int32_t>(mo.after.size()) != n ||
+       mo.initial_mode < 0 || mo.initial_mode >= mo.num_modes)) {
+    return Status(ErrorCode::kInvalidArgument, "lexer modes: the tables do not match the " +
+                                                   std::to_string(n) + " terminals");
+  }
+  a->num_modes_ = std::max(1, mo.num_modes);
+  a->mode_start_.assign(a->num_modes_, {});
+  for (auto& [t, s] : init.cur) {
+    const int32_t mt = mo.num_modes > 0 ? mo.mode_of[t] : 0;
+    for (int32_t k = 0; k < a->num_modes_; ++k) {
+      if (mt == k || mt == LexerModeOptions::kShared) a->mode_start_[k].emplace_back(t, s);
+    }
+  }
+  a->after_.assign(static_cast<size_t>(a->num_modes_) * n, {});
+  for (int32_t k = 0; k < a->num_modes_; ++k) {
+    for (int32_t t = 0; t < n; ++t) {
+      std::vector<int32_t>& v = a->after_[static_cast<size_t>(k) * n + t];
+      if (mo.num_modes == 0) {
+        v = {0};
+        continue;
+      }
+      for (int32_t m2 : mo.after[t]) {
+        if (m2 < 0 || m2 >= mo.num_modes) {
+          return Status(ErrorCode::kInvalidArgument, "lexer modes: mode " + std::to_string(m2) +
+                                                  " after terminal " + grammar.terminals[t].name +
+                                                  " is out of range");
+        }
+        v.push_back(m2);
+      }
+      if (mo.mode_of[t] == LexerModeOptions::kShared) v.push_back(k);
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    }
+  }
+  const int32_t init_mode = mo.num_modes > 0 ? mo.initial_mode : 0;
+  init.cur = a->mode_start_[init_mode];
+  init.mode = init_mode;
   init.at_start = true;
   a->InternSet({});  // set 0: empty
   a->hit_lists_.emplace_back();  // list 0: empty
@@ -421,6 +467,7 @@ TerminalAutomaton::~TerminalAutomaton() = default;
 std::string TerminalAutomaton::Key(const LexState& st) const {
   std::string key;
   key.push_back(st.at_start ? 1 : 0);
+  AppendInt(&key, st.mode);
   AppendInt(&key, st.num_slots);
   AppendInt(&key, static_cast<int64_t>(st.cur.size()));
   for (auto& [t, s] : st.cur) {
@@ -513,6 +560,7 @@ int32_t TerminalAutomaton::Step(int32_t q, uint8_t byte, std::vector<LexItem>* i
   LexState next;
   next.at_start = false;
   next.num_slots = st.num_slots;
+  next.mode = st.mode;
   bool any_thread = false;
   for (auto& [t, s] : st.cur) {
     int32_t s2 = DoTermStep(tables_[t].get(), s, byte);
@@ -595,22 +643,23 @@ const std::vector<int32_t>& TerminalAutomaton::BoundaryCandidates(int32_t q) {
   return st.candidates;
 }
 
-int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, LexItem* emit) {
-  const uint64_t mkey = (static_cast<uint64_t>(static_cast<uint32_t>(q)) << 32) | static_cast<uint32_t>(t);
+int32_t TerminalAutomaton::Boundary(int32_t q, int32_t t, int32_t mode, LexItem* emit) {
+  const uint64_t mkey = BoundaryKey(q, t, mode);
   auto memo = boundary_memo_.find(mkey);
   if (memo != boundary_memo_.end()) {
     if (memo->second < 0) return -1;
     *emit = boundary_emits_[memo->second].first;
     return boundary_emits_[memo->second].second;
   }
-  int32_t to = BoundaryUncached(q, t, emit);
+  int32_t to = BoundaryUncached(q, t, mode, emit);
   boundary_memo_[mkey] = to < 0 ? -1 : static_cast<int32_t>(boundary_emits_.size());
   if (to >= 0) boundary_emits_.emplace_back(*emit, to);
   return to;
 }
 
-int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, LexItem* emit) const {
-  const uint64_t mkey = (static_cast<uint64_t>(static_cast<uint32_t>(q)) << 32) | static_cast<uint32_t>(t);
+int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, int32_t mode,
+                                              LexItem* emit) const {
+  const uint64_t mkey = BoundaryKey(q, t, mode);
   auto memo = boundary_memo_.find(mkey);
   if (memo == boundary_memo_.end()) return -2;
   if (memo->second < 0) return -1;
@@ -618,13 +667,15 @@ int32_t TerminalAutomaton::BoundaryIfComputed(int32_t q, int32_t t, LexItem* emi
   return boundary_emits_[memo->second].second;
 }
 
-int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit) {
+int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, LexItem* emit) {
   const LexState& st = states_[q];  // not used after Intern (see Step)
   int32_t t_state = -1;
   for (auto& [u, s] : st.cur) {
     if (u == t) t_state = s;
   }
   if (t_state < 0 || st.at_start) return -1;
+  const std::vector<int32_t>& modes = ModesAfter(q, t);
+  if (!std::binary_search(modes.begin(), modes.end(), mode)) return -1;
   TermTable* tt = tables_[t].get();
   if (!tt->has_now[t_state]) return -1;
   // Own shadow: entries up to and including the last marker created here.
@@ -665,8 +716,9 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, LexItem* emit)
     }
     if (is_string_[u] && unless_ok_[t][u] && ut->has_now[s] && ut->exists[s]) full.push_back(u);
   }
-  // Initial state of the next terminal: same per-terminal lists as at start.
-  next.cur = states_[initial_].cur;
+  // Initial state of the next terminal in `mode`.
+  next.cur = mode_start_[mode];
+  next.mode = mode;
   std::sort(next.shadows.begin(), next.shadows.end(), [&](const ShadowRef& a, const ShadowRef& b) {
     if (a.slot != b.slot) return a.slot < b.slot;
     if (a.own != b.own) return a.own > b.own;
@@ -778,6 +830,7 @@ int32_t TerminalAutomaton::CompactSlots(int32_t q, std::vector<int32_t>* slot_ma
   if (identity) return q;
   LexState next;
   next.at_start = st.at_start;
+  next.mode = st.mode;
   next.cur = st.cur;
   next.num_slots = static_cast<int32_t>(groups.size());
   for (const ShadowRef& r : st.shadows) {
@@ -824,7 +877,9 @@ int64_t TerminalAutomaton::MatchTerminal(int32_t t, const std::string& text) con
 std::string TerminalAutomaton::DebugString(int32_t q) const {
   const LexState& st = states_[q];
   std::ostringstream os;
-  os << "q" << q << (st.at_start ? " start" : "") << " cur{";
+  os << "q" << q << (st.at_start ? " start" : "");
+  if (num_modes_ > 1) os << " mode " << st.mode;
+  os << " cur{";
   for (auto& [t, s] : st.cur) os << " " << grammar_->terminals[t].name << ":" << s;
   os << " } shadows{";
   for (const ShadowRef& r : st.shadows) {

@@ -26,7 +26,17 @@
 // else (which splits are possible, maximal munch, lazy quantifiers, lookahead
 // across the terminal end) is decided here, exactly.
 //
-// Tested by vocab_walk_test.cc and the Lark differential tests.
+// Lexer modes: where no parser state scans two groups of terminals together
+// (an f-string's text and the code around it; parser/lexer_modes.h), a state
+// holds only its mode's terminals and the shared ones (%ignore'd, the
+// indenter's newline), and a boundary starts the next terminal once per
+// mode that can follow the one that ended, each a lexer state of its own:
+// the next terminal's check against the parser discards the wrong ones, as
+// for any other lexing.  Without that split a state would carry every
+// hypothesis of both groups at once, and their product.
+//
+// Tested by vocab_walk_test.cc, lexer_modes_test.cc and the Lark differential
+// tests.
 #ifndef CFGMASK_LEXER_TERMINAL_AUTOMATON_H_
 #define CFGMASK_LEXER_TERMINAL_AUTOMATON_H_
 
@@ -94,8 +104,26 @@ struct ColumnDelta {
   }
 };
 
+// Lexer modes (parser/lexer_modes.h finds them in the LALR tables): a
+// partition of the lexed terminals such that every scanner lies within one
+// mode plus the shared terminals (%ignore'd, the indenter's newline).  A
+// lexer state then holds only its mode's terminals and the shared ones, and
+// a boundary starts the next terminal in each mode that can follow the one
+// that ended (each its own lexer state): the parser's check of the next
+// terminal picks the right one.  Without modes (num_modes 0) every terminal
+// is live after every boundary.
+struct LexerModeOptions {
+  static constexpr int32_t kShared = -1;
+  static constexpr int32_t kNeverScanned = -2;
+  int32_t num_modes = 0;
+  std::vector<int32_t> mode_of;             // per terminal: mode, kShared or kNeverScanned
+  std::vector<std::vector<int32_t>> after;  // per terminal: the modes that can follow it
+  int32_t initial_mode = 0;
+};
+
 struct TerminalAutomatonOptions {
   int32_t max_lexer_states = 2000000;  // resource bound on hash-consed states
+  LexerModeOptions modes;
   // The compile's budget and interrupt (grammar/base/stop_check.h), looked at
   // per terminal and per pair of terminals while Build runs; null: none.
   StopCheck* stop = nullptr;
@@ -145,13 +173,21 @@ class TerminalAutomaton {
     return st.candidates_done ? &st.candidates : nullptr;
   }
 
-  // Ends terminal t here: returns the new state (at the start of the next
+  // The lexer modes the next terminal can be lexed in when t ends in q
+  // (sorted; {0} when the grammar has no modes).  Read-only.
+  const std::vector<int32_t>& ModesAfter(int32_t q, int32_t t) const {
+    return after_[static_cast<size_t>(states_[q].mode) * num_terminals_ + t];
+  }
+  int32_t num_modes() const { return num_modes_; }
+  int32_t Mode(int32_t q) const { return states_[q].mode; }
+
+  // Ends terminal t here and starts the next terminal in `mode` (one of
+  // ModesAfter(q, t)): returns the new state (at the start of the next
   // terminal) and fills `emit` (its column left zero: the caller knows it).
-  // `nslots_base`: number of slots open before this token transition started
-  // plus those opened since (the new slot's ordinal).  Returns -1 if illegal.
-  int32_t Boundary(int32_t q, int32_t t, LexItem* emit);
+  // Returns -1 if illegal.
+  int32_t Boundary(int32_t q, int32_t t, int32_t mode, LexItem* emit);
   // Boundary() if it was computed before, else -2 (never computes).
-  int32_t BoundaryIfComputed(int32_t q, int32_t t, LexItem* emit) const;
+  int32_t BoundaryIfComputed(int32_t q, int32_t t, int32_t mode, LexItem* emit) const;
 
   // The kTail item of a token that ends in state q (q not at a terminal start).
   LexItem Tail(int32_t q);
@@ -240,6 +276,7 @@ class TerminalAutomaton {
     std::vector<std::pair<int32_t, int32_t>> cur;  // (terminal, tstate), global order
     std::vector<ShadowRef> shadows;                // sorted by (slot, rank)
     int32_t num_slots = 0;
+    int32_t mode = 0;  // the lexer mode of the current terminal
     bool at_start = true;
     bool candidates_done = false;
     std::vector<int32_t> candidates;
@@ -264,9 +301,19 @@ class TerminalAutomaton {
   std::vector<std::vector<int32_t>> sets_;
   std::unordered_map<std::string, int32_t> set_ids_;
   std::vector<std::vector<LexItem>> hit_lists_;
-  std::unordered_map<uint64_t, int32_t> boundary_memo_;  // (q << 32 | t) -> emit id, -1: none
+  // (q << 32 | t << 8 | mode) -> emit id, -1: none
+  std::unordered_map<uint64_t, int32_t> boundary_memo_;
   std::vector<std::pair<LexItem, int32_t>> boundary_emits_;
-  int32_t BoundaryUncached(int32_t q, int32_t t, LexItem* emit);
+  int32_t BoundaryUncached(int32_t q, int32_t t, int32_t mode, LexItem* emit);
+  static uint64_t BoundaryKey(int32_t q, int32_t t, int32_t mode) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(q)) << 32) |
+           (static_cast<uint64_t>(static_cast<uint32_t>(t)) << 8) | static_cast<uint32_t>(mode);
+  }
+  int32_t num_modes_ = 1;
+  // Per mode: the per-terminal lists at the start of a terminal.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> mode_start_;
+  // [mode * num_terminals + t]: ModesAfter for a state in that mode.
+  std::vector<std::vector<int32_t>> after_;
   int32_t initial_ = -1;
   int32_t max_states_ = 0;
   int32_t indenter_nl_ = -1;

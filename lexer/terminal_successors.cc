@@ -38,21 +38,23 @@ bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored,
     if (!a->AtTerminalStart(q)) {
       const std::vector<int32_t>& cands = a->BoundaryCandidates(q);
       if (std::find(cands.begin(), cands.end(), t) != cands.end()) {
-        LexItem emit;
-        const int32_t q0 = a->Boundary(q, t, &emit);
-        if (q0 == -3) return false;
-        if (q0 >= 0) {
-          for (int b = 0; b < 256; ++b) {
-            items.clear();
-            const int32_t q1 = a->Step(q0, static_cast<uint8_t>(b), &items);
-            if (q1 == -3) return false;
-            if (q1 < 0) continue;
-            bool fatal = false;
-            for (const LexItem& h : items) {
-              fatal = fatal || (h.kind == LexItem::kHit && ignored[h.terminal]);
+        for (int32_t mode : a->ModesAfter(q, t)) {
+          LexItem emit;
+          const int32_t q0 = a->Boundary(q, t, mode, &emit);
+          if (q0 == -3) return false;
+          if (q0 >= 0) {
+            for (int b = 0; b < 256; ++b) {
+              items.clear();
+              const int32_t q1 = a->Step(q0, static_cast<uint8_t>(b), &items);
+              if (q1 == -3) return false;
+              if (q1 < 0) continue;
+              bool fatal = false;
+              for (const LexItem& h : items) {
+                fatal = fatal || (h.kind == LexItem::kHit && ignored[h.terminal]);
+              }
+              if (fatal) continue;
+              for (int32_t u : a->Set(a->Tail(q1).blockers)) (*next)[u] = 1;
             }
-            if (fatal) continue;
-            for (int32_t u : a->Set(a->Tail(q1).blockers)) (*next)[u] = 1;
           }
         }
       }
@@ -88,10 +90,12 @@ std::vector<int32_t> ShortestSpellings(TerminalAutomaton* a, int32_t T, int32_t 
         if (to < 0 || !seen.insert(to).second) continue;
         for (int32_t t : a->BoundaryCandidates(to)) {
           if (best[t] >= 0) continue;
-          LexItem emit;
-          if (a->Boundary(to, t, &emit) >= 0) {
-            best[t] = depth;
-            --missing;
+          for (int32_t mode : a->ModesAfter(to, t)) {
+            LexItem emit;
+            if (best[t] < 0 && a->Boundary(to, t, mode, &emit) >= 0) {
+              best[t] = depth;
+              --missing;
+            }
           }
         }
         next.push_back(to);

@@ -26,6 +26,7 @@ inline constexpr int64_t kMaxMemory = 0;       // heap a compile may add; 0 = 3/
 inline constexpr int32_t kMaxWalkHypotheses = 128;       // per token and root, else simulated
 inline constexpr int64_t kWalkMemoBytes = int64_t{64} << 20;  // finished sub-walks kept
 inline constexpr bool kPrunePairs = true;                // drop lexings FOLLOW refutes
+inline constexpr bool kLexerModes = true;                // lex each scanner's mode apart
 inline constexpr bool kStreamline = true;                // run the streamlining pass
 inline constexpr int32_t kNumThreads = 0;                // 0 = all cores
 

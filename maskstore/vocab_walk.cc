@@ -295,8 +295,8 @@ struct ReadOnlyAccess {
     if (c == nullptr) miss = true;
     return c;
   }
-  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) {
-    const int32_t r = a->BoundaryIfComputed(q, t, emit);
+  int32_t Boundary(int32_t q, int32_t t, int32_t mode, LexItem* emit) {
+    const int32_t r = a->BoundaryIfComputed(q, t, mode, emit);
     if (r == -2) miss = true;
     return r < 0 ? -1 : r;
   }
@@ -309,7 +309,9 @@ struct ComputingAccess {
   bool miss = false;  // never set
   int32_t Step(int32_t q, uint8_t b, std::vector<LexItem>* hits) { return a->Step(q, b, hits); }
   const std::vector<int32_t>* Candidates(int32_t q) { return &a->BoundaryCandidates(q); }
-  int32_t Boundary(int32_t q, int32_t t, LexItem* emit) { return a->Boundary(q, t, emit); }
+  int32_t Boundary(int32_t q, int32_t t, int32_t mode, LexItem* emit) {
+    return a->Boundary(q, t, mode, emit);
+  }
 };
 
 // Advances one walk state by one byte, taking every legal terminal boundary
@@ -336,24 +338,26 @@ bool AdvanceOne(const WalkContext& c, Access& acc, Interner* in, const WalkState
   const bool has_last = ws.last_emit >= 0;
   const LexItem last = has_last ? in->item_list[ws.last_emit] : LexItem();
   for (int32_t t : *cands) {
-    LexItem emit;
-    const int32_t q1 = acc.Boundary(ws.q, t, &emit);
-    if (acc.miss) return false;
-    if (q1 < 0) continue;
-    if (has_last && !(*c.ignored)[t] && !PairPossible(c, last, emit)) continue;
-    if (t == c.nl) {
-      emit.col_absolute = ws.col.absolute;
-      emit.col = ws.col.value;
+    for (int32_t mode : c.a->ModesAfter(ws.q, t)) {
+      LexItem emit;
+      const int32_t q1 = acc.Boundary(ws.q, t, mode, &emit);
+      if (acc.miss) return false;
+      if (q1 < 0) continue;
+      if (has_last && !(*c.ignored)[t] && !PairPossible(c, last, emit)) continue;
+      if (t == c.nl) {
+        emit.col_absolute = ws.col.absolute;
+        emit.col = ws.col.value;
+      }
+      hits->clear();
+      const int32_t q3 = acc.Step(q1, b, hits);
+      if (acc.miss) return false;
+      if (q3 < 0) continue;
+      const int32_t emit_id = in->Item(emit);
+      WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
+                  (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
+      n.col.Feed(b);
+      out->push_back(n);
     }
-    hits->clear();
-    const int32_t q3 = acc.Step(q1, b, hits);
-    if (acc.miss) return false;
-    if (q3 < 0) continue;
-    const int32_t emit_id = in->Item(emit);
-    WalkState n{q3, add_hits(in->Append(ws.seq, emit_id)),
-                (*c.ignored)[t] ? ws.last_emit : emit_id, ColumnDelta::TerminalStart()};
-    n.col.Feed(b);
-    out->push_back(n);
   }
   return true;
 }
@@ -402,14 +406,18 @@ class DeadEnds {
       if (!dead) break;
       const std::vector<int32_t> cands = a_->BoundaryCandidates(q);
       for (int32_t t : cands) {
-        LexItem emit;
-        const int32_t q1 = a_->Boundary(q, t, &emit);
-        if (q1 < 0) continue;
-        const int32_t q3 = a_->Step(q1, b, &hits_);
-        if (q3 >= 0 && !DeadWithin(q3, depth - 1)) {
-          dead = false;
-          break;
+        const std::vector<int32_t> modes = a_->ModesAfter(q, t);
+        for (int32_t mode : modes) {
+          LexItem emit;
+          const int32_t q1 = a_->Boundary(q, t, mode, &emit);
+          if (q1 < 0) continue;
+          const int32_t q3 = a_->Step(q1, b, &hits_);
+          if (q3 >= 0 && !DeadWithin(q3, depth - 1)) {
+            dead = false;
+            break;
+          }
         }
+        if (!dead) break;
       }
     }
     if (budget_ >= 0) memo_[key] = dead;
@@ -1431,13 +1439,17 @@ void FreezeStorePhase(TerminalAutomaton* automaton, const std::vector<std::vecto
       s.step_hits.push_back(cs.hits.empty() ? 0 : in.Seq(cs.hits));
     }
     s.step_offsets.push_back(static_cast<int32_t>(s.step_byte.size()));
+    // One candidate per (terminal, mode): the same terminal is listed once
+    // per mode the next terminal can be lexed in.
     for (int32_t t : a.BoundaryCandidates(q)) {
-      LexItem emit;
-      int32_t to = a.BoundaryIfComputed(q, t, &emit);
-      if (to < 0) continue;
-      s.cand_terminal.push_back(t);
-      s.cand_to.push_back(to);
-      s.cand_item.push_back(in.Item(emit));
+      for (int32_t mode : a.ModesAfter(q, t)) {
+        LexItem emit;
+        int32_t to = a.BoundaryIfComputed(q, t, mode, &emit);
+        if (to < 0) continue;
+        s.cand_terminal.push_back(t);
+        s.cand_to.push_back(to);
+        s.cand_item.push_back(in.Item(emit));
+      }
     }
     s.cand_offsets.push_back(static_cast<int32_t>(s.cand_terminal.size()));
     s.num_slots[q] = a.NumOpenSlots(q);

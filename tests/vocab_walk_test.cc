@@ -155,11 +155,13 @@ bool DeadEndUncached(TerminalAutomaton* a, int32_t q) {
         const int32_t s2 = a->Step(s, static_cast<uint8_t>(b), &hits);
         if (s2 >= 0) next.insert(s2);
         for (int32_t t : candidates) {
-          LexItem emit;
-          const int32_t s1 = a->Boundary(s, t, &emit);
-          if (s1 < 0) continue;
-          const int32_t s3 = a->Step(s1, static_cast<uint8_t>(b), &hits);
-          if (s3 >= 0) next.insert(s3);
+          for (int32_t mode : a->ModesAfter(s, t)) {
+            LexItem emit;
+            const int32_t s1 = a->Boundary(s, t, mode, &emit);
+            if (s1 < 0) continue;
+            const int32_t s3 = a->Step(s1, static_cast<uint8_t>(b), &hits);
+            if (s3 >= 0) next.insert(s3);
+          }
         }
       }
     }
@@ -194,21 +196,23 @@ std::set<std::string> BruteForce(TerminalAutomaton* a, int32_t nl, int32_t root,
       }
       const std::vector<int32_t> candidates = a->BoundaryCandidates(h.q);
       for (int32_t t : candidates) {
-        LexItem emit;
-        const int32_t q1 = a->Boundary(h.q, t, &emit);
-        if (q1 < 0) continue;
-        if (t == nl) {
-          emit.col_absolute = h.col.absolute;
-          emit.col = h.col.value;
+        for (int32_t mode : a->ModesAfter(h.q, t)) {
+          LexItem emit;
+          const int32_t q1 = a->Boundary(h.q, t, mode, &emit);
+          if (q1 < 0) continue;
+          if (t == nl) {
+            emit.col_absolute = h.col.absolute;
+            emit.col = h.col.value;
+          }
+          hits.clear();
+          const int32_t q3 = a->Step(q1, b, &hits);
+          if (q3 < 0) continue;
+          Hypothesis n{q3, h.items, ColumnDelta::TerminalStart()};
+          n.items.push_back(emit);
+          n.items.insert(n.items.end(), hits.begin(), hits.end());
+          n.col.Feed(b);
+          next.emplace(n.Key(), n);
         }
-        hits.clear();
-        const int32_t q3 = a->Step(q1, b, &hits);
-        if (q3 < 0) continue;
-        Hypothesis n{q3, h.items, ColumnDelta::TerminalStart()};
-        n.items.push_back(emit);
-        n.items.insert(n.items.end(), hits.begin(), hits.end());
-        n.col.Feed(b);
-        next.emplace(n.Key(), n);
       }
     }
     hyps.clear();

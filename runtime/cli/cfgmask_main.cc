@@ -83,12 +83,12 @@ struct CommandSpec {
 const CommandSpec kCommands[] = {
     {"compile",
      "compile GRAMMAR.lark --tokenizer TOK [--start RULE] "
-     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--max-lexer-states N] "
+     "[--indenter auto|python|none] [--no-streamline] [--no-pair-pruning] [--no-lexer-modes] [--max-lexer-states N] "
      "[--max-roots N] [--max-memory BYTES[K|M|G]] [--max-seconds S] [--eos TOKEN] [--threads N] "
      "[--lark-grammars DIR] [--quiet] -o OUT.cfgm",
      "--max-seconds: wall time of the whole compile, checked in every phase (default 3600; 0: none)",
      {"--tokenizer", "--start", "--indenter", "--max-lexer-states", "--max-roots", "--max-memory", "--max-seconds", "--eos", "--threads", "--lark-grammars", "-o"},
-     {"--no-streamline", "--no-pair-pruning", "--quiet"},
+     {"--no-streamline", "--no-pair-pruning", "--no-lexer-modes", "--quiet"},
      1,
      1},
     {"stats", "stats STORE.cfgm [--json] [--verify]", "", {}, {"--json", "--verify"}, 1, 1},
@@ -388,6 +388,7 @@ int Compile(const CommandSpec& spec, const Args& args) {
     options.num_threads = static_cast<int32_t>(threads);
     const bool streamline = !args.Has("--no-streamline");
     options.prune_pairs = !args.Has("--no-pair-pruning");
+    options.lexer_modes = !args.Has("--no-lexer-modes");
     // Lark's grammars folder, for `%import python.X` and the like (common.lark is built in).
     const char* lark_env = std::getenv("CFGMASK_LARK_GRAMMARS");
     options.lark_grammars_dir = args.Get("--lark-grammars", lark_env != nullptr ? lark_env : "");

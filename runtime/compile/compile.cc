@@ -21,6 +21,7 @@
 #include "maskstore/scanner_tables.h"
 #include "maskstore/store_input.h"
 #include "parser/lalr.h"
+#include "parser/lexer_modes.h"
 #include "streamline/streamline.h"
 
 namespace cfgmask {
@@ -75,12 +76,26 @@ Status ReadGrammarPhase(const std::string& grammar_path, const CompileOptions& o
 }
 
 // Phase 3 (after the LALR tables, parser/lalr.h): the terminal automaton.
-Status BuildAutomatonPhase(const Grammar& g, int32_t indenter_nl, const CompileOptions& options,
+// Its lexer modes come from the tables (parser/lexer_modes.h).
+Status BuildAutomatonPhase(const Grammar& g, const ParseTables& tables,
+                           const IndenterTerminals& indenter, const CompileOptions& options,
                            StopCheck* stop, std::shared_ptr<TerminalAutomaton>* out) {
   std::unique_ptr<TerminalAutomaton> built;
   TerminalAutomatonOptions ao;
   ao.max_lexer_states = options.max_lexer_states;
   ao.stop = stop;
+  std::vector<int32_t> shared(g.ignore.begin(), g.ignore.end());
+  if (indenter.used()) shared.push_back(indenter.nl);
+  const LexerModes modes =
+      options.lexer_modes
+          ? ComputeLexerModes(g, tables, shared, indenter.used() ? indenter.indent : -1,
+                              indenter.used() ? indenter.dedent : -1)
+          : LexerModes{};
+  ao.modes.num_modes = modes.num_modes;
+  ao.modes.mode_of = modes.mode_of;
+  ao.modes.after = modes.after;
+  ao.modes.initial_mode = modes.initial_mode;
+  const int32_t indenter_nl = indenter.used() ? indenter.nl : -1;
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
   return Status::Ok();
@@ -263,7 +278,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
-  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, indenter.nl, options, &stop, &a));
+  CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, *pt, indenter, options, &stop, &a));
   auto successors = std::make_unique<TerminalSuccessors>();
   CFGMASK_RETURN_IF_ERROR(
       ComputeTerminalSuccessors(*grammar, indenter.nl, kSuccessorMaxStates, successors.get()));

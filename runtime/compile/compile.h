@@ -91,6 +91,12 @@ struct CompileOptions {
   // measuring reductions against the design's (cfgmask compile
   // --no-pair-pruning).
   bool prune_pairs = defaults::kPrunePairs;
+  // Lexer modes (parser/lexer_modes.h): where the grammar's scanners split
+  // into parts that no parser state scans together (an f-string's text and
+  // code), the lexer keeps them apart.  Off, every terminal is live after
+  // every boundary: the same masks from a larger automaton; for measuring
+  // (cfgmask compile --no-lexer-modes).
+  bool lexer_modes = defaults::kLexerModes;
   // Threads of the vocabulary walk and of streamlining: 0 = all cores, 1 =
   // serial.  The store is byte-identical for every value.
   int32_t num_threads = defaults::kNumThreads;

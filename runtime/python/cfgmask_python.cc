@@ -327,7 +327,7 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
                           int32_t max_lexer_states, const std::vector<std::string>& import_paths,
                           bool streamline, int32_t num_threads, bool prune_pairs,
                           int32_t max_roots, int64_t max_memory, const std::string& eos,
-                          const py::object& progress, double max_seconds) {
+                          const py::object& progress, double max_seconds, bool lexer_modes) {
   CompileOptions options;
   // At every progress report (each phase, each batch of roots of the walk)
   // the compile takes the GIL to look for a signal (Ctrl-C: KeyboardInterrupt
@@ -348,6 +348,7 @@ StorePtr CompileStoreWith(const std::string& grammar_path, const Tokenizer& toke
   options.max_memory = max_memory;
   options.num_threads = num_threads;
   options.prune_pairs = prune_pairs;
+  options.lexer_modes = lexer_modes;
   options.start = start;
   options.indenter = indenter;
   options.max_lexer_states = max_lexer_states;
@@ -729,6 +730,7 @@ PYBIND11_MODULE(_core, m) {
     d["streamline"] = defaults::kStreamline;
     d["num_threads"] = defaults::kNumThreads;
     d["prune_pairs"] = defaults::kPrunePairs;
+    d["lexer_modes"] = defaults::kLexerModes;
     d["max_live_states"] = defaults::kMaxLiveStates;
     d["session_memo_bytes"] = defaults::kSessionMemoBytes;
     m.attr("DEFAULTS") = d;
@@ -754,7 +756,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("streamline") = defaults::kStreamline, py::arg("num_threads") = defaults::kNumThreads,
         py::arg("prune_pairs") = defaults::kPrunePairs, py::arg("max_roots") = defaults::kMaxRoots,
         py::arg("max_memory") = defaults::kMaxMemory, py::arg("eos") = "",
-        py::arg("progress") = py::none(), py::arg("max_seconds") = defaults::kMaxSeconds);
+        py::arg("progress") = py::none(), py::arg("max_seconds") = defaults::kMaxSeconds,
+        py::arg("lexer_modes") = defaults::kLexerModes);
   };
   def_compile(&CompileStoreWith<TokenizerPtr>, "tokenizer");
   def_compile(&CompileStoreWith<std::string>, "tokenizer_path");

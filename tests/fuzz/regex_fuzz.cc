@@ -108,13 +108,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const int32_t q2 = a->Step(q, b, &items);
       if (q2 >= 0) next.push_back(q2);
       for (int32_t t : a->BoundaryCandidates(q)) {
-        LexItem emit;
-        const int32_t q1 = a->Boundary(q, t, &emit);
-        if (q1 < 0) continue;
-        CFGMASK_FUZZ_CHECK(emit.terminal == t);
-        items.clear();
-        const int32_t q3 = a->Step(q1, b, &items);
-        if (q3 >= 0) next.push_back(q3);
+        for (int32_t mode : a->ModesAfter(q, t)) {
+          LexItem emit;
+          const int32_t q1 = a->Boundary(q, t, mode, &emit);
+          if (q1 < 0) continue;
+          CFGMASK_FUZZ_CHECK(emit.terminal == t);
+          items.clear();
+          const int32_t q3 = a->Step(q1, b, &items);
+          if (q3 >= 0) next.push_back(q3);
+        }
       }
     }
     std::sort(next.begin(), next.end());

@@ -175,6 +175,22 @@ def test_prepared_tokenizer_compiles_the_same_store(store, tmp_path):
     assert str(e.value).startswith("<string>:1:8:")
 
 
+def test_lexer_modes_fewer_lexer_states_same_masks():
+    """A grammar whose strings hold fields of code splits into lexer modes
+    (code, string text, format spec): with them the automaton is smaller,
+    without them (``lexer_modes=False``) every mask is the same."""
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "engine", "fstring_modes.lark")
+    on = cfgmask.compile_grammar(path, TOK)
+    off = cfgmask.compile_grammar(path, TOK, lexer_modes=False)
+    assert on.stats()["lexer_states"] < off.stats()["lexer_states"]
+    text = b'x = f"a {b + 1:>{w}!} #{{c}}" + {d, f"{e!r}"}; # end\ny = f"";'
+    x, y = cfgmask.GrammarMatcher(on), cfgmask.GrammarMatcher(off)
+    for i in range(len(text)):
+        assert np.array_equal(mask_of(x), mask_of(y)), text[:i]
+        assert x.accept_string(text[i:i + 1]) and y.accept_string(text[i:i + 1]), text[:i + 1]
+    assert x.can_end() and y.can_end()
+
+
 def test_without_pair_pruning_more_rows_before_same_masks(store):
     """prune_pairs=False starts from every lexing (more rows before
     streamlining); the streamlined store's masks are the same."""
@@ -413,14 +429,15 @@ def test_defaults_are_the_headers():
     expected = {"indenter": "kIndenter", "max_lexer_states": "kMaxLexerStates",
                 "max_roots": "kMaxRoots", "max_memory": "kMaxMemory",
                 "max_seconds": "kMaxSeconds", "streamline": "kStreamline", "num_threads": "kNumThreads",
-                "prune_pairs": "kPrunePairs", "max_live_states": "kMaxLiveStates",
+                "prune_pairs": "kPrunePairs", "lexer_modes": "kLexerModes",
+                "max_live_states": "kMaxLiveStates",
                 "session_memo_bytes": "kSessionMemoBytes"}
     for key, const in expected.items():
         assert d[key] == value(const), key
     assert d["indenter_choices"] == ("auto", "python", "none")
     sig = inspect.signature(cfgmask.compile_grammar).parameters
     for key in ("indenter", "max_lexer_states", "max_roots", "max_memory", "max_seconds",
-                "streamline", "num_threads", "prune_pairs"):
+                "streamline", "num_threads", "prune_pairs", "lexer_modes"):
         assert sig[key].default == d[key], key
     assert (inspect.signature(cfgmask.GrammarMatcher.__init__).parameters["max_live_states"].default
             == d["max_live_states"])

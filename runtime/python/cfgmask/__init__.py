@@ -55,7 +55,8 @@ def compile_grammar(grammar: Union[str, os.PathLike],
                     max_memory: int = _DEFAULTS["max_memory"],
                     eos: Union[str, int, None] = None,
                     progress: Optional[Callable[[str, float, float], None]] = None,
-                    max_seconds: float = _DEFAULTS["max_seconds"]) -> Store:
+                    max_seconds: float = _DEFAULTS["max_seconds"],
+                    lexer_modes: bool = _DEFAULTS["lexer_modes"]) -> Store:
     """Compiles a grammar and a tokenizer (HF tokenizer.json or GGUF) into a Store.
 
     `tokenizer` is a tokenizer file, or a :class:`Tokenizer` read once
@@ -76,6 +77,9 @@ def compile_grammar(grammar: Union[str, os.PathLike],
     terminal automaton in the store before streamlining, as the design's
     store does (``cfgmask compile --no-pair-pruning``): for measuring
     reductions from that starting point; the masks are the same.
+    `lexer_modes=False` lexes every terminal after every boundary even where
+    no parser state scans them together (an f-string's text and code,
+    ``--no-lexer-modes``): the same masks from a larger automaton.
     `max_lexer_states` and `max_roots` bound the terminal automaton and its
     lexer states at token boundaries (``--max-lexer-states``,
     ``--max-roots``); `max_memory` is the heap the compile may add, in bytes
@@ -115,7 +119,7 @@ def compile_grammar(grammar: Union[str, os.PathLike],
         raise TypeError(f"max_seconds must be a number, got {type(max_seconds).__name__}")
     store = _compile(os.fspath(grammar), tokenizer, start, indenter, max_lexer_states,
                      import_paths, streamline, num_threads, prune_pairs, max_roots,
-                     max_memory, eos, progress, float(max_seconds))
+                     max_memory, eos, progress, float(max_seconds), bool(lexer_modes))
     if not store.eos_ids:
         warnings.warn("the tokenizer names no end-of-sequence token, so generation under this "
                       "store can never end; name one with eos=", UserWarning, stacklevel=2)
@@ -123,13 +127,14 @@ def compile_grammar(grammar: Union[str, os.PathLike],
 
 
 def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths, streamline,
-             num_threads, prune_pairs, max_roots, max_memory, eos, progress, max_seconds):
+             num_threads, prune_pairs, max_roots, max_memory, eos, progress, max_seconds,
+             lexer_modes):
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = os.fspath(tokenizer)
     if os.path.exists(grammar) or ("\n" not in grammar and ":" not in grammar):
         return Store.compile(grammar, tokenizer, start, indenter, max_lexer_states,
                              list(import_paths), streamline, num_threads, prune_pairs,
-                             max_roots, max_memory, eos, progress, max_seconds)
+                             max_roots, max_memory, eos, progress, max_seconds, lexer_modes)
     fd, path = tempfile.mkstemp(suffix=".lark", prefix="cfgmask-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -137,7 +142,7 @@ def _compile(grammar, tokenizer, start, indenter, max_lexer_states, import_paths
         try:
             return Store.compile(path, tokenizer, start, indenter, max_lexer_states,
                                  list(import_paths), streamline, num_threads, prune_pairs,
-                                 max_roots, max_memory, eos, progress, max_seconds)
+                                 max_roots, max_memory, eos, progress, max_seconds, lexer_modes)
         except Error as e:
             raise Error(str(e).replace(path, "<string>")) from None
     finally:
