@@ -463,7 +463,13 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         // `async` after an operand: refused in a list, set or dict display
         // outside an async function, allowed in parentheses and inside one
         "x = [b", "x = [b as", "x = [b asy", "x = ({ a % b", "x = (a % b",
-        "async def f():\n    x = [b", "x = [f(a)"}) {
+        "async def f():\n    x = [b", "x = [f(a)",
+        // f-string fields (CPython 3.11's lexical limits: backslash, `#`,
+        // quotes, newlines, lambda at the top) and format specs
+        "x = f'{", "x = f'{a", "x = f'{\"a", "x = f'''{'", "x = f'''{''", "x = f'{x:",
+        "x = f'{x:\\", "x = f'{x:\\N{EM", "x = f'{x:{y", "x = f'{x!", "x = f'{x=",
+        "x = (f'a", "x = (f'{a", "x = f'{lam", "x = f'{(lambda", "x = f\"{f'{a", "x = f'{a}",
+        "x = f'{x:{y}", "x = rf'{a"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
