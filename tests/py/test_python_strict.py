@@ -242,10 +242,11 @@ SNIPPETS = [
     ("x = f'{type_ref}[{\",\".join(arg_refs)}]' + f'{choice[\"type\"]!r}' + f\"{d['k']:>3}\"\n", True),
     ("x = f'{m.group(1)}_{m.group(2)}' + f'{round(x, 2)})' + f\"c{i + 1}\" + f'{a[1:-1]}'\n", True),
     ("x = f'{x=}' + f'{x = !r:>10}' + f'{ a or b }' + f'{a not in b}' + f'{-a ** 2 // 3}'\n", True),
-    ("f'{d['k']}'\n", False), ("f'{a\\n}'\n", False), ("f'{a#}'\n", False), ("f'{a+}'\n", False),
+    # (the enclosing quote inside a field, `f'{d['k']}'`, is the scope layer's: test_fstrings.py)
+    ("f'{a\\n}'\n", False), ("f'{a#}'\n", False), ("f'{a+}'\n", False),
     ("f'{a b}'\n", False), ("f'{1.real}'\n", False), ("f'{a()b}'\n", False), ("f'{a!r=}'\n", False),
     ("f'{a!r }'\n", False), ("f'{a or}'\n", False), ("f'{a.if}'\n", False), ("f'{lambda x: 1}'\n", False),
-    ("f'{a if b else c}'\n", False), ("f'{x:{w}}'\n", False), ("f'{[y for y in z]}'\n", False),  # subset
+    ("f'{a if b else c}'\n", True), ("f'{x:{w}}'\n", True), ("f'{[y for y in z]}'\n", True),
     ("x = *a, b\n", True), ("(x): int\n", True), ("*a, *b = x\n", False), ("*a = x\n", False),
     ("*a\n", False), ("*a, b = x\n", True), ("for a, *b in x:\n    pass\n", True),
     ("(a, b) = x\n", True), ("[a, (b, c)] = x\n", True), ("(a, b): int\n", False),
