@@ -180,6 +180,12 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
     if (b.find(':') != std::string_view::npos) colon_.push_back(t);
     if (b.find('*') != std::string_view::npos) star_.push_back(t);
+    if (b.find_first_of("\\#\n\r'\"") != std::string_view::npos ||
+        b.find("lambda") != std::string_view::npos) {
+      fstring_.push_back(t);
+    }
+    const size_t q = b.find_first_of("'\"");
+    if (q != std::string_view::npos && b.find('{', q) != std::string_view::npos) fopen_.push_back(t);
     if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).
@@ -524,6 +530,11 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       (stmt_lexemes_ == 0 && !word_.empty() && word_.size() <= 3 && std::string_view("del").substr(0, word_.size()) == word_)) {
     for (int32_t t : index.star()) check(t);
   }
+  // Inside an f-string (or at its opening quote), the tokens that can break
+  // a field's limits; elsewhere the tokens that open an f-string's field.
+  const bool fstring_open = !fstack_.empty() ||
+                            (fstr_ && (mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2));
+  for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
   if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
   }
@@ -619,8 +630,10 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     }
   }
   if (!word_.empty() && mode_ == Mode::kCode) {
-    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async", "return"}) {
+    for (const char* k : {"nonlocal", "global", kDebug, "await", "yield", "async", "return",
+                          "lambda"}) {
       if (k[0] == 'r' && !async_gen) continue;
+      if (k[0] == 'l' && !InFieldTop()) continue;
       const std::string_view kw(k);
       if (kw.size() > word_.size() && kw.substr(0, word_.size()) == word_) {
         if (const auto* ts = index.Finishing(kw.substr(word_.size()))) {
@@ -710,6 +723,14 @@ std::string ScopeLayer::DebugString() const {
 
 void ScopeLayer::Byte(unsigned char c) {
   if (in_pattern_) pattern_->RawByte(static_cast<char>(c));
+  if (!fstack_.empty()) {
+    FCheck(c);
+    if (dead_) return;
+    if (mode_ == Mode::kCode && fstack_.back().part == FString::kField) {
+      FieldCode(c);
+      return;
+    }
+  }
   switch (mode_) {
     case Mode::kIndent:
       if (c == ' ') {
@@ -753,25 +774,39 @@ void ScopeLayer::Byte(unsigned char c) {
       }
       mode_ = Mode::kString;
       triple_ = false;
+      if (fstr_) fstack_.push_back({quote_, false, raw_});
       break;  // c is content
     case Mode::kStrOpen2:
       if (c == static_cast<unsigned char>(quote_)) {
         mode_ = Mode::kString;
         triple_ = true;
         quote_run_ = 0;
+        if (fstr_) fstack_.push_back({quote_, true, raw_});
         return;
       }
       mode_ = Mode::kCode;  // an empty string
       Lexeme(Lex::kString, "");
-      if (!dead_) CodeByte(c);
+      if (dead_) return;
+      if (!fstack_.empty() && fstack_.back().part == FString::kField) {
+        FieldCode(c);
+      } else {
+        CodeByte(c);
+      }
       return;
     case Mode::kStrEsc:
-      mode_ = Mode::kString;
+      // (spec_esc_: an escape in an f-string's format spec, which goes back
+      // to the spec.)
+      mode_ = spec_esc_ ? Mode::kFieldSpec : Mode::kString;
       if (raw_ && fstr_ && (c == '{' || c == '}')) break;  // a raw f-string's field opens
-      if (!raw_ && c == 'N') mode_ = Mode::kEscN;  // \N{name}
+      if (!raw_ && c == 'N') {
+        mode_ = Mode::kEscN;  // \N{name}
+        return;
+      }
+      spec_esc_ = false;
       return;
     case Mode::kEscN:  // the grammar has a `{` here
-      mode_ = c == '{' ? Mode::kEscName : Mode::kString;
+      mode_ = c == '{' ? Mode::kEscName : spec_esc_ ? Mode::kFieldSpec : Mode::kString;
+      if (c != '{') spec_esc_ = false;
       uname_.clear();
       return;
     case Mode::kEscName:
@@ -780,40 +815,60 @@ void ScopeLayer::Byte(unsigned char c) {
       // that ends it short of one.
       if (c == '}') {
         if (!IsUnicodeName(uname_)) Fail("unknown Unicode character name");
-        mode_ = Mode::kString;
+        mode_ = spec_esc_ ? Mode::kFieldSpec : Mode::kString;
+        spec_esc_ = false;
         uname_.clear();
         return;
       }
       uname_ += static_cast<char>(c);
       if (!IsUnicodeNamePrefix(uname_)) Fail("unknown Unicode character name");
       return;
-    case Mode::kFBrace:
+    case Mode::kFBrace: {
       if (c == '{') {
         mode_ = Mode::kString;
         return;
       }
-      mode_ = Mode::kField;
-      field_depth_ = 0;
-      field_word_.clear();
-      field_dot_ = false;
-      FieldByte(c);
+      // A field opens: its expression is read as code (so every check of
+      // the layer sees it), c is its first byte.
+      FString& f = fstack_.back();
+      f.part = FString::kField;
+      f.level = 0;
+      f.pending = 0;
+      f.base_depth = depth_;
+      f.quote_run = 0;
+      mode_ = Mode::kCode;
+      prev_kind_ = Lex::kOp;  // what follows reads as after an opening bracket
+      prev_ = "{";
+      FCheck(c, fstack_.size() - 1);  // c as the field's (the outer ones saw it)
+      if (!dead_) FieldCode(c);
       return;
+    }
     case Mode::kFClose:
       mode_ = Mode::kString;  // the second brace of "}}"
       return;
-    case Mode::kField:
-      FieldByte(c);
+    case Mode::kFieldAfter:
+      AfterByte(c);
       return;
-    case Mode::kFieldStr:
-      if (c == static_cast<unsigned char>(field_quote_)) mode_ = Mode::kField;
+    case Mode::kFieldSpec: {  // format spec text: `{` opens a nested field, `}` ends
+      FString& f = fstack_.back();
+      if (c == '\\' && !f.raw) {  // an escape, as in the literal text
+        mode_ = Mode::kStrEsc;
+        spec_esc_ = true;
+        return;
+      }
+      if (c == '{' && f.level == 0) {
+        f.part = FString::kField;
+        f.level = 1;
+        f.pending = 0;
+        f.base_depth = depth_;
+        mode_ = Mode::kCode;
+        prev_kind_ = Lex::kOp;
+        prev_ = "{";
+      } else if (c == '}') {
+        CloseField();
+      }
       return;
-    case Mode::kFieldConv:
-      mode_ = Mode::kField;
-      if (c == '=') return;  // "!=" is an operator; else c is the conversion letter
-      return;
-    case Mode::kFieldSpec:
-      if (c == '}') mode_ = Mode::kString;
-      return;
+    }
     case Mode::kString:
       break;
   }
@@ -826,6 +881,10 @@ void ScopeLayer::Byte(unsigned char c) {
   if (c == static_cast<unsigned char>(quote_)) {
     if (!triple_ || ++quote_run_ == 3) {
       mode_ = Mode::kCode;
+      if (fstr_) {
+        fstack_.pop_back();
+        fstr_ = false;
+      }
       Lexeme(Lex::kString, "");
     }
     return;
@@ -835,48 +894,135 @@ void ScopeLayer::Byte(unsigned char c) {
   if (fstr_ && c == '}') mode_ = Mode::kFClose;
 }
 
-void ScopeLayer::FieldByte(unsigned char c) {
-  if (IsIdent(c)) {
-    field_word_ += static_cast<char>(c);
-    return;
-  }
-  if (!field_word_.empty()) {
-    const std::string w = std::move(field_word_);
-    field_word_.clear();
-    if (!field_dot_ && !(w[0] >= '0' && w[0] <= '9') && !IsKeyword(w)) {
-      Entry e;
-      e.name = w;
-      e.bare = false;
-      AddEntry(std::move(e));
+// CPython 3.11 reads an f-string as one string token first (it ends at its
+// own quote) and then compiles each field's text as `(text)`, refusing a
+// backslash anywhere in it and a `#`.  So, inside the field of an open
+// f-string (its code, a nested string, a nested f-string): no backslash,
+// no quote of that f-string (three in a row for a triple-quoted one), no
+// newline if it is single-quoted; in the field's own code no `#`.
+void ScopeLayer::FCheck(unsigned char c, size_t from) {
+  const size_t n = fstack_.size();
+  for (size_t i = from; i < n; ++i) {
+    FString& f = fstack_[i];
+    // Every f-string but the last is inside a field; the last is when its
+    // part says so (the format spec is literal text, the grammar's).
+    const bool in_field = i + 1 < n || f.part == FString::kField || f.part == FString::kAfter;
+    // (In the literal text too: the grammar's text has no newline there, but
+    // inside brackets the indenter drops the newline token.)
+    if (!f.triple && (c == '\n' || c == '\r') && !(i + 1 == n && mode_ == Mode::kStrEsc)) {
+      Fail("f-string: newline in a single-quoted f-string");
+      return;
+    }
+    if (!in_field) continue;
+    if (c == '\\') {
+      Fail("f-string expression part cannot include a backslash");
+      return;
+    }
+    if (!f.triple && (c == '\n' || c == '\r') && !(i + 1 == n && mode_ == Mode::kStrEsc)) {
+      Fail("f-string: newline in a single-quoted f-string");
+      return;
+    }
+    if (c == static_cast<unsigned char>(f.quote)) {
+      if (!f.triple || ++f.quote_run == 3) {
+        Fail("f-string: its own quote inside a field");
+        return;
+      }
+    } else {
+      f.quote_run = 0;
     }
   }
-  field_dot_ = c == '.';
+  if (c == '#' && mode_ == Mode::kCode && fstack_.back().part == FString::kField) {
+    Fail("f-string expression part cannot include '#'");
+  }
+}
+
+// Is the text at the top of a field's expression (no bracket open in it),
+// where CPython ends the expression at `:`, `!`, `=` or `}`?
+bool ScopeLayer::InFieldTop() const {
+  return !fstack_.empty() && mode_ == Mode::kCode && fstack_.back().part == FString::kField &&
+         depth_ == fstack_.back().base_depth;
+}
+
+void ScopeLayer::FieldCode(unsigned char c) {
+  FString& f = fstack_.back();
+  if (c == '\n' || c == '\r') c = ' ';  // (a triple-quoted f-string's field)
+  if (depth_ != f.base_depth) {
+    CodeByte(c);
+    return;
+  }
+  if (f.pending != 0) {
+    const char p = f.pending;
+    f.pending = 0;
+    if (c == '=') {  // `==` or `!=`
+      CodeByte(static_cast<unsigned char>(p));
+      if (!dead_) CodeByte(c);
+      return;
+    }
+    FlushWord();
+    if (!dead_) FlushOp();
+    if (dead_) return;
+    f.part = FString::kAfter;
+    mode_ = Mode::kFieldAfter;
+    if (p == '=') AfterByte(c);  // else c is the conversion letter
+    return;
+  }
   switch (c) {
-    case '(':
-    case '[':
-      ++field_depth_;
-      break;
-    case ')':
-    case ']':
-      --field_depth_;
-      break;
-    case '"':
-    case '\'':
-      field_quote_ = static_cast<char>(c);
-      mode_ = Mode::kFieldStr;
-      break;
-    case '!':
-      if (field_depth_ == 0) mode_ = Mode::kFieldConv;
-      break;
-    case ':':
-      if (field_depth_ == 0) mode_ = Mode::kFieldSpec;
-      break;
     case '}':
-      if (field_depth_ == 0) mode_ = Mode::kString;
-      break;
+    case ':':
+      FlushWord();
+      if (!dead_) FlushOp();
+      if (dead_) return;
+      if (c == '}') {
+        CloseField();
+      } else {
+        f.part = FString::kSpec;
+        mode_ = Mode::kFieldSpec;
+      }
+      return;
+    case '=':
+      if (op_ == "<" || op_ == ">") break;  // `<=`, `>=`
+      f.pending = '=';
+      return;
+    case '!':
+      f.pending = '!';
+      return;
     default:
       break;
   }
+  CodeByte(c);
+}
+
+// After a field's `=` or conversion: blanks, `!` and its letter, `:`, `}`.
+void ScopeLayer::AfterByte(unsigned char c) {
+  FString& f = fstack_.back();
+  if (f.pending == 'c') {
+    f.pending = 0;
+  } else if (c == '!') {
+    f.pending = 'c';
+  } else if (c == ':') {
+    f.part = FString::kSpec;
+    mode_ = Mode::kFieldSpec;
+  } else if (c == '}') {
+    CloseField();
+  }
+}
+
+void ScopeLayer::CloseField() {
+  FString& f = fstack_.back();
+  f.pending = 0;
+  if (f.level == 1) {  // back to the format spec around it
+    f.level = 0;
+    f.part = FString::kSpec;
+    mode_ = Mode::kFieldSpec;
+    return;
+  }
+  f.part = FString::kLiteral;
+  mode_ = Mode::kString;
+  quote_ = f.quote;
+  triple_ = f.triple;
+  raw_ = f.raw;
+  fstr_ = true;
+  quote_run_ = 0;
 }
 
 // Does byte c, read in code where no word or operator is open, begin a
@@ -1035,6 +1181,12 @@ void ScopeLayer::CodeByte(unsigned char c) {
 
 void ScopeLayer::FlushWord() {
   if (word_.empty()) return;
+  // CPython ends a field's expression at a `:` outside brackets, so a
+  // lambda there never gets its body.
+  if (word_ == "lambda" && InFieldTop()) {
+    Fail("f-string: lambda outside brackets");
+    return;
+  }
   const std::string w = std::move(word_);
   word_.clear();
   if ((w[0] >= '0' && w[0] <= '9') || w[0] == '.') {

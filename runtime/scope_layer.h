@@ -90,7 +90,12 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& newline() const { return newline_; }
   const std::vector<int32_t>& colon() const { return colon_; }      // tokens with a ':'
   const std::vector<int32_t>& eq_lead() const { return eq_lead_; }
-  const std::vector<int32_t>& star() const { return star_; }        // tokens with a '*'  // tokens starting with '='  // tokens with a '\n' 
+  const std::vector<int32_t>& star() const { return star_; }        // tokens with a '*'
+  // Tokens that can fail inside an f-string: a backslash, `#`, a newline, a
+  // quote, or `lambda` (CPython 3.11's limits on a field).
+  const std::vector<int32_t>& fstring() const { return fstring_; }
+  // Tokens with a quote and a `{` after it (they may open a field).
+  const std::vector<int32_t>& fopen() const { return fopen_; }
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).
   const std::vector<uint32_t>& word_enders() const { return word_enders_; }
@@ -123,7 +128,8 @@ class ScopeTokenIndex {
   static bool Wanted(const CompiledStore& store);
 
  private:
-  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_;
+  std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
+      fstring_, fopen_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
@@ -189,7 +195,13 @@ class ScopeLayer {
   // literal, a closing bracket): a name cannot come next, only a keyword.
   bool AfterOperand() const;
   void FlushOp();
-  void FieldByte(unsigned char c);
+  // f-strings: the checks CPython 3.11 makes on a field's text (FCheck),
+  // a byte of a field's expression (FieldCode), the end of a field.
+  void FCheck(unsigned char c, size_t from = 0);
+  void AfterByte(unsigned char c);
+  void FieldCode(unsigned char c);
+  void CloseField();
+  bool InFieldTop() const;
   void LineStart(int32_t col);
   void Lexeme(Lex kind, const std::string& text);
   void Fail(std::string why);
@@ -318,21 +330,32 @@ class ScopeLayer {
   bool last_name_live_ = false;
   // Tokenizer.
   enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
-                    kStrEsc, kFBrace, kFClose, kField, kFieldStr, kFieldConv, kFieldSpec,
+                    kStrEsc, kFBrace, kFClose, kFieldAfter, kFieldSpec,
                     kEscN, kEscName };
   Mode mode_ = Mode::kIndent;
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
   std::string word_;
   std::string op_;
-  char quote_ = 0;
+  char quote_ = 0;              // the string being read (the innermost)
   bool triple_ = false, raw_ = false, fstr_ = false;
   int32_t quote_run_ = 0;
   std::string uname_;           // the name of a \N{...} escape being read
-  int32_t field_depth_ = 0;
-  char field_quote_ = 0;
-  std::string field_word_;
-  bool field_dot_ = false;
+  bool spec_esc_ = false;       // the escape being read is in a format spec
+  // The open f-strings, outermost first.  A field's expression is read as
+  // code (kCode, its brackets counted from base_depth); a nested string
+  // opens only there, so every f-string but the last is inside a field.
+  struct FString {
+    enum Part : int8_t { kLiteral, kField, kAfter, kSpec };
+    char quote = 0;
+    bool triple = false, raw = false;
+    Part part = kLiteral;
+    int8_t level = 0;           // 1: a field nested in a format spec
+    char pending = 0;           // '=' or '!' at the field's top, not yet decided; 'c': a conversion letter
+    int32_t base_depth = 0;
+    int32_t quote_run = 0;      // this string's quote, repeated, inside its field
+  };
+  std::vector<FString> fstack_;
   int32_t depth_ = 0;           // open brackets
   bool dead_ = false;
   std::string why_;

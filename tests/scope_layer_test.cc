@@ -280,6 +280,114 @@ const char* const kMatchRefused[] = {
     "match x:\n    case {**b}, [b@]:\n",
 };
 
+// f-strings read by the parser: the rows of tests/py/test_fstrings.py that
+// CPython 3.11 compiles and the grammar accepts.
+const char* const kFStringAccepted[] = {
+    "def g():\n    return f'{x:{y:>10}}'\n",
+    "def g():\n    return f'{x:{y!r}}'\n",
+    "def g():\n    return f'{x:{y=}}'\n",
+    "def g():\n    return f'{x:\\n}'\n",
+    "def g():\n    return f'{x:\\\\}'\n",
+    "def g():\n    return f'{x:{{}}}'\n",
+    "def g():\n    return f'{\"#\"}'\n",
+    "def g():\n    return f'''{'a'}'''\n",
+    "def g():\n    return f'''{\"a\"}'''\n",
+    "def g():\n    return f'{yield}'\n",
+    "def g():\n    return f'{x:=1}'\n",
+    "def g():\n    return f'{(x:=1)}'\n",
+    "def g():\n    return f'{(lambda: 1)}'\n",
+    "def g():\n    return f'{*a,}'\n",
+    "def g():\n    return f'{a, b}'\n",
+    "def g():\n    return f'{x !r}'\n",
+    "def g():\n    return f'{x = }'\n",
+    "def g():\n    return f'{x=!r:>10}'\n",
+    "def g():\n    return f'{x!=y}'\n",
+    "def g():\n    return f'{x==y=}'\n",
+    "def g():\n    return f'{ {1:2} }'\n",
+    "def g():\n    return f'{x[1:2]}'\n",
+    "def g():\n    return f'{f\"{x}\"}'\n",
+    "def g():\n    return f\"{f'{x}'}\"\n",
+    "def g():\n    return f'{x:{\"a\"}}'\n",
+    "def g():\n    return f\"{x:'}\"\n",
+    "def g():\n    return f'{x:{y:a}}'\n",
+    "async def g():\n    return f'{await x}'\n",
+    "def g():\n    return f'{x:{y}{z}}'\n",
+    "def g():\n    return rf'\\{x}'\n",
+    "def g():\n    return rf'\\{{x}}'\n",
+    "def g():\n    return f'{x=!r}'\n",
+    "def g():\n    return f'{x if y else z}'\n",
+    "def g():\n    return f'{x:>{w}.{p}}'\n",
+    "def g():\n    return f'{x}' 'a' f\"{y}\"\n",
+    "def g():\n    return f'''{x:\\n}'''\n",
+    "def g():\n    return f'\\N{EM DASH}{x}'\n",
+    "def g():\n    return f'{x:{y}=}'\n",
+    "def g():\n    return f'{x:#x}'\n",
+    "def g():\n    return f'{x:#{y}}'\n",
+    "def g():\n    return f'{x:!r}'\n",
+    "def g():\n    return f'{yield x}'\n",
+    "def g():\n    return f'{(yield)}'\n",
+    "def g():\n    return f'{x:\\t}'\n",
+    "def g():\n    return f'''{\"\"\"a\"\"\"}'''\n",
+    "def g():\n    return f'''{\"a'b\"}'''\n",
+    "def g():\n    return f'''{\"a''b\"}'''\n",
+    "def g():\n    return f'''{x+''}'''\n",
+    "def g():\n    return f'{x,}'\n",
+    "def g():\n    return f'{x=   }'\n",
+    "def g():\n    return f'{x =:>3}'\n",
+    "def g():\n    return f'{x!a:{y}}'\n",
+    "def g():\n    return f'}}{{'\n",
+    "def g():\n    return f'{{{x}}}'\n",
+    "def g():\n    return f'{x:{y!r:>3}}'\n",
+    "def g():\n    return f'''{x:\n}'''\n",
+    "def g():\n    return f'{x:{y}}'\n",
+    "x = f'{type_ref}[{\",\".join(arg_refs)}]'\n",
+    "x = f'{choice[\"type\"]!r}'\n",
+    "x = f'{m.group(1)}_{m.group(2)}'\n",
+    "x = f'{round(x, 2)})'\n",
+    "x = f\"c{i + 1}\"\n",
+    "x = f'{[y for y in z if y]}'\n",
+    "x = f'{ {k: v for k, v in d.items()} }'\n",
+    "x = f'{x[1:2:3]}'\n",
+    "x = f'{a if b else c!r:>{w}}'\n",
+    "x = FR'\\d{x}' Rf\"{y}\" rF'''{z}'''\n",
+    "x = f'#{x}'  # c\n",
+    "x = f'{x:%Y-%m-%d %H:%M}'\n",
+    "x = f'{\"a\" \"b\"}'\n",
+    "x = f'{-x ** 2 // 3 @ m}'\n",
+    "x = f'{not a or b and c is not d}'\n",
+    "x = f'{x!r:{w}.{p}f}'\n",
+    "x = f'{f(*a, **k)}'\n",
+    "x = f'{b\"x\"}'\n",
+    "x = f'{...}'\n",
+    "x = f'{x for x in y}'\n",
+    "x = f'{x:=}'\n",
+    "x = f'{(x := 1) + 1}'\n",
+    "x = f'''a\nb{x}\n'''\n",
+    "x = f\"{x['a']}\" + f'{y[\"b\"]}'\n",
+    "x = f'{x.__class__.__name__!s}'\n",
+    "x = f'{x:\\N{EM DASH}}'\n",
+    "x = f'a\\\nb{x}'\n",
+    "x = (f'{a}'\n     f'{b}')\n",
+    "x = f'''{a}\n'''\n",
+    "x = rf'\\N{x}'\n",
+    "x = f'{x!r}' '\\n'\n",
+};
+
+// f-strings: CPython 3.11's lexical limits on a field, which the grammar
+// leaves to the layer ("|": the committing byte).
+const char* const kFStringRefused[] = {
+    "x = f'{\"|\\n\"}'\n",
+    "x = f'{\"it|\\'s\"}'\n",
+    "x = f'''{''|'a'''}'''\n",
+    "x = f'{f\"{f|'''{x}'''}\"}'\n",
+    "x = f'{x|#}'\n",
+    "x = (f'a|\nb')\n",
+    "x = (f'{a|\n}')\n",
+    "x = f'{x:\\N{DASH|}}'\n",
+    "x = f'{x:{y|\\t}}'\n",
+    "x = f'{lambda|: 1}'\n",
+};
+
 // Feeds `text` up to the marker; returns where the layer refused (-1: never,
 // text.size(): at the end).
 int64_t RefusedAt(const std::string& text) {
@@ -324,6 +432,17 @@ TEST(ScopeLayer, RefusesAtTheCommittingByte) {
     EXPECT_EQ(RefusedAt(text), want) << c;
     // Everything before the refusal can still be completed: the layer alone
     // accepts the prefix (the completions are in the accepted cases).
+  }
+}
+
+TEST(ScopeLayer, FStringFields) {
+  for (const char* c : kFStringAccepted) EXPECT_EQ(RefusedAt(c), -1) << c;
+  for (const char* c : kFStringRefused) {
+    std::string text(c);
+    const size_t bar = text.find('|');
+    ASSERT_NE(bar, std::string::npos) << c;
+    text.erase(bar, 1);
+    EXPECT_EQ(RefusedAt(text), static_cast<int64_t>(bar)) << c;
   }
 }
 
@@ -414,7 +533,13 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "match x:\n    case a as b", "match x:\n    case [a, b] | [a", "match x:\n    case (a as _",
         "match x:\n    case {'a': 1, 'a'", "match x:\n    case rb", "match x:\n    case None", "match x:\n    case y",
         "match x:\n    case [a, *a", "match x:\n    case C(a=1, a", "match x:\n    case {1: a, -0", "match x:\n    case (x) as y",
-        "match x:\n    case 'a", "match x:\n    case 1 + 2"}) {
+        "match x:\n    case 'a", "match x:\n    case 1 + 2",
+        // f-string fields (CPython 3.11's lexical limits: backslash, `#`,
+        // quotes, newlines, lambda at the top) and format specs
+        "x = f'{", "x = f'{a", "x = f'{\"a", "x = f'''{'", "x = f'''{''", "x = f'{x:",
+        "x = f'{x:\\", "x = f'{x:\\N{EM", "x = f'{x:{y", "x = f'{x!", "x = f'{x=",
+        "x = (f'a", "x = (f'{a", "x = f'{lam", "x = f'{(lambda", "x = f\"{f'{a", "x = f'{a}",
+        "x = f'{x:{y}", "x = rf'{a"}) {
     Session p(store);
     ASSERT_TRUE(p.AdvanceBytes(prefix).ok()) << prefix;
     const std::vector<uint32_t> mask = p.Mask();
