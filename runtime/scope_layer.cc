@@ -448,7 +448,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     ScopeLayer probe = *this;
     probe.FlushWord();
     std::vector<uint32_t> sub(static_cast<size_t>(store.mask_words()), 0u);
-    each_allowed([&](int32_t t, std::string_view b) {
+    each_allowed([&](int32_t t) {
+      const std::string_view b = store.TokenBytes(t);
       if (!b.empty() && plain_end(b)) sub[t >> 5] |= 1u << (t & 31);
     });
     if (probe.dead_) {
@@ -456,7 +457,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     } else {
       probe.Filter(store, index, sub.data());
     }
-    each_allowed([&](int32_t t, std::string_view b) {
+    each_allowed([&](int32_t t) {
+      const std::string_view b = store.TokenBytes(t);
       if (b.empty()) return;
       if (plain_end(b)) {
         if (!((sub[t >> 5] >> (t & 31)) & 1u)) mask[t >> 5] &= ~(1u << (t & 31));
@@ -478,7 +480,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   if (in_pattern_ && pattern_ && mode_ == Mode::kCode) {
     const bool word_open = !word_.empty();
     const bool waiting = pattern_->WaitingName();
-    each_allowed([&](int32_t t, std::string_view b) {
+    each_allowed([&](int32_t t) {
+      const std::string_view b = store.TokenBytes(t);
       size_t i = 0;
       while (i < b.size() && (b[i] == ' ' || b[i] == '\t')) ++i;
       bool safe = i == b.size() ? !word_open : !(i > 0 && word_open);
@@ -490,7 +493,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
   // Inside a string of a pattern only its end (or an escape) can fail.
   if (in_pattern_ && pattern_ && (mode_ == Mode::kString || mode_ == Mode::kStrOpen1)) {
-    each_allowed([&](int32_t t, std::string_view b) {
+    each_allowed([&](int32_t t) {
+      const std::string_view b = store.TokenBytes(t);
       if (b.find(quote_) != std::string_view::npos || b.find('\\') != std::string_view::npos) check(t);
     });
     return;
@@ -542,7 +546,8 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   // reach a case column (or hold a newline); on a case line's first word,
   // the tokens that go on past it (not only name bytes).
   if (!matches_.empty() && mode_ == Mode::kIndent && Unreachable()) {
-    each_allowed([&](int32_t t, std::string_view b) {
+    each_allowed([&](int32_t t) {
+      const std::string_view b = store.TokenBytes(t);
       size_t i = 0;
       while (i < b.size() && b[i] == ' ') ++i;
       if (i == b.size()) return;
