@@ -184,6 +184,21 @@ std::string CanonicalPatternKey(const std::string& text) {
   std::vector<Tok> toks;
   size_t i = 0;
   const size_t n = text.size();
+  // A string literal whose quote is at text[i], after `prefix`: one token
+  // 's' of the prefix, \x01 and the body (escapes kept as written).
+  auto read_string = [&](const std::string& prefix) {
+    const char q = text[i];
+    const bool triple = i + 2 < n && text[i + 1] == q && text[i + 2] == q;
+    const size_t open = triple ? 3 : 1;
+    size_t k = i + open;
+    while (k < n) {
+      if (text[k] == '\\') { k += 2; continue; }
+      if (text[k] == q && (!triple || (k + 2 < n && text[k + 1] == q && text[k + 2] == q))) break;
+      ++k;
+    }
+    toks.push_back({'s', prefix + "\x01" + text.substr(i + open, k - i - open)});
+    i = std::min(n, k + open);
+  };
   while (i < n) {
     const char c = text[i];
     if (c == ' ' || c == '\t' || c == '\f' || c == '\r' || c == '\n') { ++i; continue; }
@@ -209,31 +224,11 @@ std::string CanonicalPatternKey(const std::string& text) {
       // string with prefix text[i, j)
       const std::string prefix = text.substr(i, j - i);
       i = j;
-      const char q = text[i];
-      const bool triple = i + 2 < n && text[i + 1] == q && text[i + 2] == q;
-      const size_t open = triple ? 3 : 1;
-      size_t k = i + open;
-      while (k < n) {
-        if (text[k] == '\\') { k += 2; continue; }
-        if (text[k] == q && (!triple || (k + 2 < n && text[k + 1] == q && text[k + 2] == q))) break;
-        ++k;
-      }
-      toks.push_back({'s', prefix + "\x01" + text.substr(i + open, k - i - open)});
-      i = std::min(n, k + open);
+      read_string(prefix);
       continue;
     }
     if (c == '\'' || c == '"') {
-      const char q = c;
-      const bool triple = i + 2 < n && text[i + 1] == q && text[i + 2] == q;
-      const size_t open = triple ? 3 : 1;
-      size_t k = i + open;
-      while (k < n) {
-        if (text[k] == '\\') { k += 2; continue; }
-        if (text[k] == q && (!triple || (k + 2 < n && text[k + 1] == q && text[k + 2] == q))) break;
-        ++k;
-      }
-      toks.push_back({'s', std::string("\x01") + text.substr(i + open, k - i - open)});
-      i = std::min(n, k + open);
+      read_string("");
       continue;
     }
     toks.push_back({'o', std::string(1, c)});

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_python_strict import (BIN, FULL, TOK_LLAMA, compile_store, cpython_error,  # noqa: E402
-                                lark_ok, lark_parser, mutate, run)
+                                engine_verdicts, lark_ok, lark_parser, mutate)
 
 PROGRAMS = 3000 if FULL else 150
 MUTANTS = 400 if FULL else 40
@@ -45,22 +44,6 @@ def parser():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return compile_store(TOK_LLAMA, tmp_path_factory.mktemp("llama") / "py.cfgm")
-
-
-def engine_verdicts(store, texts, tmp_path, stem):
-    files = []
-    for k, text in enumerate(texts):
-        p = tmp_path / f"{stem}_{k:05d}.py"
-        p.write_text(text, encoding="utf-8", newline="")
-        files.append(p)
-    r = run(BIN, "check", store, *files)
-    engine = {}
-    for line in r.stdout.splitlines():
-        m = re.match(r"\S*" + stem + r"_(\d+)\.py(?::\S*)?: (.*)", line)
-        if m:
-            engine[int(m.group(1))] = m.group(2).startswith("ok")
-    assert sorted(engine) == list(range(len(texts))), r.stdout[-2000:] + r.stderr[-2000:]
-    return engine
 
 
 def m(*cases, subject="x"):

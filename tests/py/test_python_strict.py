@@ -514,19 +514,25 @@ PROBE = [
 ]
 
 
-def test_construct_probe(store_llama, parser, tmp_path):
+def engine_verdicts(store, texts, tmp_path, stem):
+    """{index: whether `cfgmask check` accepts texts[index]} (one command line)."""
     files = []
-    for k, (_, text) in enumerate(PROBE):
-        p = tmp_path / f"probe_{k:02d}.py"
+    for k, text in enumerate(texts):
+        p = tmp_path / f"{stem}_{k:05d}.py"
         p.write_text(text, encoding="utf-8", newline="")
         files.append(p)
-    r = run(BIN, "check", store_llama, *files)
+    r = run(BIN, "check", store, *files)
     engine = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"\S*probe_(\d+)\.py(?::\S*)?: (.*)", line)
+        m = re.match(r"\S*" + stem + r"_(\d+)\.py(?::\S*)?: (.*)", line)
         if m:
             engine[int(m.group(1))] = m.group(2).startswith("ok")
-    assert sorted(engine) == list(range(len(PROBE))), r.stdout[-2000:]
+    assert sorted(engine) == list(range(len(texts))), r.stdout[-2000:] + r.stderr[-2000:]
+    return engine
+
+
+def test_construct_probe(store_llama, parser, tmp_path):
+    engine = engine_verdicts(store_llama, [text for _, text in PROBE], tmp_path, "probe")
     rows, wrong = [], []
     for k, (name, text) in enumerate(PROBE):
         lark, cpy = lark_ok(parser, text), cpython_error(text) is None
