@@ -52,6 +52,24 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
 
 bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
 
+// Lexer modes (parser/lexer_modes.h) show in a store as a boundary candidate
+// listed once per mode (the same terminal twice in a state) or as a Tail
+// whose slot names the mode's foreign terminals.
+bool SuffixQuotient::HasLexerModes(const CompiledStore& store) {
+  for (int32_t q = 0; q < store.num_lex_states; ++q) {
+    for (int32_t c = store.cand_offsets[q]; c + 1 < store.cand_offsets[q + 1]; ++c) {
+      for (int32_t d = c + 1; d < store.cand_offsets[q + 1]; ++d) {
+        if (store.cand_terminal[c] == store.cand_terminal[d]) return true;
+      }
+    }
+  }
+  for (size_t i = 0; i < store.item_kind.size(); ++i) {
+    const int32_t item = static_cast<int32_t>(i);
+    if (store.KindOf(item) == ItemKind::kTail && store.item_slot[item] >= 0) return true;
+  }
+  return false;
+}
+
 SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits, bool estimate)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
@@ -133,7 +151,10 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
                   "exact suffix masks do not cover grammars with an indenter");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const bool terminals = limits.middle == SuffixMiddle::kTerminals;
+  // The terminal-level middle's hub is the initial lexer state; with lexer
+  // modes the token after a blank starts in the mode the blank was lexed in,
+  // so such a store keeps the byte-level middle (a hub per mode: not built).
+  const bool terminals = limits.middle == SuffixMiddle::kTerminals && !HasLexerModes(*store);
   if (!terminals) {
     if (Status st = Fits(store, limits); !st.ok()) return st;
   }

@@ -112,6 +112,9 @@ class SuffixQuotient {
  public:
   // Can the store's grammar get exact suffix masks?  Not with the indenter.
   static bool Supported(const CompiledStore& store);
+  // The store's lexer has modes (parser/lexer_modes.h): the terminal-level
+  // middle, whose hub is the initial lexer state, is not used for it.
+  static bool HasLexerModes(const CompiledStore& store);
 
   // Does the middle layer (the part of the pushdown system that no suffix
   // changes: the controls any text reaches from the initial lexer state,
