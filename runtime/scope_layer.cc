@@ -184,8 +184,13 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
         b.find("lambda") != std::string_view::npos) {
       fstring_.push_back(t);
     }
+    // A quote may open an f-string (its prefix in the token or the word
+    // before it): what can fail in its text is a field's `{`, a line end
+    // (`\n` or `\r`, in a single-quoted one) or an escape.
     const size_t q = b.find_first_of("'\"");
-    if (q != std::string_view::npos && b.find('{', q) != std::string_view::npos) fopen_.push_back(t);
+    if (q != std::string_view::npos && b.find_first_of("{\n\r\\", q) != std::string_view::npos) {
+      fopen_.push_back(t);
+    }
     if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).

@@ -94,7 +94,8 @@ class ScopeTokenIndex {
   // Tokens that can fail inside an f-string: a backslash, `#`, a newline, a
   // quote, or `lambda` (CPython 3.11's limits on a field).
   const std::vector<int32_t>& fstring() const { return fstring_; }
-  // Tokens with a quote and a `{` after it (they may open a field).
+  // Tokens with a quote and after it a `{`, a line end or a backslash (they
+  // may open an f-string and break its limits or open a field).
   const std::vector<int32_t>& fopen() const { return fopen_; }
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).

@@ -206,8 +206,17 @@ TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
 // indexed paths: a declared name a `:` would annotate, a whole `global` /
 // `nonlocal`, a parameter or keyword name written again (and a longer name
 // it begins), await / yield / async words, `__debug__`, `del` with a star,
-// assignment expressions in comprehensions, \N{...} escapes.
+// assignment expressions in comprehensions, \N{...} escapes; f-strings
+// read by the parser (fields, specs, nested quotes, a prefix word before the
+// quote) and match statements (soft keywords, patterns, guards).
 const char* const kScopePrograms[] = {
+    "def show(items, width=8):\n    f = rf = 2\n    head = f\"{len(items)} items: {', '.join(map(str, items))}\"\n"
+    "    row = F'{items[0]!r:>{width}} | {items[-1] + 1 = }'\n    raw = rf\"\\d{{2}} {width:0{width}d}\"\n"
+    "    return f'''{head}\n{row}''' + fr'{raw}' + f\"{'a' if f else 'b'}\"\n",
+    "def kind(cmd):\n    match = case = 1\n    match cmd:\n        case [\"go\", direction] if direction:\n"
+    "            return direction\n        case {\"x\": x, **rest}:\n            return x, rest\n"
+    "        case Point(x=0, y=yy) | Point(x=yy, y=0):\n            return yy\n"
+    "        case str() as s:\n            return s\n        case _:\n            return match + case\n",
     "def where():\n    global _CTX\n    global _PATH\n    if _PATH is None:\n"
     "        _CTX = open('x')\n        _PATH = str(_CTX)\n    return _PATH\n",
     "def outer():\n    counter = 0\n    def inner(step=1):\n        nonlocal counter\n"
