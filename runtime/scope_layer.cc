@@ -528,7 +528,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
   for (int32_t t : index.risky()) check(t);
   // After a string's backslash: tokens that open a \N{...} name.
-  if (mode_ == Mode::kStrEsc && !raw_) {
+  if (mode_ == Mode::kStrEsc && !raw_ && !bytes_) {
     if (const auto* ts = index.Finishing("N")) {
       for (int32_t t : *ts) check(t);
     }
@@ -808,7 +808,7 @@ void ScopeLayer::Byte(unsigned char c) {
       // to the spec.)
       mode_ = spec_esc_ ? Mode::kFieldSpec : Mode::kString;
       if (raw_ && fstr_ && (c == '{' || c == '}')) break;  // a raw f-string's field opens
-      if (!raw_ && c == 'N') {
+      if (!raw_ && !bytes_ && c == 'N') {
         mode_ = Mode::kEscN;  // \N{name}
         return;
       }
@@ -1032,6 +1032,7 @@ void ScopeLayer::CloseField() {
   triple_ = f.triple;
   raw_ = f.raw;
   fstr_ = true;
+  bytes_ = false;
   quote_run_ = 0;
 }
 
@@ -1085,13 +1086,14 @@ void ScopeLayer::CodeByte(unsigned char c) {
     for (char x : word_) l += static_cast<char>(x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x);
     raw_ = l.find('r') != std::string::npos;
     fstr_ = l.find('f') != std::string::npos;
+    bytes_ = l.find('b') != std::string::npos;
     word_.clear();
     if (in_pattern_ && fstr_) {
       Fail("patterns may only match literals and attribute lookups");
       return;
     }
   } else {
-    if (c == '\'' || c == '"') raw_ = fstr_ = false;
+    if (c == '\'' || c == '"') raw_ = fstr_ = bytes_ = false;
     FlushWord();
     if (dead_) return;
     if (return_pending_ && op_.empty() && BeginsValue(c)) {  // `return(`, `return"`

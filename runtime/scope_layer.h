@@ -340,6 +340,7 @@ class ScopeLayer {
   std::string op_;
   char quote_ = 0;              // the string being read (the innermost)
   bool triple_ = false, raw_ = false, fstr_ = false;
+  bool bytes_ = false;  // a bytes literal: \N is no escape there
   int32_t quote_run_ = 0;
   std::string uname_;           // the name of a \N{...} escape being read
   bool spec_esc_ = false;       // the escape being read is in a format spec

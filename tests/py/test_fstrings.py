@@ -204,16 +204,18 @@ def test_grammar_verdicts(parser):
 
 def test_lexer_modes(parser):
     """One code mode, and per f-string kind a text mode (FMID, FOPEN, FEND) and
-    a spec mode (FSPEC, FSOPEN, FSCLOSE) of their own; a grammar edit that lets
-    a kind's piece share a parser state with code or with another kind merges
-    modes and fails here."""
+    a spec mode (FSPEC, FSOPEN, FSCLOSE) of their own, beside the match
+    block's CASE (only case lines scan it); a grammar edit that lets a kind's
+    piece share a parser state with code or with another kind merges modes and
+    fails here."""
     ms = fstring_modes.modes(parser)
     small = sorted(sorted(g) for g in ms[1:])
-    want = sorted(sorted(p) for k in fstring_modes.KINDS for p in fstring_modes.kind_pieces(k))
+    want = sorted([["CASE"]] + [sorted(p) for k in fstring_modes.KINDS
+                                for p in fstring_modes.kind_pieces(k)])
     assert small == want, small
     assert "NAME" in ms[0] and "FCLOSE" in ms[0] and "FCOLON" in ms[0]
     print(f"\n{len(ms)} modes: code {len(ms[0])} terminals, "
-          f"{len(ms) - 1} f-string modes of 3")
+          f"{len(ms) - 2} f-string modes of 3 and CASE's")
     assert fstring_modes.clashes(parser) == []
 
 
