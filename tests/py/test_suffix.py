@@ -164,8 +164,11 @@ def test_indentation_and_brackets_move_with_the_parser_stack(parser):
     """What exact suffix masks for Python would build on (docs/exactness.md,
     "Exact masks with a suffix"): in the strict grammar every rule closes the
     brackets it opens (at most one open at a time), _INDENT and _DEDENT occur
-    only in the suites, and the state after a _DEDENT only reduces its suite,
-    so the indentation and bracket stacks move in step with the LR stack."""
+    only in the blocks (the suites and a match statement's block of cases),
+    each opened by `_NEWLINE _INDENT` and closed by its rule's last symbol
+    `_DEDENT`, and the state after a _DEDENT only reduces its block, so the
+    indentation and bracket stacks move in step with the LR stack."""
+    blocks = ("suite", "case_suite", "match_stmt")
     opens, closes = {"LPAR", "LSQB", "LBRACE"}, {"RPAR", "RSQB", "RBRACE"}
     nesting = 0
     for rule in parser.rules:
@@ -177,8 +180,10 @@ def test_indentation_and_brackets_move_with_the_parser_stack(parser):
         assert depth == 0, rule
         names = [sym.name for sym in rule.expansion]
         if "_INDENT" in names or "_DEDENT" in names:
-            assert rule.origin.name.startswith("suite"), rule
-            assert names[:2] == ["_NEWLINE", "_INDENT"] and names[-1] == "_DEDENT", rule
+            assert rule.origin.name.startswith(blocks), rule
+            i = names.index("_INDENT")
+            assert names[i - 1:i + 1] == ["_NEWLINE", "_INDENT"] and names[-1] == "_DEDENT", rule
+            assert names.count("_INDENT") == 1 and names.count("_DEDENT") == 1, rule
     assert nesting == 1
     table = parser.parser.parser.parser.parse_table
     after_dedent = {arg for acts in table.states.values() for tok, (act, arg) in acts.items()
@@ -187,5 +192,5 @@ def test_indentation_and_brackets_move_with_the_parser_stack(parser):
     for state in after_dedent:
         actions = {(act.name, str(arg)) for act, arg in table.states[state].values()}
         assert len(actions) == 1 and next(iter(actions))[0] == "Reduce", actions
-        assert next(iter(actions))[1].startswith("<suite"), actions
+        assert next(iter(actions))[1].startswith(tuple("<" + b for b in blocks)), actions
 
