@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_python_strict import (BIN, FULL, TOK_LLAMA, compile_store, cpython_error,  # noqa: E402
-                                engine_verdicts, lark_ok, lark_parser, mutate)
+                                engine_verdicts, lark_ok, lark_parser, mutate, probe_row)
 
 PROGRAMS = 3000 if FULL else 150
 MUTANTS = 400 if FULL else 40
@@ -134,9 +134,7 @@ def test_match_probe(store, parser, tmp_path):
     rows, wrong = [], []
     for k, (name, text, by_design) in enumerate(PROBE):
         lark, cpy = lark_ok(parser, text), cpython_error(text) is None
-        rows.append(f"{name:52s} engine {'accepts' if engine[k] else 'refuses':8s} "
-                    f"Lark {'accepts' if lark else 'refuses':8s} "
-                    f"CPython {'compiles' if cpy else 'rejects'}")
+        rows.append(probe_row(name, engine[k], lark, cpy))
         if engine[k] != (lark and cpy):
             wrong.append(rows[-1])
         # valid Python is refused only where the row says so

@@ -536,14 +536,19 @@ def engine_verdicts(store, texts, tmp_path, stem):
     return engine
 
 
+def probe_row(name, engine, lark, cpy):
+    """One row of a construct probe: the engine's, Lark's and CPython's verdicts."""
+    return (f"{name:52s} engine {'accepts' if engine else 'refuses':8s} "
+            f"Lark {'accepts' if lark else 'refuses':8s} "
+            f"CPython {'compiles' if cpy else 'rejects'}")
+
+
 def test_construct_probe(store_llama, parser, tmp_path):
     engine = engine_verdicts(store_llama, [text for _, text in PROBE], tmp_path, "probe")
     rows, wrong = [], []
     for k, (name, text) in enumerate(PROBE):
         lark, cpy = lark_ok(parser, text), cpython_error(text) is None
-        rows.append(f"{name:52s} engine {'accepts' if engine[k] else 'refuses':8s} "
-                    f"Lark {'accepts' if lark else 'refuses':8s} "
-                    f"CPython {'compiles' if cpy else 'rejects'}")
+        rows.append(probe_row(name, engine[k], lark, cpy))
         if engine[k] != (lark and cpy):
             wrong.append(rows[-1])
     print("\n" + "\n".join(rows))
