@@ -780,12 +780,7 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, 
     if (a.own != b.own) return a.own > b.own;
     return rank_[a.terminal] < rank_[b.terminal];
   });
-  // A shared terminal is in every scanner: the foreign terminals of this
-  // mode tell a scanner of another mode (LexerModeOptions::foreign).
-  if (shared_[t] && foreign_set_[st.mode] >= 0) {
-    const std::vector<int32_t> f = sets_[foreign_set_[st.mode]];
-    blockers.insert(blockers.end(), f.begin(), f.end());
-  }
+  AddForeignBlockers(st.mode, t, &blockers);
   emit->kind = LexItem::kEmit;
   emit->terminal = t;
   emit->blockers = InternSet(blockers);
@@ -793,6 +788,15 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, 
   emit->slot = slot;
   int32_t to = Intern(std::move(next));
   return to == -3 ? -1 : to;
+}
+
+// A shared terminal is in every scanner: the foreign terminals of its mode
+// tell a scanner of another mode (LexerModeOptions::foreign).
+void TerminalAutomaton::AddForeignBlockers(int32_t mode, int32_t t,
+                                           std::vector<int32_t>* blockers) const {
+  if (!shared_[t] || foreign_set_[mode] < 0) return;
+  const std::vector<int32_t>& f = sets_[foreign_set_[mode]];
+  blockers->insert(blockers->end(), f.begin(), f.end());
 }
 
 LexItem TerminalAutomaton::Tail(int32_t q) {
@@ -849,10 +853,7 @@ std::vector<TerminalAutomaton::EofAlternative> TerminalAutomaton::EndOfInput(int
         full.push_back(u);
       }
     }
-    if (shared_[t] && foreign_set_[st.mode] >= 0) {
-      const std::vector<int32_t> f = sets_[foreign_set_[st.mode]];
-      blockers.insert(blockers.end(), f.begin(), f.end());
-    }
+    AddForeignBlockers(st.mode, t, &blockers);
     EofAlternative alt;
     alt.items = hits;
     LexItem e;

@@ -328,6 +328,7 @@ class TerminalAutomaton {
   // [mode * num_terminals + t]: ModesAfter for a state in that mode.
   std::vector<std::vector<int32_t>> after_;
   std::vector<int32_t> foreign_set_;  // per mode: set id of its foreign terminals (-1: none)
+  void AddForeignBlockers(int32_t mode, int32_t t, std::vector<int32_t>* blockers) const;
   std::vector<uint8_t> shared_;       // per terminal: in every mode
   std::vector<uint8_t> certain_;      // [mode * num_terminals + t]: LexerModeOptions::certain
   std::vector<uint8_t> retype_target_;  // per terminal: a string some regexp retypes to
