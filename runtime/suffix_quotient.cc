@@ -52,24 +52,6 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
 
 bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
 
-// Lexer modes (parser/lexer_modes.h) show in a store as a boundary candidate
-// listed once per mode (the same terminal twice in a state) or as a Tail
-// whose slot names the mode's foreign terminals.
-bool SuffixQuotient::HasLexerModes(const CompiledStore& store) {
-  for (int32_t q = 0; q < store.num_lex_states; ++q) {
-    for (int32_t c = store.cand_offsets[q]; c + 1 < store.cand_offsets[q + 1]; ++c) {
-      for (int32_t d = c + 1; d < store.cand_offsets[q + 1]; ++d) {
-        if (store.cand_terminal[c] == store.cand_terminal[d]) return true;
-      }
-    }
-  }
-  for (size_t i = 0; i < store.item_kind.size(); ++i) {
-    const int32_t item = static_cast<int32_t>(i);
-    if (store.KindOf(item) == ItemKind::kTail && store.item_slot[item] >= 0) return true;
-  }
-  return false;
-}
-
 SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits, bool estimate)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
@@ -151,10 +133,7 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
                   "exact suffix masks do not cover grammars with an indenter");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  // The terminal-level middle's hub is the initial lexer state; with lexer
-  // modes the token after a blank starts in the mode the blank was lexed in,
-  // so such a store keeps the byte-level middle (a hub per mode: not built).
-  const bool terminals = limits.middle == SuffixMiddle::kTerminals && !HasLexerModes(*store);
+  const bool terminals = limits.middle == SuffixMiddle::kTerminals;
   if (!terminals) {
     if (Status st = Fits(store, limits); !st.ok()) return st;
   }
@@ -176,8 +155,7 @@ Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view su
   Key k{Kind::kLex};
   k.q = store->initial_lex_state;
   k.slots = q->empty_slots_;
-  const int32_t start = q->Intern(k);
-  if (terminal_middle) q->hub_ = start;
+  q->Intern(k);
   q->Generate();
   q->LinkPassthrough();
   q->Saturate();
@@ -253,8 +231,14 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         // a blank ends it in every parser state that scans it, what follows
         // is forgotten: one control per Emit item (cand -2), shared by every
         // text that leads to it.
-        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0;
-        if (k.mid && BlankEndsEverywhere(k.cand, k.slots, item)) {
+        // An %ignore'd terminal feeds nothing: it takes the byte path (the
+        // hub is inside a blank, and the byte that ends the blank there
+        // must be read on, not dropped for the hub again).
+        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0 &&
+                !s_->terminal_ignored[s_->item_terminal[item]];
+        if (k.mid) {
+          const int32_t hub = BlankHubEverywhere(k.cand, k.slots, item);
+          if (hub < 0) return true;
           const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
           if (open != s_->item_slot[item]) return false;
           Key m{Kind::kItems};
@@ -262,6 +246,7 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
           m.cand = -2;
           m.rule = item;
           m.slots = empty_slots_;
+          m.parent = hub;  // the hub of the mode the blank is lexed in
           k = m;
         }
         return true;
@@ -460,26 +445,31 @@ void SuffixQuotient::RulesOf(int32_t c) {
       }
       // The same candidate ended by a blank instead of this byte: its step,
       // and the Hits of that step, read per parser state below.
-      int32_t blank_hits = 0, blank_q = -1;
+      int32_t blank_hits = 0, blank_q = -1, hub = shared ? k.parent : -1;
       if (k.mid && !shared) {
         blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
         if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
       }
+      bool counted = !k.mid || shared;
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item)) continue;
         if (shared || (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits))) {
           // The token ends at a blank that leaves no scanner alive: the
           // middle goes on from the hub (a blank, then any terminal).  This
           // byte's own way on is then one of the hub's.
-          int32_t y = hub_;
-          if (!s_->terminal_ignored[t]) {
-            Key f{Kind::kFeed};
-            f.mid = true;
-            f.term = scanner.EmitType(p, item);
-            y = Intern(f);
-          }
-          AddSwap(c, p, y, p);
+          if (hub < 0) hub = HubAfter(blank_q);
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = hub;
+          AddSwap(c, p, Intern(f), p);
           continue;
+        }
+        if (!counted) {
+          counted = true;
+          std::vector<int64_t>& by_term = stats_.byte_path_emits;
+          if (by_term.size() <= static_cast<size_t>(t)) by_term.resize(t + 1, 0);
+          ++by_term[t];
         }
         std::vector<uint64_t> grown = slots;
         const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
@@ -532,7 +522,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
           Key x = k;
           x.kind = Kind::kItems;
           x.term = -1;
-          const int32_t y = k.mid ? hub_ : Normalize(x);
+          const int32_t y = k.mid ? k.parent : Normalize(x);
           if (y >= 0) AddPush(c, p, y, shift, p);
           continue;
         }
@@ -667,9 +657,9 @@ bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, in
   return true;
 }
 
-// BlankEnds for every parser state whose scanner Emits `item`, memoized
-// per (candidate, slots).
-bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
+// BlankEnds for every parser state whose scanner Emits `item`: the hub
+// after the blank, or -1; memoized per (candidate, slots).
+int32_t SuffixQuotient::BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
   const uint64_t key = static_cast<uint64_t>(cand) << 32 | static_cast<uint32_t>(slots_id);
   if (auto it = blank_everywhere_.find(key); it != blank_everywhere_.end()) return it->second;
   int32_t hits = 0;
@@ -681,8 +671,30 @@ bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t
   for (int32_t p = 0; p < G_ && all; ++p) {
     if (scanner.EmitScanned(p, item)) all = BlankEnds(slots, p, item, q, hits);
   }
-  blank_everywhere_.emplace(key, all);
-  return all;
+  const int32_t hub = all ? HubAfter(q) : -1;
+  blank_everywhere_.emplace(key, hub);
+  return hub;
+}
+
+// The hub a blank leads to: the lexer state after the candidate's step on
+// ' ', compacted, with its slots empty (BlankEnds: none is left alive), as
+// a control of its own (Key::mid) that keeps its transitions.  It is the
+// real configuration after the token and a blank; with lexer modes it
+// holds the mode the blank was lexed in, and the token after the blank
+// starts there (a blank is shared: it keeps the mode).  Without modes it
+// is one state, which reads what the initial lexer state reads.
+int32_t SuffixQuotient::HubAfter(int32_t blank_q) {
+  const int32_t words = s_->scanner_words;
+  size_t n = 0;
+  const int32_t map = s_->compact_map[blank_q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    n = std::max(n, static_cast<size_t>((s_->set_data[i] >> 16) + 1) * words);
+  }
+  Key l{Kind::kLex};
+  l.q = s_->compact_to[blank_q];
+  l.slots = SlotsId(std::vector<uint64_t>(n, 0));
+  l.mid = true;
+  return Intern(l);
 }
 
 // The storing states below each storing state y through pass-through

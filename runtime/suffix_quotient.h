@@ -106,15 +106,16 @@ struct SuffixQuotientStats {
   int64_t transitions = 0;  // P-automaton transitions
   double seconds = 0;       // building, saturation included
   bool terminal_middle = false;  // the middle layer is the terminal-level one
+  // The terminal-level middle: per terminal (CompiledStore::terminal_names),
+  // the Emit controls of the middle where it goes on byte by byte in some
+  // parser state (no blank ends it there): where its size comes from.
+  std::vector<int64_t> byte_path_emits;
 };
 
 class SuffixQuotient {
  public:
   // Can the store's grammar get exact suffix masks?  Not with the indenter.
   static bool Supported(const CompiledStore& store);
-  // The store's lexer has modes (parser/lexer_modes.h): the terminal-level
-  // middle, whose hub is the initial lexer state, is not used for it.
-  static bool HasLexerModes(const CompiledStore& store);
 
   // Does the middle layer (the part of the pushdown system that no suffix
   // changes: the controls any text reaches from the initial lexer state,
@@ -179,9 +180,9 @@ class SuffixQuotient {
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
     // The terminal-level middle: a boundary candidate's Emit that may go on
-    // at the hub (kItems; with cand == -2 one control per Emit item `rule`,
-    // whatever text led to it), or a feed of `term` whose shift returns to
-    // the hub (kFeed).
+    // at a hub (kItems; with cand == -2 one control per Emit item `rule` and
+    // hub `parent`, whatever text led to it), a feed of `term` whose shift
+    // returns to the hub `parent` (kFeed), or a hub (kLex: see HubAfter).
     bool mid = false;
     bool operator==(const Key& o) const;
   };
@@ -248,10 +249,11 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
   void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
-  // The terminal-level middle (limits_.middle resolved): its hub, the lexer
-  // at the start of a token after a blank (initial lexer state, no slots).
+  // The terminal-level middle (limits_.middle resolved).  Its hubs: the
+  // lexer after a token and a blank, one per lexer state a blank leads to
+  // (one per lexer mode; HubAfter).
   bool terminal_middle_ = false;
-  int32_t hub_ = -1;
+  int32_t HubAfter(int32_t blank_q);
   int32_t empty_slots_ = -1;
   // The middle's lexer states besides the hub (the rest of the current
   // token, the spelling of the next one) keep no transitions of their own:
@@ -261,13 +263,13 @@ class SuffixQuotient {
   // reach storing state y through them (LinkPassthrough), and a query from
   // one of them starts at its Frontier.
   bool Passthrough(int32_t c) const {
-    return terminal_middle_ && c != hub_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0;
+    return terminal_middle_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0 && !keys_[c].mid;
   }
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
-  bool BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item);
-  std::unordered_map<uint64_t, bool> blank_everywhere_;
+  int32_t BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item);
+  std::unordered_map<uint64_t, int32_t> blank_everywhere_;
   const std::vector<int32_t>& Frontier(int32_t c);
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;
