@@ -127,7 +127,8 @@ void SuffixQuotient::CountFeed(int32_t term) {
 }
 
 Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
-                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
+                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
+                             SuffixQuotientStats* stats) {
   if (!Supported(*store)) {
     return Status(ErrorCode::kInvalidArgument,
                   "exact suffix masks do not cover grammars with an indenter");
@@ -135,17 +136,21 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
   const auto t0 = std::chrono::steady_clock::now();
   const bool terminals = limits.middle == SuffixMiddle::kTerminals;
   if (!terminals) {
-    if (Status st = Fits(store, limits); !st.ok()) return st;
+    if (Status st = Fits(store, limits, stats); !st.ok()) return st;
   }
-  if (Status st = BuildWith(store, suffix, limits, terminals, out); !st.ok()) return st;
-  (*out)->stats_.seconds =
+  const Status st = BuildWith(store, suffix, limits, terminals, out, stats);
+  const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) stats->seconds = seconds;
+  if (!st.ok()) return st;
+  (*out)->stats_.seconds = seconds;
   return Status::Ok();
 }
 
 Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view suffix,
                                  SuffixQuotientLimits limits, bool terminal_middle,
-                                 std::shared_ptr<SuffixQuotient>* out) {
+                                 std::shared_ptr<SuffixQuotient>* out,
+                                 SuffixQuotientStats* stats) {
   std::shared_ptr<SuffixQuotient> q(new SuffixQuotient(store, std::string(suffix), limits));
   q->terminal_middle_ = terminal_middle;
   q->stats_.terminal_middle = terminal_middle;
@@ -159,6 +164,7 @@ Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view su
   q->Generate();
   q->LinkPassthrough();
   q->Saturate();
+  if (stats) *stats = q->stats_;
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
@@ -237,7 +243,8 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0 &&
                 !s_->terminal_ignored[s_->item_terminal[item]];
         if (k.mid) {
-          const int32_t hub = BlankHubEverywhere(k.cand, k.slots, item);
+          const int32_t kill = SlotsId(KillBits(k, item));
+          const int32_t hub = BlankHubEverywhere(k.cand, k.slots, item, kill);
           if (hub < 0) return true;
           const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
           if (open != s_->item_slot[item]) return false;
@@ -247,6 +254,7 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
           m.rule = item;
           m.slots = empty_slots_;
           m.parent = hub;  // the hub of the mode the blank is lexed in
+          m.q = kill;      // the parser states this byte's Hits kill
           k = m;
         }
         return true;
@@ -450,9 +458,35 @@ void SuffixQuotient::RulesOf(int32_t c) {
         blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
         if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
       }
+      // The parser states whose scanner this byte's own Hits on the new
+      // slot kill (a keyword that wins over a name at its end): no rule.
+      const std::vector<uint64_t> kill =
+          shared ? slot_sets_[k.q]
+                 : (terminal_middle_ ? KillBits(k, item) : std::vector<uint64_t>());
       bool counted = !k.mid || shared;
+      // An %ignore'd terminal that every state on top at a token's end
+      // scans, into the same way on whatever the state (its slot unread):
+      // one eps rule instead of a swap per state (a swap into a pass-through
+      // state is made again into each state of its frontier).
+      if (terminal_middle_ && s_->terminal_ignored[t] && !slot_read && !shared) {
+        bool every = true;
+        for (int32_t p = 0; p < G_ && every; ++p) {
+          every = !OnTop(p) || (scanner.EmitScanned(p, item) && !Killed(kill, p));
+        }
+        if (every) {
+          Key x = k;
+          std::vector<uint64_t> grown = slots;
+          grown.resize(grown.size() + words, 0);
+          x.slots = SlotsId(grown);
+          ++x.idx;
+          x.mid = false;
+          const int32_t y = Normalize(x);
+          if (y >= 0) AddEps(c, y);
+          return;
+        }
+      }
       for (int32_t p = 0; p < G_; ++p) {
-        if (!scanner.EmitScanned(p, item)) continue;
+        if (!scanner.EmitScanned(p, item) || Killed(kill, p)) continue;
         if (shared || (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits))) {
           // The token ends at a blank that leaves no scanner alive: the
           // middle goes on from the hub (a blank, then any terminal).  This
@@ -482,6 +516,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
         x.slots = SlotsId(grown);
         ++x.idx;
         x.mid = false;  // a blank would not end it here: the exact way on
+        if (k.mid && DeadAhead(x)) continue;  // no feed for a way on that dies
         int32_t y;
         if (s_->terminal_ignored[t]) {
           y = Normalize(x);
@@ -657,11 +692,85 @@ bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, in
   return true;
 }
 
-// BlankEnds for every parser state whose scanner Emits `item`: the hub
-// after the blank, or -1; memoized per (candidate, slots).
-int32_t SuffixQuotient::BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
-  const uint64_t key = static_cast<uint64_t>(cand) << 32 | static_cast<uint32_t>(slots_id);
+// Does the way on after an Emit (x: the items after it, the slots with its
+// scanner) die within this byte or at the next one, whatever that byte is?
+// Then no feed is made for it.  A name ended by the first byte of a
+// multi-byte character, where a keyword that only a blank ends would have
+// won (sql.lark's `with` + the first byte of `é`): the character's next byte
+// hits the name's own shadow.  Exact: only ways on that every byte kills
+// are dropped (no end of input, no boundary candidate in between).
+bool SuffixQuotient::DeadAhead(Key x) {
+  x.kind = Kind::kItems;
+  if (!NormalizeKey(&x)) return true;
+  if (x.kind != Kind::kLex) return false;
+  const uint64_t key = static_cast<uint64_t>(x.q) << 32 | static_cast<uint32_t>(x.slots);
+  if (auto it = dead_ahead_.find(key); it != dead_ahead_.end()) return it->second;
+  bool dead = s_->eof_offsets[x.q] == s_->eof_offsets[x.q + 1] &&
+              s_->cand_offsets[x.q] == s_->cand_offsets[x.q + 1];
+  for (int32_t i = s_->step_offsets[x.q]; i < s_->step_offsets[x.q + 1] && dead; ++i) {
+    Key y{Kind::kItems};
+    y.layer = x.layer;
+    y.q = s_->step_to[i];
+    y.slots = x.slots;
+    y.seq = s_->step_hits[i];
+    dead = !NormalizeKey(&y);
+  }
+  dead_ahead_.emplace(key, dead);
+  return dead;
+}
+
+// Can LR state p be on top of the stack between tokens (the start state,
+// or a state some terminal is shifted to)?  The others are on top only
+// inside a feed, so a rule of a lexer or Emit control on them never fires.
+bool SuffixQuotient::OnTop(int32_t p) {
+  if (on_top_.empty()) {
+    const LrTables lr = s_->lr();
+    on_top_.assign(G_, 0);
+    on_top_[s_->start_state] = 1;
+    for (int32_t u = 0; u < G_; ++u) {
+      for (int32_t a = 0; a < lr.num_terminals; ++a) {
+        const int32_t to = lr.ShiftTo(u, a);
+        if (to >= 0) on_top_[to] = 1;
+      }
+    }
+  }
+  return on_top_[p] != 0;
+}
+
+// The terminals of the Hits on the slot that Emit `item` of control k
+// opens, later in the same byte: a parser state whose scanner holds one of
+// them cannot end the token with this byte (Killed).
+std::vector<uint64_t> SuffixQuotient::KillBits(const Key& k, int32_t item) const {
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> bits(words, 0);
+  int32_t count = 0;
+  ItemAt(k, k.idx, &count);
+  for (int32_t i = k.idx + 1; i < count; ++i) {
+    const int32_t later = ItemAt(k, i, &count);
+    if (s_->KindOf(later) == ItemKind::kHit && s_->item_slot[later] == s_->item_slot[item]) {
+      const int32_t u = s_->item_terminal[later];
+      bits[u / 64] |= uint64_t{1} << (u & 63);
+    }
+  }
+  return bits;
+}
+
+bool SuffixQuotient::Killed(const std::vector<uint64_t>& kill, int32_t p) const {
+  const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * s_->scanner_words;
+  for (size_t w = 0; w < kill.size(); ++w) {
+    if (kill[w] & alt[w]) return true;
+  }
+  return false;
+}
+
+// BlankEnds for every parser state whose scanner Emits `item` and that
+// this byte's Hits (`kill`, a slot set id) do not kill: the hub after the
+// blank, or -1; memoized per (candidate, slots, kill).
+int32_t SuffixQuotient::BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item,
+                                           int32_t kill_id) {
+  const auto key = std::make_tuple(cand, slots_id, kill_id);
   if (auto it = blank_everywhere_.find(key); it != blank_everywhere_.end()) return it->second;
+  const std::vector<uint64_t> kill = slot_sets_[kill_id];
   int32_t hits = 0;
   int32_t q = StepOf(*s_, s_->cand_to[cand], ' ', &hits);
   if (q >= 0 && s_->compact_to[q] < 0) q = -1;
@@ -669,7 +778,9 @@ int32_t SuffixQuotient::BlankHubEverywhere(int32_t cand, int32_t slots_id, int32
   const std::vector<uint64_t> slots = slot_sets_[slots_id];
   bool all = q >= 0;
   for (int32_t p = 0; p < G_ && all; ++p) {
-    if (scanner.EmitScanned(p, item)) all = BlankEnds(slots, p, item, q, hits);
+    if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
+      all = BlankEnds(slots, p, item, q, hits);
+    }
   }
   const int32_t hub = all ? HubAfter(q) : -1;
   blank_everywhere_.emplace(key, hub);

@@ -73,6 +73,7 @@
 #define CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -135,8 +136,10 @@ class SuffixQuotient {
   // it is pre* of the accepting configurations: Viable says whether a
   // hypothesis can still reach an accepted end at all (the viable-prefix
   // oracle of tests/viable_prefix_test.cc).
+  // `stats` (optional): filled whether the build succeeds or stops.
   static Status Build(const CompiledStore* store, std::string_view suffix,
-                      SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out);
+                      SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
+                      SuffixQuotientStats* stats = nullptr);
 
   // Is there a text m such that hypothesis l, reading m and then the
   // suffix, ends in an accepted input?  Thread-safe (a hypothesis in a lexer
@@ -163,7 +166,7 @@ class SuffixQuotient {
                           SuffixQuotientLimits limits, bool estimate = false);
   static Status BuildWith(const CompiledStore* store, std::string_view suffix,
                           SuffixQuotientLimits limits, bool terminal_middle,
-                          std::shared_ptr<SuffixQuotient>* out);
+                          std::shared_ptr<SuffixQuotient>* out, SuffixQuotientStats* stats);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -180,8 +183,9 @@ class SuffixQuotient {
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
     // The terminal-level middle: a boundary candidate's Emit that may go on
-    // at a hub (kItems; with cand == -2 one control per Emit item `rule` and
-    // hub `parent`, whatever text led to it), a feed of `term` whose shift
+    // at a hub (kItems; with cand == -2 one control per Emit item `rule`, hub
+    // `parent` and set of killing terminals `q` (KillBits), whatever text
+    // led to it), a feed of `term` whose shift
     // returns to the hub `parent` (kFeed), or a hub (kLex: see HubAfter).
     bool mid = false;
     bool operator==(const Key& o) const;
@@ -268,8 +272,14 @@ class SuffixQuotient {
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
-  int32_t BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item);
-  std::unordered_map<uint64_t, int32_t> blank_everywhere_;
+  int32_t BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item, int32_t kill_id);
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> blank_everywhere_;
+  std::vector<uint64_t> KillBits(const Key& k, int32_t item) const;
+  bool DeadAhead(Key x);
+  bool OnTop(int32_t p);
+  std::vector<uint8_t> on_top_;
+  std::unordered_map<uint64_t, bool> dead_ahead_;
+  bool Killed(const std::vector<uint64_t>& kill, int32_t p) const;
   const std::vector<int32_t>& Frontier(int32_t c);
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;

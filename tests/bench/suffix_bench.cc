@@ -110,13 +110,12 @@ int main(int argc, char** argv) {
         SuffixQuotientLimits limits;
         limits.middle = kind;
         if (limit > 0) limits.max_rules = limits.max_transitions = limit;
-        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q);
+        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q, &st);
         setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
         if (!b.ok()) {
           verdict = b.message();
           break;
         }
-        st = q->stats();
       }
       std::printf("%-9zu %9zu %10.1f %10lld %12lld %12lld %8s %s\n", want, suffix.size(),
                   Pct(setup, 0.5), static_cast<long long>(st.controls),
