@@ -201,6 +201,10 @@ int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const 
     *count = 1;
     return idx == 0 ? k.rule : -1;
   }
+  if (k.seq < 0) {  // a candidate's Emit without the byte after it (Boundary)
+    *count = 1;
+    return idx == 0 ? s_->cand_item[k.cand] : -1;
+  }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
     *count = len;
@@ -245,9 +249,23 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         if (k.mid) {
           const int32_t kill = SlotsId(KillBits(k, item));
           const int32_t hub = BlankHubEverywhere(k.cand, k.slots, item, kill);
-          if (hub < 0) return true;
           const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
           if (open != s_->item_slot[item]) return false;
+          if (hub < 0) {
+            // No blank ends it everywhere: the Emit at the candidate,
+            // without the byte that followed (seq -1).  Its way on reads
+            // that byte again, with every other, from the start of the
+            // next token (RulesOf: the feed returns to Boundary), so the
+            // feeds are made per candidate, not per byte and way on.
+            Key e{Kind::kItems};
+            e.mid = true;
+            e.q = -1;
+            e.cand = k.cand;
+            e.seq = -1;
+            e.slots = k.slots;
+            k = e;
+            return true;
+          }
           Key m{Kind::kItems};
           m.mid = true;
           m.cand = -2;
@@ -372,7 +390,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
     case Kind::kAcc:
       return;
     case Kind::kLex: {
-      if (!estimate_ && k.layer == n) {
+      if (!estimate_ && k.layer == n && k.cand != -3) {
         for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
           // The end items read the slots, not the lexer state: the
           // lexer states with the same end sequence share its feeds.
@@ -437,7 +455,8 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // middle it would leave Fits more lexer states to walk before its
       // count passes the limit (sql.lark: refused in 0.2 s instead of 45 ms)
       // and the strict Python grammar still 64 times past it.
-      bool slot_read = !terminal_middle_;
+      const bool boundary = !shared && k.seq < 0;  // the Emit without its byte
+      bool slot_read = !terminal_middle_ || boundary;
       if (!slot_read && !shared) {
         const int32_t si = s_->item_slot[item];
         for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
@@ -496,6 +515,25 @@ void SuffixQuotient::RulesOf(int32_t c) {
           f.mid = true;
           f.term = scanner.EmitType(p, item);
           f.parent = hub;
+          AddSwap(c, p, Intern(f), p);
+          continue;
+        }
+        if (boundary) {
+          // The way on from the start of the next token, the slot's
+          // scanner cut to what a later Hit can read there (Boundary).
+          std::vector<uint64_t> grown = slots;
+          const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+          grown.insert(grown.end(), alt, alt + words);
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = Boundary(s_->cand_to[k.cand], grown);
+          if (!counted) {
+            counted = true;
+            std::vector<int64_t>& by_term = stats_.byte_path_emits;
+            if (by_term.size() <= static_cast<size_t>(t)) by_term.resize(t + 1, 0);
+            ++by_term[t];
+          }
           AddSwap(c, p, Intern(f), p);
           continue;
         }
@@ -717,6 +755,77 @@ bool SuffixQuotient::DeadAhead(Key x) {
   }
   dead_ahead_.emplace(key, dead);
   return dead;
+}
+
+// The control at the start of the next token after an Emit at a boundary
+// candidate (q = the candidate's target, the slots with the new one), as
+// the terminal-level middle's feeds return to it: it reads every byte the
+// lexer can read there, S[0] too, but not the end of the input (the text
+// that ends with the token reads its end from before the token's end, as
+// the session does).  Each slot keeps only the terminals that a Hit can
+// read in it from here on (HitReach): the others are never read, and
+// parser states whose scanners differ only there share one control.
+int32_t SuffixQuotient::Boundary(int32_t q, std::vector<uint64_t> slots) {
+  const int32_t words = s_->scanner_words;
+  for (size_t o = 0; o * words < slots.size(); ++o) {
+    const std::vector<uint64_t>& reach = HitReach(q, static_cast<int32_t>(o));
+    for (int32_t w = 0; w < words; ++w) slots[o * words + w] &= reach[w];
+  }
+  Key l{Kind::kLex};
+  l.q = q;
+  l.slots = SlotsId(slots);
+  l.mid = true;
+  l.cand = -3;
+  return Intern(l);
+}
+
+// The terminals that a Hit on slot o can name from lexer state q on: the
+// Hits of every byte's step (and of every boundary candidate's step) and
+// of the end of the input, following the slot through the compactions
+// until none keeps it.  Past 4,096 states visited: every terminal.
+const std::vector<uint64_t>& SuffixQuotient::HitReach(int32_t q, int32_t o) {
+  const uint64_t key = static_cast<uint64_t>(q) << 32 | static_cast<uint32_t>(o);
+  if (auto it = hit_reach_.find(key); it != hit_reach_.end()) return it->second;
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> reach(words, 0);
+  std::unordered_set<uint64_t> seen;
+  std::vector<std::pair<int32_t, int32_t>> stack = {{q, o}};
+  auto read = [&](int32_t seq, int32_t slot) {
+    for (int32_t i = s_->seq_offsets[seq]; i < s_->seq_offsets[seq + 1]; ++i) {
+      const int32_t h = s_->seq_data[i];
+      if (s_->KindOf(h) == ItemKind::kHit && s_->item_slot[h] == slot) {
+        const int32_t u = s_->item_terminal[h];
+        reach[u / 64] |= uint64_t{1} << (u & 63);
+      }
+    }
+  };
+  bool all = false;
+  while (!stack.empty() && !all) {
+    const auto [x, slot] = stack.back();
+    stack.pop_back();
+    if (!seen.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(slot)).second) {
+      continue;
+    }
+    if (seen.size() > 4096) all = true;
+    for (int32_t e = s_->eof_offsets[x]; e < s_->eof_offsets[x + 1]; ++e) read(s_->eof_seq[e], slot);
+    auto steps_of = [&](int32_t from) {
+      for (int32_t i = s_->step_offsets[from]; i < s_->step_offsets[from + 1]; ++i) {
+        read(s_->step_hits[i], slot);
+        const int32_t to = s_->step_to[i];
+        if (s_->compact_to[to] < 0) continue;
+        const int32_t map = s_->compact_map[to];
+        for (int32_t j = s_->set_offsets[map]; j < s_->set_offsets[map + 1]; ++j) {
+          if ((s_->set_data[j] & 0xFFFF) == slot) {
+            stack.emplace_back(s_->compact_to[to], s_->set_data[j] >> 16);
+          }
+        }
+      }
+    };
+    steps_of(x);
+    for (int32_t ci = s_->cand_offsets[x]; ci < s_->cand_offsets[x + 1]; ++ci) steps_of(s_->cand_to[ci]);
+  }
+  if (all) reach.assign(words, ~uint64_t{0});
+  return hit_reach_.emplace(key, std::move(reach)).first->second;
 }
 
 // Can LR state p be on top of the stack between tokens (the start state,

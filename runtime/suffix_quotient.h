@@ -277,6 +277,9 @@ class SuffixQuotient {
   std::vector<uint64_t> KillBits(const Key& k, int32_t item) const;
   bool DeadAhead(Key x);
   bool OnTop(int32_t p);
+  int32_t Boundary(int32_t q, std::vector<uint64_t> slots);
+  const std::vector<uint64_t>& HitReach(int32_t q, int32_t o);
+  std::unordered_map<uint64_t, std::vector<uint64_t>> hit_reach_;
   std::vector<uint8_t> on_top_;
   std::unordered_map<uint64_t, bool> dead_ahead_;
   bool Killed(const std::vector<uint64_t>& kill, int32_t p) const;
