@@ -107,6 +107,7 @@ struct Totals {
   int64_t cases = 0, steps = 0, verdicts = 0, allowed = 0, refused = 0, unknown = 0;
   int64_t exact_cases = 0;
   int64_t grammars_with_modes = 0;  // stores whose lexer has modes (a hub per mode)
+  int64_t boundary_emits = 0;  // Emit controls that no blank ends everywhere (Boundary)
   double setup_seconds = 0;
   std::vector<std::string> failures;
   std::vector<std::pair<std::string, std::vector<std::string>>> lark;  // grammar, texts
@@ -168,6 +169,7 @@ void CheckCase(const CompiledStore* store, const std::string& label, const std::
     totals->failures.push_back(label + ": the quotient's middle is not the one asked for");
   }
   ++totals->exact_cases;
+  std::shared_ptr<SuffixQuotient> quotient = fim.suffix_quotient();
   MiddleOracle oracle(alphabet, suffix);
   const std::string where = label + ": prefix " + JsonQuote(prefix) + " suffix " + JsonQuote(suffix);
   for (int k = 0; k < steps; ++k) {
@@ -253,6 +255,7 @@ void CheckCase(const CompiledStore* store, const std::string& label, const std::
       break;
     }
   }
+  for (int64_t n : quotient->stats().byte_path_emits) totals->boundary_emits += n;
 }
 
 void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19937& rng,
@@ -297,13 +300,22 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
   totals->lark.emplace_back(gpath, std::move(texts));
 }
 
+// indented_newlines: the newline terminal takes the blanks after it, as
+// Python's does (`NL: /(\n[ ]*)+/`): a blank does not end it.
 void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, uint32_t seed,
-                            SuffixMiddle middle_kind = SuffixMiddle::kBytes) {
+                            SuffixMiddle middle_kind = SuffixMiddle::kBytes,
+                            bool indented_newlines = false) {
   const bool quick = TestQuick();
   std::mt19937 rng(seed);
   Totals totals;
   for (int g = 0; g < grammars; ++g) {
-    const std::string grammar = RandomLarkGrammar(rng, comments);
+    std::string grammar = RandomLarkGrammar(rng, comments);
+    if (indented_newlines) {
+      const std::string nl = "NL: /\\n/\n";
+      const size_t at = grammar.find(nl);
+      ASSERT_NE(at, std::string::npos) << grammar;
+      grammar.replace(at, nl.size(), "NL: /(\\n[ ]*)+/\n");
+    }
     CheckGrammar((comments ? "fimc" : "fim") + std::to_string(g), grammar, rng, cases, steps,
                  quick, middle_kind, &totals);
   }
@@ -324,10 +336,11 @@ void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, u
       ++judged;
     }
   }
-  std::printf("%s middle: %d grammars (%lld with lexer modes), %lld cases (%lld exact), %lld steps, %lld verdicts: %lld allowed, "
+  std::printf("%s middle: %d grammars (%lld with lexer modes; %lld Emits no blank ends), %lld cases (%lld exact), %lld steps, %lld verdicts: %lld allowed, "
               "%lld refused, %lld unknown; %lld of %lld texts confirmed by Lark; set-up %.3f s\n",
               middle_kind == SuffixMiddle::kTerminals ? "terminal-level" : "byte-level", grammars,
               static_cast<long long>(totals.grammars_with_modes),
+              static_cast<long long>(totals.boundary_emits),
               static_cast<long long>(totals.cases),
               static_cast<long long>(totals.exact_cases), static_cast<long long>(totals.steps),
               static_cast<long long>(totals.verdicts), static_cast<long long>(totals.allowed),
@@ -364,6 +377,15 @@ TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasksWithTheTermin
   const bool quick = TestQuick();
   ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261202,
                          SuffixMiddle::kTerminals);
+}
+
+// The newline takes the blanks after it (Python's `_NEWLINE` without the
+// indenter), so a blank never ends it: its Emit feeds once per boundary
+// candidate and goes on from the start of the next token (Boundary).
+TEST(SuffixQuotient, RandomGrammarsWithIndentedNewlinesHaveExactSuffixMasksWithTheTerminalMiddle) {
+  const bool quick = TestQuick();
+  ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261203,
+                         SuffixMiddle::kTerminals, /*indented_newlines=*/true);
 }
 
 // Without a blank between them two names cannot follow one another (they
