@@ -487,22 +487,34 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // scans, into the same way on whatever the state (its slot unread):
       // one eps rule instead of a swap per state (a swap into a pass-through
       // state is made again into each state of its frontier).
+      // Scanned by some of them only (a mode's foreign terminals block it
+      // in the others): one eps rule limited to those states (AddEpsOn).
       if (terminal_middle_ && s_->terminal_ignored[t] && !slot_read && !shared) {
         bool every = true;
-        for (int32_t p = 0; p < G_ && every; ++p) {
-          every = !OnTop(p) || (scanner.EmitScanned(p, item) && !Killed(kill, p));
+        std::string on(G_, '\0');
+        for (int32_t p = 0; p < G_; ++p) {
+          if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
+            on[p] = 1;
+          } else if (OnTop(p)) {
+            every = false;
+          }
         }
+        Key x = k;
+        std::vector<uint64_t> grown = slots;
+        grown.resize(grown.size() + words, 0);
+        x.slots = SlotsId(grown);
+        ++x.idx;
+        x.mid = false;
+        const int32_t y = Normalize(x);
+        if (y < 0) return;
         if (every) {
-          Key x = k;
-          std::vector<uint64_t> grown = slots;
-          grown.resize(grown.size() + words, 0);
-          x.slots = SlotsId(grown);
-          ++x.idx;
-          x.mid = false;
-          const int32_t y = Normalize(x);
-          if (y >= 0) AddEps(c, y);
-          return;
+          AddEps(c, y);
+        } else {
+          auto [it, fresh] = state_set_ids_.emplace(on, static_cast<int32_t>(state_sets_.size()));
+          if (fresh) state_sets_.push_back(std::move(on));
+          AddEpsOn(c, y, it->second);
         }
+        return;
       }
       for (int32_t p = 0; p < G_; ++p) {
         if (!scanner.EmitScanned(p, item) || Killed(kill, p)) continue;
@@ -930,7 +942,9 @@ void SuffixQuotient::LinkPassthrough() {
   for (const Deferred& d : deferred) {
     const std::vector<int32_t> frontier = Frontier(d.to);
     for (int32_t f : frontier) {
-      if (d.g1 < 0) {
+      if (d.g1 == -2) {
+        AddEpsOn(d.from, f, d.g2);
+      } else if (d.g1 < 0) {
         AddSwap(d.from, d.g, f, d.g2);
       } else {
         AddPush(d.from, d.g, f, d.g1, d.g2);
@@ -985,6 +999,24 @@ const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
     }
   }
   return frontier_.emplace(c, std::move(out)).first->second;
+}
+
+// <from, g> -> <to, g> for every g in the state set `on` (state_sets_):
+// one rule, kept as a link (eps_on_) along which Saturate copies the
+// transitions on those symbols, instead of a swap per state.
+void SuffixQuotient::AddEpsOn(int32_t from, int32_t to, int32_t on) {
+  if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
+    deferred_.push_back(Deferred{from, -1, to, -2, on});
+    return;
+  }
+  CountRule();
+  eps_on_[to].emplace_back(from, on);
+  const std::string& set = state_sets_[on];
+  for (int32_t g : OutSymbols(to)) {
+    if (!set[g]) continue;
+    const std::vector<int32_t> targets = out_[Pair(to, g)];
+    for (int32_t x : targets) AddTrans(from, g, x);
+  }
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
@@ -1083,6 +1115,12 @@ void SuffixQuotient::Saturate() {
     if (auto it = up_.find(c); it != up_.end()) {
       const std::vector<int32_t> ups = it->second;
       for (int32_t a : ups) AddTrans(a, g, to);
+    }
+    if (auto it = eps_on_.find(c); it != eps_on_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> links = it->second;
+      for (auto [a, on] : links) {
+        if (state_sets_[on][g]) AddTrans(a, g, to);
+      }
     }
     if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> rules = it->second;

@@ -277,6 +277,10 @@ class SuffixQuotient {
   std::vector<uint64_t> KillBits(const Key& k, int32_t item) const;
   bool DeadAhead(Key x);
   bool OnTop(int32_t p);
+  void AddEpsOn(int32_t from, int32_t to, int32_t on);
+  std::vector<std::string> state_sets_;  // per id: one byte per LR state
+  std::unordered_map<std::string, int32_t> state_set_ids_;
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> eps_on_;  // to -> (from, set)
   int32_t Boundary(int32_t q, std::vector<uint64_t> slots);
   const std::vector<uint64_t>& HitReach(int32_t q, int32_t o);
   std::unordered_map<uint64_t, std::vector<uint64_t>> hit_reach_;
@@ -287,7 +291,8 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;
   struct Deferred {
-    int32_t from, g, to, g1, g2;  // a swap (g1 < 0: <from,g> -> <to,g2>) or a push
+    int32_t from, g, to, g1, g2;  // a swap (g1 -1: <from,g> -> <to,g2>), a push, or
+                                  // an AddEpsOn (g1 -2, g2 the state set)
   };
   std::vector<Deferred> deferred_;  // rules into pass-through states, until LinkPassthrough
   // Fits' count: feeds are not expanded; their rules come from CountFeed.
