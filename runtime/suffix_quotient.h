@@ -43,13 +43,21 @@
 // boundary candidate that a blank would end in every parser state scanning
 // it (BlankEnds: the candidate's step on ' ', its Hits passed, no slot left
 // alive) forgets what follows: one control per Emit item feeds its terminal
-// into one feed per terminal (Key::mid), whose shift returns to one hub, the
-// lexer at the start of a token with no slot open (the initial lexer state).
-// Its reduction states are made once per terminal.  Exact: the token, a
-// blank, then any token is real text, and a token that another byte ends
-// is followed by the same tokens after a blank.  An Emit that a blank does
-// not end (a comment, which only a newline ends; Python's indentation)
-// takes the exact byte path, per parser state.  Bytes are read for the
+// into one feed per terminal and hub (Key::mid), whose shift returns to the
+// hub, the lexer after the token and a blank (HubAfter; one per lexer mode,
+// since a blank keeps the mode it is lexed in).  Its reduction states are
+// made once per terminal and hub.  Exact: the hub is the real configuration
+// after the token and a blank, and a token that another byte ends is
+// followed by the same tokens after a blank.  An Emit that a blank does not
+// end everywhere (Python's newline, whose indentation a blank extends; a
+// keyword-like name) feeds once per candidate and way on, the way on being
+// the start of the next token (Boundary), which reads the byte that ended
+// the token again, with every other; its slots keep only what a later Hit
+// reads (HitReach).  An %ignore'd terminal (a comment, a blank) feeds
+// nothing and takes the byte path: one eps rule, limited to the states that
+// scan it where a mode's foreign terminals block it (AddEpsOn).  No feed is
+// made where this byte or the next kills the way on (KillBits, DeadAhead).
+// Bytes are read for the
 // hypothesis's current token, for each next token's spelling (from the hub
 // up to its Emit) and for the middle's last token, which may join S's first
 // bytes (S[0] is read from any of these lexer states).  Those lexer states
@@ -65,7 +73,8 @@
 // and the session keeps the prefix mask there; so does a grammar whose
 // automaton passes SuffixQuotientLimits (sql.lark: Fits refuses the
 // byte-level middle in milliseconds, before any saturation; asked for, the
-// terminal-level one goes past the transitions' limit after seconds).
+// terminal-level one now fits its rules but goes past the transitions'
+// limit: 10.6 million, docs/exactness.md).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
 // middle on random grammars, both ways, with each middle).
