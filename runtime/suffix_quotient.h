@@ -117,8 +117,8 @@ struct SuffixQuotientStats {
   double seconds = 0;       // building, saturation included
   bool terminal_middle = false;  // the middle layer is the terminal-level one
   // The terminal-level middle: per terminal (CompiledStore::terminal_names),
-  // the Emit controls of the middle where it goes on byte by byte in some
-  // parser state (no blank ends it there): where its size comes from.
+  // the Emit controls of the middle that no blank ends in some parser state
+  // (they feed per candidate and way on: Boundary): where its size comes from.
   std::vector<int64_t> byte_path_emits;
 };
 

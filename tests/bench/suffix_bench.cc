@@ -121,13 +121,13 @@ int main(int argc, char** argv) {
                   Pct(setup, 0.5), static_cast<long long>(st.controls),
                   static_cast<long long>(st.rules), static_cast<long long>(st.transitions),
                   st.terminal_middle ? "terms" : "bytes", verdict.c_str());
-      if (!st.byte_path_emits.empty()) {  // where the terminal-level middle reads bytes
+      if (!st.byte_path_emits.empty()) {  // the terminal-level middle's Boundary Emits
         std::vector<std::pair<int64_t, size_t>> by;
         for (size_t t = 0; t < st.byte_path_emits.size(); ++t) {
           if (st.byte_path_emits[t] > 0) by.emplace_back(-st.byte_path_emits[t], t);
         }
         std::sort(by.begin(), by.end());
-        std::printf("  Emits read on byte by byte:");
+        std::printf("  Emits that no blank ends (per terminal):");
         for (size_t i = 0; i < by.size() && i < 12; ++i) {
           const size_t t = by[i].second;
           std::printf(" %s %lld", t < store.terminal_names.size() ? store.terminal_names[t].c_str() : "?",
