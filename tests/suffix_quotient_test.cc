@@ -418,6 +418,34 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsBytesWhereNoBlankEndsAToken) {
 
 // A middle that closes what the suffix closes is refused, and one whose
 // last name runs into the suffix's first is allowed.
+// The hub is the lexer after a token and a blank, inside that blank.  A
+// blank (an %ignore'd terminal) ended by the next byte must read that byte
+// on: sent to a hub again, it dropped the byte, and after the prefix " "
+// with the suffix " " the token " " was refused though ")" completes it
+// (the oracle's first run with a hub per lexer mode).
+TEST(SuffixQuotient, TheTerminalMiddleReadsOnAfterABlank) {
+  const char grammar[] = "start: \")\" | \"(\" \")\"\n%ignore \" \"\n";
+  const std::string gpath = TempPath("blank.lark"), tpath = TempPath("blank.json");
+  WriteTextFile(gpath, grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson({" ", ")", "(", " )"}));
+  CompiledStore store;
+  ASSERT_TRUE(CompileStore(gpath, tpath, CompileOptions{}, &store).ok());
+  for (SuffixMiddle kind : {SuffixMiddle::kBytes, SuffixMiddle::kTerminals}) {
+    Session s(&store);
+    ASSERT_TRUE(s.AdvanceBytes(" ").ok());
+    s.SetSuffix(" ", kind);
+    ASSERT_TRUE(s.suffix_exact());
+    EXPECT_EQ(s.suffix_quotient()->stats().terminal_middle, kind == SuffixMiddle::kTerminals);
+    const std::vector<uint32_t> mask = s.Mask();
+    for (int32_t t = 0; t < store.vocab_size; ++t) {
+      if (store.token_special[t]) continue;
+      // Every token has a middle: " " + t + (")" if needed) + " ".
+      EXPECT_TRUE(MaskAllows(mask, t)) << JsonQuote(std::string(store.TokenBytes(t)));
+    }
+    for (int32_t e : store.eos_ids) EXPECT_FALSE(MaskAllows(mask, e));  // "  " is no text
+  }
+}
+
 TEST(SuffixQuotient, NestedBracketsAndJoinInsideAToken) {
   const char grammar[] =
       "start: item\n"
