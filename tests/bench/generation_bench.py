@@ -22,11 +22,17 @@ compared with that step's replay: the ratio's p50, p99 and max, and the
 steps over 1.5x, are what the performance page's processor target reads.
 A third run of each generation attaches the processor instead
 (``LlamaCppLogitsProcessor.attach``: the context's contiguous logits row is
-masked before llama.cpp builds its records), timed and compared the same way.
+masked before llama.cpp builds its records), timed from the entry of the
+wrapped ``Llama.sample`` to the start of the original one (everything the
+processor puts between the forward pass and the sampler) and compared the
+same way; with ``--baseline`` another processors module's attach runs on the
+same steps (before/after in one run), and each prompt is run once more with
+no processor through the same timing wrapper (the timing's own floor).
 
     python tests/bench/generation_bench.py --model M.gguf --store S.cfgm
         [--package jinja2 --package packaging ...] [--functions 12]
-        [--max-tokens 120] [--threads 1] [--json out.json]
+        [--max-tokens 120] [--threads 1] [--baseline OLD_PROCESSORS.py]
+        [--json out.json]
 
 The store must be compiled with the model's own tokenizer (checked).  Not a
 test: it prints a table.  Tested by nothing; the processor by
