@@ -251,7 +251,8 @@ def test_attached_hook_matches_session_step(store):
     s, _ = store
     prefix = "def f(a, b):\n    "
     prompt = [1, 2, 3, 4]
-    for seed in range(6):
+    steered_steps = 0
+    for seed in range(4):
         rng = np.random.default_rng(seed)
         llm = _StubLlama(s.vocab_size)
         proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(s, prefix=prefix.encode()))
@@ -267,9 +268,9 @@ def test_attached_hook_matches_session_step(store):
             logits = rng.standard_normal(s.vocab_size).astype(np.float32)
             llm.row[:] = logits
             expect = logits.copy()
-            if seed == 5 and steps == 10:
+            if seed == 3 and steps == 10:
                 proc.steer_to_end = True  # the Python path, then back
-            if seed == 5 and steps == 12:
+            if seed == 3 and steps == 12:
                 proc.steer_to_end = False
                 proc._steering = type(proc._steering)()
             steered = proc.steer_to_end
@@ -280,6 +281,7 @@ def test_attached_hook_matches_session_step(store):
                 np.testing.assert_array_equal(llm.row, expect)
                 np.testing.assert_array_equal(proc.bitmask, ref_mask)
             else:
+                steered_steps += 1
                 for t in new:
                     assert ref.advance(int(t))
                 new = []
@@ -322,6 +324,7 @@ def test_attached_hook_matches_session_step(store):
         assert (llm.row == 1.0).all()
         proc.detach()
         assert "sample" not in vars(llm)
+    assert steered_steps == 2
     # Attached and dropped without detach: the garbage collector frees the
     # Llama (the hook's references are visible to it).
     llm = _StubLlama(s.vocab_size)
