@@ -569,6 +569,8 @@ int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& lo
 // Nothing here links against llama.cpp.  The processor's `prompt_len`,
 // `accepted`, `calls` and `mask_seconds` are kept as its own Python hook
 // keeps them; while its `steer_to_end` is set, calls go to `fallback`.
+// Tested by tests/py/test_package_llama.py (test_attached_hook_matches_session_step:
+// against Session.step on seeded walks; test_attach_masks_llama_cpp_logits_row: a real model).
 using LlamaGetLogitsIth = float* (*)(void* ctx, int32_t i);
 
 // A stand-in for llama_get_logits_ith whose "context" is the row itself
@@ -615,10 +617,10 @@ class LlamaSampleHook {
   // arguments to the original method the same way: no tuple, no dict, no
   // pybind11 dispatch between the generate loop and the sampler.
   static py::object Function(py::handle self) {
-    static PyMethodDef def = {"sample", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(&Entry)),
-                              METH_FASTCALL | METH_KEYWORDS,
-                              "Llama.sample, after the attached cfgmask processor masked the "
-                              "context's logits row."};
+    static PyMethodDef def = {
+        "sample", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(&Entry)),
+        METH_FASTCALL | METH_KEYWORDS,
+        "Llama.sample, after the attached cfgmask processor masked the context's logits row."};
     PyObject* f = PyCFunction_NewEx(&def, self.ptr(), nullptr);
     if (f == nullptr) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(f);
