@@ -45,7 +45,8 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
   for (auto it = b; it != e; ++it) {
     const Entry& x = it->second;
     if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.indent != l.indent ||
-        x.slots != l.slot_bits || !ends_with(x.suffix)) {
+        x.slots != l.slot_bits ||
+        (x.whole.empty() ? !ends_with(x.suffix) : x.whole.top_node() != l.stack.top_node())) {
       continue;
     }
     rows->insert(rows->end(), x.rows.begin(), x.rows.end());
@@ -59,13 +60,17 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
 void RowMemo::Put(const LiveState& l, uint64_t hash, size_t low, const int32_t* rows, size_t n) {
   const size_t depth = l.stack.Depth();
   low = std::min(low, depth - 1);  // the top is always part of the key
-  std::vector<int32_t> suffix(depth - low);
+  // A check read the stack that far down (a reduction through a long list):
+  // the key is the stack itself, held (its top node names it), not a copy
+  // of its states that every Find of this hash would walk.
+  const bool whole = depth - low > kMaxSuffix;
+  std::vector<int32_t> suffix(whole ? 0 : depth - low);
   const LrStack::Node* node = l.stack.top_node();
   for (size_t i = suffix.size(); i-- > 0; node = node->parent) suffix[i] = node->state;
   Entry x{l.q, l.col, l.paren, l.indent, l.slot_bits, std::move(suffix),
-          std::vector<int32_t>(rows, rows + n)};
+          whole ? l.stack : LrStack(), std::vector<int32_t>(rows, rows + n)};
   const int64_t bytes =
-      static_cast<int64_t>(sizeof(Entry) + 64 +
+      static_cast<int64_t>(sizeof(Entry) + 64 + (whole ? sizeof(LrStack::Node) : 0) +
                            4 * (x.indent.size() + x.suffix.size() + x.rows.size()) +
                            8 * x.slots.size());
   if (bytes > shard_cap_) return;
