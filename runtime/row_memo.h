@@ -16,7 +16,8 @@
 // bounded: a shard that would exceed its share of the budget is emptied.
 // A key whose stack suffix is longer than kMaxSuffix states (a check that
 // reduced through a long list reads the stack down to the list's start) is
-// kept as the stack itself, held, and matched by node identity: such a key
+// kept as the stack itself, held, matched by node identity and filed under
+// the hash mixed with that node (WholeHash): such a key
 // is met again only with that same stack (the next steps before a terminal
 // is fed), and a copy of its states would cost every look-up of its hash a
 // walk of that length, which grew with the list.
@@ -75,6 +76,7 @@ class RowMemo {
   // Past this many states read, an entry holds its stack instead (Put).
   static constexpr size_t kMaxSuffix = 256;
   Shard& ShardOf(uint64_t hash) { return shards_[(hash >> 59) % kShards]; }
+  static uint64_t WholeHash(uint64_t hash, const LrStack::Node* top);
 
   const CompiledStore* store_;
   std::vector<uint32_t> text_mask_;
