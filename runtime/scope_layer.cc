@@ -511,25 +511,25 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     });
     return;
   }
-  // Inside a hex escape's digits: a token fails there if a byte it puts in
-  // the escape is no digit the escape can take (read here, as EscHexByte
-  // does); one that completes the escape and goes on goes through a copy of
-  // the layer when the rest can fail (a backslash, a quote, a brace or a
-  // line end: in a string's text nothing else is checked), else it stands.
-  if (mode_ == Mode::kEscHex && !dead_) {
-    each_allowed([&](int32_t t) {
-      const std::string_view b = store.TokenBytes(t);
-      int8_t left = hex_left_;
-      uint32_t value = hex_value_;
-      size_t i = 0;
-      for (; i < b.size() && left > 0; ++i) {
-        if (!HexDigit(hex_kind_, &left, &value, static_cast<unsigned char>(b[i]))) {
-          mask[t >> 5] &= ~(1u << (t & 31));
-          return;
-        }
+  // A token whose bytes from `from` on go into a hex escape (`kind`, `left`
+  // digits still wanted, `value` so far): refused at a byte the escape cannot
+  // take (read as EscHexByte does); standing if it ends inside the escape;
+  // else through a copy of the layer when the rest can fail (a backslash, a
+  // quote, a brace or a line end: in a string's text nothing else is
+  // checked), standing otherwise.
+  auto hex_token = [&](int32_t t, char kind, int8_t left, uint32_t value, size_t from) {
+    const std::string_view b = store.TokenBytes(t);
+    size_t i = from;
+    for (; i < b.size() && left > 0; ++i) {
+      if (!HexDigit(kind, &left, &value, static_cast<unsigned char>(b[i]))) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+        return;
       }
-      if (b.find_first_of("\\'\"{}\n\r", i) != std::string_view::npos) check(t);
-    });
+    }
+    if (b.find_first_of("\\'\"{}\n\r", i) != std::string_view::npos) check(t);
+  };
+  if (mode_ == Mode::kEscHex && !dead_) {
+    each_allowed([&](int32_t t) { hex_token(t, hex_kind_, hex_left_, hex_value_, 0); });
     return;
   }
   if (Armed(&at_word, &colon_only)) {
@@ -561,7 +561,17 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     if (const auto* ts = index.Finishing("N")) {
       for (int32_t t : *ts) check(t);
     }
-    for (int32_t t : index.hex_lead()) check(t);
+    // A token that opens a hex escape: its digits read from its bytes.
+    const bool bytes = !spec_esc_ && bytes_;
+    for (int32_t t : index.hex_lead()) {
+      if (!((mask[t >> 5] >> (t & 31)) & 1u)) continue;
+      const char kind = store.TokenBytes(t)[0];
+      if (bytes && kind != 'x') {
+        check(t);  // \u, \U: no escape in bytes
+      } else {
+        hex_token(t, kind, kind == 'x' ? 2 : kind == 'u' ? 4 : 8, 0, 1);
+      }
+    }
   }
   // A del statement (or a word that may become `del`): a `*` may start a
   // starred target.
@@ -943,7 +953,7 @@ void ScopeLayer::Byte(unsigned char c) {
 
 // Takes digit c of a `kind` escape (x, u, U) with *left digits still wanted
 // and *value read so far; false if c is no hex digit or takes a \U escape
-// past U+10FFFF.
+// past U+10FFFF.  (ScopeLayer::EscHexByte, and Filter on a token's bytes.)
 static bool HexDigit(char kind, int8_t* left, uint32_t* value, unsigned char c) {
   int d = -1;
   if (c >= '0' && c <= '9') d = c - '0';
@@ -978,7 +988,7 @@ void ScopeLayer::SpecByte(unsigned char c) {
 
 // One digit of a \x, \u or \U escape (CPython's unicode_escape and
 // bytes decoders): a hex digit, and for \U a value that can still end at
-// most U+10FFFF.  Also read by Filter on a token's bytes.
+// most U+10FFFF.
 bool ScopeLayer::EscHexByte(unsigned char c) {
   if (HexDigit(hex_kind_, &hex_left_, &hex_value_, c)) return true;
   const bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
