@@ -404,6 +404,7 @@ PROBE = [
     ("backslash before a single } in an f-string", 'x = f"\\}"\n'),
     ("newline in a single-quoted f-string's text", "x = f'a\nb'\n"),
     ("newline in a single-quoted f-string's spec", "x = f'{1:\n}'\n"),
+    ("carriage return in a single-quoted f-string", "x = f'a\rb' + (f'{1:\r}')\n"),
     ("carriage return in a triple-quoted f-string", "x = f'''a\rb{1:\r}'''\n"),
     ("a \\N without its name", 'x = "\\N"\n'),
     ("docstring, comments, blank lines before future imports",
