@@ -49,7 +49,12 @@
 //     literals), f-strings in patterns, and a case line after an
 //     irrefutable case (refused at its first byte); captures bind names;
 //   - a `\N{...}` escape whose name is no character's name
-//     (grammar/base/unicode_names.h), at the byte after which none can begin.
+//     (grammar/base/unicode_names.h), at the byte after which none can begin;
+//     a `\x` escape without two hex digits, `\u` without four, `\U` without
+//     eight or past U+10FFFF (`\u`, `\U` and `\N` are no escapes in bytes;
+//     none in raw strings), at the first byte that is no hex digit or that
+//     takes the value past U+10FFFF (the grammar takes any character after a
+//     backslash: the digit counts cost lexer states, README "Lexer states").
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -97,6 +102,9 @@ class ScopeTokenIndex {
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
   // may open an f-string and break its limits or open a field).
   const std::vector<int32_t>& fopen() const { return fopen_; }
+  // Tokens that start with `x`, `u` or `U`: after a string's backslash they
+  // begin a hex escape, which fails without its digits.
+  const std::vector<int32_t>& hex_lead() const { return hex_lead_; }
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).
   const std::vector<uint32_t>& word_enders() const { return word_enders_; }
@@ -130,7 +138,7 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fopen_;
+      fstring_, fopen_, hex_lead_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
@@ -332,7 +340,7 @@ class ScopeLayer {
   // Tokenizer.
   enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
                     kStrEsc, kFBrace, kFClose, kFieldAfter, kFieldSpec,
-                    kEscN, kEscName };
+                    kEscN, kEscName, kEscHex };
   Mode mode_ = Mode::kIndent;
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
@@ -344,6 +352,13 @@ class ScopeLayer {
   int32_t quote_run_ = 0;
   std::string uname_;           // the name of a \N{...} escape being read
   bool spec_esc_ = false;       // the escape being read is in a format spec
+  // A \x, \u or \U escape being read: its letter, the digits still wanted
+  // and the value so far.
+  char hex_kind_ = 0;
+  int8_t hex_left_ = 0;
+  uint32_t hex_value_ = 0;
+  bool EscHexByte(unsigned char c);  // false: c is no digit it can take
+  void SpecByte(unsigned char c);    // a byte of a format spec's text
   // The open f-strings, outermost first.  A field's expression is read as
   // code (kCode, its brackets counted from base_depth); a nested string
   // opens only there, so every f-string but the last is inside a field.

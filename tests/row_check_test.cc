@@ -210,7 +210,7 @@ TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
 // indexed paths: a declared name a `:` would annotate, a whole `global` /
 // `nonlocal`, a parameter or keyword name written again (and a longer name
 // it begins), await / yield / async words, `__debug__`, `del` with a star,
-// assignment expressions in comprehensions, \N{...} escapes; f-strings
+// assignment expressions in comprehensions, \N{...} and hex escapes; f-strings
 // read by the parser (fields, specs, nested quotes, a prefix word before the
 // quote) and match statements (soft keywords, patterns, guards).
 const char* const kScopePrograms[] = {
@@ -241,6 +241,9 @@ const char* const kScopePrograms[] = {
     "def f(a, b):\n    global G\n    G = a\n    G = {1: a}\n    G [1:2] = b\n    G \\\n        = b\n"
     "    nonlocal_ = b\n    global_ = a\n    dict(a=1, b=G, c=b == a)\n"
     "    return G, nonlocal_, global_\n",
+    "def esc(n, w=8):\n    s = '\\x41\\u00e9\\U0001F600\\x7f' + b'\\xff\\x00\\u12'.hex() + '\\N{BULLET}\\777\\q'\n"
+    "    t = f\"\\x41{n:\\x3e{w}}\\u00e9\\U0010ffff\" + rf'\\x{n}\\U' + f'\\{n}\\}}'\n"
+    "    return s + t + '''\\x0a\\\n\\u0041'''\n",
 };
 
 struct FilterCounts {
