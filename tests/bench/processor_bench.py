@@ -101,15 +101,20 @@ def run_llama(module, store, toks_list, logits, timed_engine, attached=False):
             cur = ids[:len(prompt) + n]
             t0 = time.perf_counter_ns()
             proc(cur, view)
-            dt = time.perf_counter_ns() - t0
-            calls.append(dt / 1e3)
-            parts["allowed"].append(allowed_count(proc.bitmask))
-            if timed_engine:
-                a, f, m = proc.matcher._session.step_times
-                parts["accept"].append(a / 1e3)
-                parts["fill"].append(f / 1e3)
-                parts["mask"].append(m / 1e3)
+            record(calls, parts, proc, time.perf_counter_ns() - t0, timed_engine)
     return calls, parts
+
+
+def record(calls, parts, proc, ns, timed_engine):
+    """One call's figures: its time (µs), the mask's allowed count and, with
+    `timed_engine`, the engine's accept / fill / mask times of the step."""
+    calls.append(ns / 1e3)
+    parts["allowed"].append(allowed_count(proc.bitmask))
+    if timed_engine:
+        a, f, m = proc.matcher._session.step_times
+        parts["accept"].append(a / 1e3)
+        parts["fill"].append(f / 1e3)
+        parts["mask"].append(m / 1e3)
 
 
 class StubLlama:
@@ -171,14 +176,7 @@ def run_hook(module, store, toks_list, logits, timed_engine):
                 llm.n_tokens = len(prompt) + n
                 t0 = time.perf_counter_ns()
                 llm.sample(idx=llm.n_tokens - 1)
-                dt = time.perf_counter_ns() - t0
-                calls.append(dt / 1e3)
-                parts["allowed"].append(allowed_count(proc.bitmask))
-                if timed_engine:
-                    a, f, m = proc.matcher._session.step_times
-                    parts["accept"].append(a / 1e3)
-                    parts["fill"].append(f / 1e3)
-                    parts["mask"].append(m / 1e3)
+                record(calls, parts, proc, time.perf_counter_ns() - t0, timed_engine)
         finally:
             proc.detach()
     return calls, parts
