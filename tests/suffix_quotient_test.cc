@@ -416,8 +416,6 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsBytesWhereNoBlankEndsAToken) {
   }
 }
 
-// A middle that closes what the suffix closes is refused, and one whose
-// last name runs into the suffix's first is allowed.
 // The hub is the lexer after a token and a blank, inside that blank.  A
 // blank (an %ignore'd terminal) ended by the next byte must read that byte
 // on: sent to a hub again, it dropped the byte, and after the prefix " "
@@ -446,6 +444,8 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsOnAfterABlank) {
   }
 }
 
+// A middle that closes what the suffix closes is refused, and one whose
+// last name runs into the suffix's first is allowed.
 TEST(SuffixQuotient, NestedBracketsAndJoinInsideAToken) {
   const char grammar[] =
       "start: item\n"
