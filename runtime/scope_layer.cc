@@ -91,9 +91,30 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   std::vector<std::pair<std::string, int32_t>> lead, inner;
   word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
   name_only_ = quote_lead_ = word_enders_;
+  // Inside a hex escape's digits: every token (special ones and the bits
+  // past the vocabulary too) is a digit run of any length until shown
+  // otherwise below, and risky nowhere.
+  for (int k = 1; k <= kMaxHexDigits; ++k) {
+    hex_digits_[k].assign(static_cast<size_t>(store.mask_words()), ~0u);
+    hex_risky_[k].assign(static_cast<size_t>(store.mask_words()), 0u);
+  }
   for (int32_t t = 0; t < store.vocab_size; ++t) {
     if (store.token_special[t]) continue;
     const std::string_view b = store.TokenBytes(t);
+    {
+      size_t run = 0;
+      while (run < b.size() && ((b[run] >= '0' && b[run] <= '9') || (b[run] >= 'a' && b[run] <= 'f') ||
+                                 (b[run] >= 'A' && b[run] <= 'F'))) {
+        ++run;
+      }
+      for (int k = 1; k <= kMaxHexDigits; ++k) {
+        const size_t need = std::min(b.size(), static_cast<size_t>(k));
+        if (run < need) hex_digits_[k][t >> 5] &= ~(1u << (t & 31));
+        if (b.find_first_of("\\'\"{}\n\r", need) != std::string_view::npos) {
+          hex_risky_[k][t >> 5] |= 1u << (t & 31);
+        }
+      }
+    }
     if (!b.empty() && std::all_of(b.begin(), b.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
       name_only_[t >> 5] |= 1u << (t & 31);
     }
@@ -529,7 +550,20 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     if (b.find_first_of("\\'\"{}\n\r", i) != std::string_view::npos) check(t);
   };
   if (mode_ == Mode::kEscHex && !dead_) {
-    each_allowed([&](int32_t t) { hex_token(t, hex_kind_, hex_left_, hex_value_, 0); });
+    if (hex_kind_ == 'U' || hex_left_ < 1 || hex_left_ > ScopeTokenIndex::kMaxHexDigits) {
+      // \U: the digits so far bound the value (U+10FFFF).
+      each_allowed([&](int32_t t) { hex_token(t, hex_kind_, hex_left_, hex_value_, 0); });
+      return;
+    }
+    // \x, \u: a token whose first `left` bytes (or all, if fewer) are hex
+    // digits stays, and goes through a copy only if a byte after them can
+    // fail (hex_token's verdict, read from the index's bitsets).
+    const std::vector<uint32_t>& digits = index.hex_digits(hex_left_);
+    const std::vector<uint32_t>& risky = index.hex_risky(hex_left_);
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      mask[w] &= digits[w];
+      for (uint32_t bits = mask[w] & risky[w]; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
+    }
     return;
   }
   if (Armed(&at_word, &colon_only)) {

@@ -105,6 +105,13 @@ class ScopeTokenIndex {
   // Tokens that start with `x`, `u` or `U`: after a string's backslash they
   // begin a hex escape, which fails without its digits.
   const std::vector<int32_t>& hex_lead() const { return hex_lead_; }
+  // Inside a hex escape with k digits still to come (1 <= k <= 8), as masks
+  // (mask_words words): hex_digits(k), the tokens whose first k bytes (all
+  // of them, if fewer) are hex digits, special tokens included; hex_risky(k),
+  // those with a backslash, quote, brace or line end after those bytes.
+  static constexpr int kMaxHexDigits = 8;
+  const std::vector<uint32_t>& hex_digits(int k) const { return hex_digits_[k]; }
+  const std::vector<uint32_t>& hex_risky(int k) const { return hex_risky_[k]; }
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).
   const std::vector<uint32_t>& word_enders() const { return word_enders_; }
@@ -140,6 +147,7 @@ class ScopeTokenIndex {
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
       fstring_, fopen_, hex_lead_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
+  std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
