@@ -101,17 +101,18 @@ def run_llama(module, store, toks_list, logits, timed_engine, attached=False):
             cur = ids[:len(prompt) + n]
             t0 = time.perf_counter_ns()
             proc(cur, view)
-            record(calls, parts, proc, time.perf_counter_ns() - t0, timed_engine)
+            record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                   proc.matcher._session.step_times if timed_engine else None)
     return calls, parts
 
 
-def record(calls, parts, proc, ns, timed_engine):
-    """One call's figures: its time (µs), the mask's allowed count and, with
-    `timed_engine`, the engine's accept / fill / mask times of the step."""
+def record(calls, parts, bitmask, ns, step_times=None):
+    """One call's figures: its time (µs), the mask's allowed count and, given
+    the engine's (accept, fill, mask) ns of the step, those."""
     calls.append(ns / 1e3)
-    parts["allowed"].append(allowed_count(proc.bitmask))
-    if timed_engine:
-        a, f, m = proc.matcher._session.step_times
+    parts["allowed"].append(allowed_count(bitmask))
+    if step_times is not None:
+        a, f, m = step_times
         parts["accept"].append(a / 1e3)
         parts["fill"].append(f / 1e3)
         parts["mask"].append(m / 1e3)
@@ -176,7 +177,8 @@ def run_hook(module, store, toks_list, logits, timed_engine):
                 llm.n_tokens = len(prompt) + n
                 t0 = time.perf_counter_ns()
                 llm.sample(idx=llm.n_tokens - 1)
-                record(calls, parts, proc, time.perf_counter_ns() - t0, timed_engine)
+                record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                       proc.matcher._session.step_times if timed_engine else None)
         finally:
             proc.detach()
     return calls, parts
@@ -198,14 +200,8 @@ def run_hf(module, store, toks_list, logits, timed_engine, torch):
                 scores = src.copy()
             t0 = time.perf_counter_ns()
             proc(ids, scores)
-            dt = time.perf_counter_ns() - t0
-            calls.append(dt / 1e3)
-            parts["allowed"].append(allowed_count(proc.bitmask))
-            if timed_engine:
-                a, f, m = proc.batch._batch.step_times
-                parts["accept"].append(a / 1e3)
-                parts["fill"].append(f / 1e3)
-                parts["mask"].append(m / 1e3)
+            record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                   proc.batch._batch.step_times if timed_engine else None)
     return calls, parts
 
 
