@@ -31,6 +31,29 @@ namespace cfgmask {
 
 namespace {
 
+// A hex digit's value, or -1.
+int HexValue(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Takes digit c of a `kind` escape (x, u, U) with *left digits still wanted
+// and *value read so far; false if c is no hex digit or takes a \U escape
+// past U+10FFFF.  (ScopeLayer::EscHexByte, and Filter on a token's bytes.)
+bool HexDigit(char kind, int8_t* left, uint32_t* value, unsigned char c) {
+  const int d = HexValue(c);
+  if (d < 0) return false;
+  *value = *value * 16 + static_cast<uint32_t>(d);
+  --*left;
+  return !(kind == 'U' && (static_cast<uint64_t>(*value) << (4 * *left)) > 0x10FFFF);
+}
+
+// What can fail in a string's text after a hex escape's digits: a
+// backslash, a quote, a brace or a line end.
+constexpr char kAfterHexRisky[] = "\\'\"{}\n\r";
+
 bool IsIdent(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c >= 0x80;
@@ -103,14 +126,11 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     const std::string_view b = store.TokenBytes(t);
     {
       size_t run = 0;
-      while (run < b.size() && ((b[run] >= '0' && b[run] <= '9') || (b[run] >= 'a' && b[run] <= 'f') ||
-                                 (b[run] >= 'A' && b[run] <= 'F'))) {
-        ++run;
-      }
+      while (run < b.size() && HexValue(static_cast<unsigned char>(b[run])) >= 0) ++run;
       for (int k = 1; k <= kMaxHexDigits; ++k) {
         const size_t need = std::min(b.size(), static_cast<size_t>(k));
         if (run < need) hex_digits_[k][t >> 5] &= ~(1u << (t & 31));
-        if (b.find_first_of("\\'\"{}\n\r", need) != std::string_view::npos) {
+        if (b.find_first_of(kAfterHexRisky, need) != std::string_view::npos) {
           hex_risky_[k][t >> 5] |= 1u << (t & 31);
         }
       }
@@ -392,8 +412,6 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
   return false;
 }
 
-static bool HexDigit(char kind, int8_t* left, uint32_t* value, unsigned char c);
-
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
                         uint32_t* mask) const {
   // Tokens whose verdict is already final (judged by a copy of the layer
@@ -547,7 +565,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
         return;
       }
     }
-    if (b.find_first_of("\\'\"{}\n\r", i) != std::string_view::npos) check(t);
+    if (b.find_first_of(kAfterHexRisky, i) != std::string_view::npos) check(t);
   };
   if (mode_ == Mode::kEscHex && !dead_) {
     if (hex_kind_ == 'U' || hex_left_ < 1 || hex_left_ > ScopeTokenIndex::kMaxHexDigits) {
@@ -985,20 +1003,6 @@ void ScopeLayer::Byte(unsigned char c) {
   if (fstr_ && c == '}') mode_ = Mode::kFClose;
 }
 
-// Takes digit c of a `kind` escape (x, u, U) with *left digits still wanted
-// and *value read so far; false if c is no hex digit or takes a \U escape
-// past U+10FFFF.  (ScopeLayer::EscHexByte, and Filter on a token's bytes.)
-static bool HexDigit(char kind, int8_t* left, uint32_t* value, unsigned char c) {
-  int d = -1;
-  if (c >= '0' && c <= '9') d = c - '0';
-  if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-  if (d < 0) return false;
-  *value = *value * 16 + static_cast<uint32_t>(d);
-  --*left;
-  return !(kind == 'U' && (static_cast<uint64_t>(*value) << (4 * *left)) > 0x10FFFF);
-}
-
 // Format spec text: `{` opens a nested field, `}` ends the field.
 void ScopeLayer::SpecByte(unsigned char c) {
   FString& f = fstack_.back();
@@ -1025,11 +1029,10 @@ void ScopeLayer::SpecByte(unsigned char c) {
 // most U+10FFFF.
 bool ScopeLayer::EscHexByte(unsigned char c) {
   if (HexDigit(hex_kind_, &hex_left_, &hex_value_, c)) return true;
-  const bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  Fail(digit                ? "illegal Unicode character"
-       : hex_kind_ == 'x'   ? "truncated \\xXX escape"
-       : hex_kind_ == 'u'   ? "truncated \\uXXXX escape"
-                            : "truncated \\UXXXXXXXX escape");
+  Fail(HexValue(c) >= 0    ? "illegal Unicode character"
+       : hex_kind_ == 'x' ? "truncated \\xXX escape"
+       : hex_kind_ == 'u' ? "truncated \\uXXXX escape"
+                          : "truncated \\UXXXXXXXX escape");
   return false;
 }
 
