@@ -502,6 +502,36 @@ int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
 // `only` when given (steering), and masks `logits` (one row) in place.
 // Returns -1, or the index of the first refused token, with the session
 // left as before the call and nothing masked.
+// A step's engine part, the GIL released by the caller: accepts ids
+// [begin, end) of row 0, fills `row` (`words` words; with `only`, those
+// tokens instead of the mask) and masks row 0 of `l` with it, timing each
+// part (Session.step_times).  -1, or the index from `begin` of the id the
+// grammar refuses.  (Session.step, and the llama.cpp hook on its own row.)
+int64_t AcceptFillMask(PySession& s, const TokenIds& ids, int64_t begin, int64_t end,
+                       const LogitsBuffer& l, uint32_t* row, int64_t words,
+                       const std::vector<int32_t>& only) {
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t taken = 0;
+  const int64_t refused = AcceptTokens(
+      &s.session, end - begin, [&](int64_t i) { return ids.At(0, begin + i); }, &taken);
+  if (refused >= 0) return refused;
+  s.step_ns[0] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  const int32_t need = s.store->mask_words();
+  if (only.empty()) {
+    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words - need));
+    s.session.FillMask(row);
+  } else {
+    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(words));
+    for (int32_t t : only) row[t >> 5] |= 1u << (t & 31);
+  }
+  s.step_ns[1] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row), static_cast<int32_t>(words));
+  s.step_ns[2] = NanosSince(t0);
+  return -1;
+}
+
 int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& logits,
                     const py::buffer& bitmask, const std::vector<int32_t>& only, bool bf16) {
   const TokenIds ids = TokenIdsOf(tokens);
@@ -525,26 +555,7 @@ int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& lo
   }
   InUse in_use(s);
   py::gil_scoped_release release;
-  uint32_t* row = static_cast<uint32_t*>(mask.data);
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t taken = 0;
-  const int64_t refused =
-      AcceptTokens(&s.session, ids.cols, [&](int64_t i) { return ids.At(0, i); }, &taken);
-  if (refused >= 0) return refused;
-  s.step_ns[0] = NanosSince(t0);
-  t0 = std::chrono::steady_clock::now();
-  if (only.empty()) {
-    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols - need));
-    s.session.FillMask(row);
-  } else {
-    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols));
-    for (int32_t t : only) row[t >> 5] |= 1u << (t & 31);
-  }
-  s.step_ns[1] = NanosSince(t0);
-  t0 = std::chrono::steady_clock::now();
-  MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row), static_cast<int32_t>(mask.cols));
-  s.step_ns[2] = NanosSince(t0);
-  return -1;
+  return AcceptFillMask(s, ids, 0, ids.cols, l, static_cast<uint32_t*>(mask.data), mask.cols, only);
 }
 
 // LlamaCppLogitsProcessor.attach's hook (cfgmask.processors), in the engine:
@@ -763,29 +774,14 @@ class LlamaSampleHook {
 
   // Accept, fill, mask; -1, the refused index from `begin`, or kNoLogits.
   int64_t Step(const TokenIds& ids, int64_t begin, int64_t end, int32_t ridx) {
-    PySession& s = *session_;
     float* logits = get_logits_(ctx_, ridx);
     if (logits == nullptr) return kNoLogits;
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t taken = 0;
-    const int64_t refused = AcceptTokens(
-        &s.session, end - begin, [&](int64_t i) { return ids.At(0, begin + i); }, &taken);
-    if (refused >= 0) return refused;
-    s.step_ns[0] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
-    const int32_t need = s.store->mask_words();
-    std::memset(row_ + need, 0, sizeof(uint32_t) * static_cast<size_t>(words_ - need));
-    s.session.FillMask(row_);
-    s.step_ns[1] = NanosSince(t0);
-    t0 = std::chrono::steady_clock::now();
     LogitsBuffer l;
     l.data = reinterpret_cast<char*>(logits);
     l.rows = 1;
     l.cols = n_vocab_;
     l.col_stride = 1;
-    MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row_), static_cast<int32_t>(words_));
-    s.step_ns[2] = NanosSince(t0);
-    return -1;
+    return AcceptFillMask(*session_, ids, begin, end, l, row_, words_, {});
   }
 
   py::object processor_, session_obj_, bitmask_obj_, llm_, sample_, fallback_, ctx_object_;
