@@ -570,6 +570,22 @@ void SuffixQuotient::RulesOf(int32_t c) {
         int32_t y;
         if (s_->terminal_ignored[t]) {
           y = Normalize(x);
+        } else if (terminal_middle_) {
+          // A feed's rules read only its terminal and the control its
+          // shift returns to (the items after the Emit, normalized): keyed
+          // by those two (as the hub's feeds are), the feeds of Emits whose
+          // ways on differ only before the normalization (a slot no Hit
+          // reads, a Tail, a run of S that reads no stack) are one, with
+          // one set of reduction states.  A way on that dies makes no feed:
+          // its reductions come back to it and its shift leads nowhere
+          // (only $END accepts, and no Emit feeds it).
+          const int32_t cont = Normalize(x);
+          if (cont < 0) continue;
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = cont;
+          y = Intern(f);
         } else {
           x.kind = Kind::kFeed;
           x.term = scanner.EmitType(p, item);

@@ -194,8 +194,10 @@ class SuffixQuotient {
     // The terminal-level middle: a boundary candidate's Emit that may go on
     // at a hub (kItems; with cand == -2 one control per Emit item `rule`, hub
     // `parent` and set of killing terminals `q` (KillBits), whatever text
-    // led to it), a feed of `term` whose shift
-    // returns to the hub `parent` (kFeed), or a hub (kLex: see HubAfter).
+    // led to it), a feed of `term` whose shift returns to control `parent`
+    // (kFeed: a hub, a Boundary, or the normalized items after the Emit, so
+    // that Emits with the same way on share one feed and its reduction
+    // states), or a hub (kLex: see HubAfter).
     bool mid = false;
     bool operator==(const Key& o) const;
   };
