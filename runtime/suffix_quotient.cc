@@ -190,6 +190,14 @@ int32_t SuffixQuotient::Intern(const Key& k) {
   auto [it, fresh] = ids_.emplace(k, static_cast<int32_t>(keys_.size()));
   if (fresh) {
     keys_.push_back(k);
+    bool virt = false;
+    if (terminal_middle_ && k.kind == Kind::kItems) {
+      int32_t count = 0;
+      const int32_t item = ItemAt(k, k.idx, &count);
+      virt = k.idx < count && s_->KindOf(item) == ItemKind::kEmit &&
+             !s_->terminal_ignored[s_->item_terminal[item]];
+    }
+    virtual_emit_.push_back(virt ? 1 : 0);
     gen_todo_.push_back(it->second);
     ++stats_.controls;
   }
@@ -956,8 +964,25 @@ void SuffixQuotient::LinkPassthrough() {
   std::vector<Deferred> deferred;
   deferred.swap(deferred_);
   for (const Deferred& d : deferred) {
-    const std::vector<int32_t> frontier = Frontier(d.to);
+    const std::vector<int32_t> frontier =
+        VirtualEmit(d.to) ? std::vector<int32_t>{d.to} : Frontier(d.to);
     for (int32_t f : frontier) {
+      if (VirtualEmit(f)) {
+        // Into the feeds of the Emit's swaps on the symbol the rule leaves on top.
+        auto et = vedges_.find(f);
+        if (et == vedges_.end()) continue;
+        const std::vector<std::pair<int32_t, int32_t>> edges = et->second;
+        for (auto [feed, p] : edges) {
+          if (d.g1 == -2) {
+            if (state_sets_[d.g2][p]) AddSwap(d.from, p, feed, p);
+          } else if (d.g1 < 0) {
+            if (d.g2 == p) AddSwap(d.from, d.g, feed, d.g2);
+          } else if (d.g1 == p) {
+            AddPush(d.from, d.g, feed, d.g1, d.g2);
+          }
+        }
+        continue;
+      }
       if (d.g1 == -2) {
         AddEpsOn(d.from, f, d.g2);
       } else if (d.g1 < 0) {
@@ -978,7 +1003,7 @@ void SuffixQuotient::LinkPassthrough() {
       stack.pop_back();
       if (seen[x]) continue;
       seen[x] = 1;
-      if (Passthrough(x)) {
+      if (LexPass(x)) {
         if (auto it = eps_fwd_.find(x); it != eps_fwd_.end()) {
           stack.insert(stack.end(), it->second.begin(), it->second.end());
         }
@@ -988,6 +1013,18 @@ void SuffixQuotient::LinkPassthrough() {
         continue;
       }
       up_[x].push_back(a);
+      if (VirtualEmit(x)) {  // what its swaps' feeds read on their symbols
+        auto et = vedges_.find(x);
+        if (et == vedges_.end()) continue;
+        const std::vector<std::pair<int32_t, int32_t>> edges = et->second;
+        for (auto [feed, p] : edges) {
+          auto it = out_.find(Pair(feed, p));
+          if (it == out_.end()) continue;
+          const std::vector<int32_t> targets = it->second;
+          for (int32_t to : targets) AddTrans(a, p, to);
+        }
+        continue;
+      }
       for (int32_t g : OutSymbols(x)) {
         const std::vector<int32_t> targets = out_[Pair(x, g)];
         for (int32_t to : targets) AddTrans(a, g, to);
@@ -1006,8 +1043,8 @@ const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
     const int32_t x = stack.back();
     stack.pop_back();
     if (!seen.emplace(x, true).second) continue;
-    if (x != c && !Passthrough(x)) {
-      out.push_back(x);
+    if (x != c && !LexPass(x)) {
+      out.push_back(x);  // a storing state or a VirtualEmit
       continue;
     }
     if (auto jt = eps_fwd_.find(x); jt != eps_fwd_.end()) {
@@ -1036,6 +1073,28 @@ void SuffixQuotient::AddEpsOn(int32_t from, int32_t to, int32_t on) {
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  if (VirtualEmit(from) && g == g2 && !Passthrough(to)) {
+    // Kept as a link, not as copies (see VirtualEmit).
+    CountRule();
+    std::vector<int32_t>& feeds = vswap_[Pair(from, g)];
+    if (std::find(feeds.begin(), feeds.end(), to) != feeds.end()) return;
+    feeds.push_back(to);
+    vup_[Pair(to, g)].push_back(from);
+    vedges_[from].emplace_back(to, g);
+    auto ut = up_.find(from);
+    auto it = out_.find(Pair(to, g));
+    if (ut == up_.end() || it == out_.end()) return;
+    const std::vector<int32_t> ups = ut->second;
+    const std::vector<int32_t> targets = it->second;
+    for (int32_t a : ups) {
+      for (int32_t x : targets) AddTrans(a, g, x);
+    }
+    return;
+  }
+  if (VirtualEmit(from)) {  // not made: an Emit swaps into feeds on the symbol it reads
+    over_ = true;
+    return;
+  }
   if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
     deferred_.push_back(Deferred{from, g, to, -1, g2});
     return;
@@ -1131,6 +1190,15 @@ void SuffixQuotient::Saturate() {
     if (auto it = up_.find(c); it != up_.end()) {
       const std::vector<int32_t> ups = it->second;
       for (int32_t a : ups) AddTrans(a, g, to);
+    }
+    if (auto it = vup_.find(pair); it != vup_.end()) {  // Emits that read g as c does
+      const std::vector<int32_t> emits = it->second;
+      for (int32_t e : emits) {
+        auto ut = up_.find(e);
+        if (ut == up_.end()) continue;
+        const std::vector<int32_t> ups = ut->second;
+        for (int32_t a : ups) AddTrans(a, g, to);
+      }
     }
     if (auto it = eps_on_.find(c); it != eps_on_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> links = it->second;
@@ -1277,7 +1345,7 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
   // deduplicated by an epoch stamp per state).
   if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
   std::vector<int32_t> cur, next;
-  if (Passthrough(c)) {
+  if (LexPass(c)) {
     cur = Frontier(c);
   } else {
     cur.push_back(c);
@@ -1290,6 +1358,21 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
     }
     for (int32_t x : cur) {
       const std::vector<int32_t>* targets = nullptr;
+      if (VirtualEmit(x)) {  // only in the first step: read through its feeds
+        auto vt = vswap_.find(Pair(x, node->state));
+        if (vt == vswap_.end()) continue;
+        for (int32_t feed : vt->second) {
+          auto it = out_.find(Pair(feed, node->state));
+          if (it == out_.end()) continue;
+          for (int32_t y : it->second) {
+            if (y == acc_) return true;
+            if (mark_[y] == epoch_) continue;
+            mark_[y] = epoch_;
+            next.push_back(y);
+          }
+        }
+        continue;
+      }
       if (IsWild(x)) {
         if (auto it = wild_.find(x); it != wild_.end()) targets = &it->second;
       } else if (auto it = out_.find(Pair(x, node->state)); it != out_.end()) {

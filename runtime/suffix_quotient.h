@@ -277,9 +277,22 @@ class SuffixQuotient {
   // edges (eps_fwd_) are followed instead: up_[y] = the storing states that
   // reach storing state y through them (LinkPassthrough), and a query from
   // one of them starts at its Frontier.
-  bool Passthrough(int32_t c) const {
+  //
+  // The Emits keep none either (VirtualEmit: an Emit of a terminal that is
+  // not %ignore'd, whose rules are only swaps <e, p> -> <feed, p> into
+  // storing feeds): e reads p as the feeds of its swaps on p read it
+  // (vswap_), so copying those into e stored each feed's transitions once
+  // more per Emit.  up_[e] holds the storing states above it, and a new
+  // transition (feed, p, to) reaches them through vup_.
+  bool LexPass(int32_t c) const {
     return terminal_middle_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0 && !keys_[c].mid;
   }
+  bool VirtualEmit(int32_t c) const { return virtual_emit_[c] != 0; }
+  bool Passthrough(int32_t c) const { return LexPass(c) || VirtualEmit(c); }
+  std::vector<uint8_t> virtual_emit_;  // per control
+  std::unordered_map<uint64_t, std::vector<int32_t>> vswap_;  // Pair(e, p) -> feeds
+  std::unordered_map<uint64_t, std::vector<int32_t>> vup_;    // Pair(feed, p) -> Emits
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> vedges_;  // e -> (feed, p)
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
