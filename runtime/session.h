@@ -248,7 +248,7 @@ class Session {
   bool empty_language_ = false;
   bool trace_ = false;
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
-  // version_ (bumped by every change of live_ or terminated_) is unchanged.
+  // version_ (bumped by every change of live_, scope_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;
   std::shared_ptr<SuffixQuotient> quotient_;  // null: the suffix's masks are prefix masks
   // Can one of `out` (hypotheses after a token) still meet the suffix?
