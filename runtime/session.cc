@@ -562,7 +562,7 @@ bool Session::SuffixEnds() {
       known = true;
       break;
     }
-    if (i > 0 && i % kCheckpoint == 0) {
+    if (i % kCheckpoint == 0) {
       const uint64_t key = FutureHash(cur, 0x9e3779b97f4a7c15ull * (i + 1), columns);
       if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
         for (const auto& [lives, ends] : it->second) {

@@ -255,11 +255,13 @@ class Session {
   bool MeetsSuffix(const std::vector<LiveState>& out) const;
   bool SuffixEnds();
   // Reads of the suffix that met the same hypotheses at the same offset end
-  // the same way: every 16 bytes of a read, the hypotheses (canonical: sorted
-  // and deduplicated) are kept with the read's answer, so a later step whose
-  // read meets them there (typically once the suffix's next statement has
-  // begun) stops.  Exact: the rest of a read depends on nothing else.  Per
-  // session: a copy (Fork) starts empty; cleared at 2^16 entries.
+  // the same way: at the start of a read and every 16 bytes of it, the
+  // hypotheses (canonical: sorted and deduplicated) are kept with the read's
+  // answer, so a later step whose read meets them there stops (at the start:
+  // a text whose future is one already asked about, as the completion search
+  // meets among a node's children; later: typically once the suffix's next
+  // statement has begun).  Exact: the rest of a read depends on nothing
+  // else.  Per session: a copy (Fork) starts empty; cleared at 2^16 entries.
   struct SuffixMemo {
     SuffixMemo() = default;
     SuffixMemo(const SuffixMemo&) {}
