@@ -496,21 +496,22 @@ bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLaye
 
 bool Session::CanEnd() {
   if (terminated_) return false;
-  if (scope_) {
-    if (suffix_) {
-      ScopeLayer end = *scope_;
-      if (!end.Feed(*suffix_) || !end.CanEnd()) return false;
-    } else if (!scope_->CanEnd()) {
-      return false;
-    }
-  }
   if (suffix_) {
+    // Both must end: the parser's read of the suffix (memoised across
+    // steps, SuffixMemo) first, and only where it ends the scope layer's
+    // (a copy fed the whole suffix, not memoised).  One answer per step:
+    // every change of live_ or scope_ bumps version_.
     if (suffix_answer_version_ != version_) {
       suffix_answer_ = SuffixEnds();
+      if (suffix_answer_ && scope_) {
+        ScopeLayer end = *scope_;
+        suffix_answer_ = end.Feed(*suffix_) && end.CanEnd();
+      }
       suffix_answer_version_ = version_;
     }
     return suffix_answer_;
   }
+  if (scope_ && !scope_->CanEnd()) return false;
   for (const LiveState& l : live_) {
     if (FinishOk(l)) return true;
   }
@@ -561,7 +562,7 @@ bool Session::SuffixEnds() {
       known = true;
       break;
     }
-    if (i > 0 && i % kCheckpoint == 0) {
+    if (i % kCheckpoint == 0) {
       const uint64_t key = FutureHash(cur, 0x9e3779b97f4a7c15ull * (i + 1), columns);
       if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
         for (const auto& [lives, ends] : it->second) {

@@ -248,18 +248,20 @@ class Session {
   bool empty_language_ = false;
   bool trace_ = false;
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
-  // version_ (bumped by every change of live_ or terminated_) is unchanged.
+  // version_ (bumped by every change of live_, scope_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;
   std::shared_ptr<SuffixQuotient> quotient_;  // null: the suffix's masks are prefix masks
   // Can one of `out` (hypotheses after a token) still meet the suffix?
   bool MeetsSuffix(const std::vector<LiveState>& out) const;
   bool SuffixEnds();
   // Reads of the suffix that met the same hypotheses at the same offset end
-  // the same way: every 16 bytes of a read, the hypotheses (canonical: sorted
-  // and deduplicated) are kept with the read's answer, so a later step whose
-  // read meets them there (typically once the suffix's next statement has
-  // begun) stops.  Exact: the rest of a read depends on nothing else.  Per
-  // session: a copy (Fork) starts empty; cleared at 2^16 entries.
+  // the same way: at the start of a read and every 16 bytes of it, the
+  // hypotheses (canonical: sorted and deduplicated) are kept with the read's
+  // answer, so a later step whose read meets them there stops (at the start:
+  // a text whose future is one already asked about, as the completion search
+  // meets among a node's children; later: typically once the suffix's next
+  // statement has begun).  Exact: the rest of a read depends on nothing
+  // else.  Per session: a copy (Fork) starts empty; cleared at 2^16 entries.
   struct SuffixMemo {
     SuffixMemo() = default;
     SuffixMemo(const SuffixMemo&) {}
