@@ -458,6 +458,18 @@ int Stats(const CommandSpec& spec, const Args& args) {
   if (!s.AllRowsOk()) return Error(path + ": " + DamagedRowsMessage());
   if (!args.Has("--json")) {
     PrintSummary(s, path);
+    // The stack-viability analysis (parser/stack_viability.h), made again
+    // for its figures: the store's own copy is null when nothing is checked.
+    StackViabilityStats vs;
+    StackViability::Build(s.lr(), s.start_state, StackViabilityLimits{}, &vs);
+    std::printf("  stack viability  %s: %lld of %lld (DFA state, top) pairs dead, %lld DFA states, "
+                "%lld P-automaton transitions, %.3f s\n",
+                vs.over_limits ? "over its limits, not checked"
+                : s.viability  ? "checked"
+                               : "nothing to check",
+                static_cast<long long>(vs.dead_stacks), static_cast<long long>(vs.explored),
+                static_cast<long long>(vs.dfa_states), static_cast<long long>(vs.transitions),
+                vs.seconds);
     return kExitOk;
   }
   std::fputs(StoreReportJson(MakeStoreReport(s, path, FileSize(path))).c_str(), stdout);
