@@ -317,11 +317,9 @@ struct HypothesisParser {
   // reads the whole stack, so a row memo's key (runtime/row_memo.h) is then
   // the whole stack.
   int32_t ViabilityState() const {
-    const StackViability& v = *s->viability;
     if (size_t* low = stack.low()) *low = 0;
-    int32_t d = v.StateOf(stack.base());
-    for (int32_t q : stack.overlay()) d = v.Step(d, q);
-    return d;
+    return s->viability->ViewState(stack.base(), stack.overlay().data(),
+                                   static_cast<int32_t>(stack.overlay().size()));
   }
   bool Newline(int32_t col) {
     if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets

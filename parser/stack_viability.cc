@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_set>
@@ -126,6 +127,10 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  if (S > limits.max_lr_states) {
+    st.over_limits = true;
+    return nullptr;
+  }
   Saturation sat(NT, limits.max_transitions);
 
   // The states each nonterminal has a goto from.
@@ -167,120 +172,265 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
     return nullptr;
   }
 
-  // The reverse: for (q, s), the sources c with c -q-> s.
-  std::unordered_map<uint64_t, std::vector<int32_t>> rev;
-  for (const auto& [key, targets] : sat.out) {
-    const int32_t c = static_cast<int32_t>(key >> 32), q = static_cast<int32_t>(key & 0xffffffffu);
-    for (int32_t s : targets) rev[Saturation::K(q, s)].push_back(c);
-  }
-  // Determinize bottom-up: a DFA state is the sorted set of P-automaton
-  // states from which the stack read so far is accepted.
-  auto step_set = [&](const std::vector<int32_t>& d, int32_t q) {
-    std::vector<int32_t> next;
-    for (int32_t s : d) {
-      if (s == sat.kFinal) {
-        next.push_back(sat.kFinal);
-        next.push_back(sat.kAccept);
-      } else if (sat.IsPop(s) && sat.pop_up[s - sat.first_pop] >= 0) {
-        next.push_back(sat.pop_up[s - sat.first_pop]);
-      }
-      auto it = rev.find(Saturation::K(q, s));
-      if (it != rev.end()) next.insert(next.end(), it->second.begin(), it->second.end());
-    }
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
-    return next;
-  };
+  // Goals: terminals [0, NT), idle NT, then the pop controls with k = 0.
   auto v = std::make_shared<StackViability>();
   v->start_state_ = start_state;
+  v->num_terminals_ = NT;
+  v->idle_ = NT;
   v->words_ = (NT + 63) / 64;
-  std::map<std::vector<int32_t>, int32_t> ids;
-  std::vector<const std::vector<int32_t>*> sets;
-  // State kAll first: everything accepted.
-  v->viable_.push_back(1);
-  v->takes_.assign(v->words_, ~uint64_t{0});
-  sets.push_back(nullptr);
-  auto intern = [&](std::vector<int32_t> d) {
-    auto [it, fresh] = ids.emplace(std::move(d), static_cast<int32_t>(sets.size()));
-    if (fresh) {
-      sets.push_back(&it->first);
-      const std::vector<int32_t>& set = it->first;
-      v->viable_.push_back(std::binary_search(set.begin(), set.end(), sat.kIdle) ? 1 : 0);
-      v->takes_.resize(v->takes_.size() + v->words_, 0);
-      uint64_t* w = v->takes_.data() + (sets.size() - 1) * v->words_;
-      for (int32_t s : set) {
-        if (s < NT) w[s / 64] |= uint64_t{1} << (s & 63);
+  std::vector<int32_t> goal_of(sat.pop_t.size(), -1);
+  int32_t goals = NT + 1;
+  for (size_t i = 0; i < sat.pop_t.size(); ++i) {
+    if (sat.pop_k[i] == 0) goal_of[i] = goals++;
+  }
+  v->num_goals_ = goals;
+  auto goal = [&](int32_t control) {
+    if (control < NT) return control;
+    if (control == sat.kIdle) return NT;
+    if (sat.IsPop(control)) return goal_of[control - sat.first_pop];
+    return -1;
+  };
+  // Per LR state, (goal, target): from the transitions c -q-> s of goal
+  // controls c: s = final (accepted), or s = (t', A', j): the goal (t', A', 0)
+  // at the entry j + 1 below.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> per(S);
+  for (const auto& [key, targets] : sat.out) {
+    const int32_t c = static_cast<int32_t>(key >> 32), q = static_cast<int32_t>(key & 0xffffffffu);
+    const int32_t g = goal(c);
+    if (g < 0) continue;
+    for (int32_t s : targets) {
+      if (s == sat.kFinal) {
+        per[q].push_back({g, -1});
+      } else {
+        const int32_t i = s - sat.first_pop;
+        const int32_t depth = sat.pop_k[i] + 1;
+        const int32_t zero = sat.pop_id.at(std::make_tuple(sat.pop_t[i], sat.pop_a[i], 0));
+        const int32_t base = goal_of[zero - sat.first_pop];
+        per[q].push_back({g, static_cast<int64_t>(depth) * goals + base});
+        v->max_depth_ = std::max(v->max_depth_, depth);
       }
     }
-    return it->second;
-  };
-  // Successors of each LR state in the automaton (shifts and gotos).
-  std::vector<std::vector<int32_t>> succ(S);
-  for (int32_t q = 0; q < S; ++q) {
-    for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
-      const int32_t to = lr.Transition(q, x);
-      if (to >= 0) succ[q].push_back(to);
-    }
-    std::sort(succ[q].begin(), succ[q].end());
-    succ[q].erase(std::unique(succ[q].begin(), succ[q].end()), succ[q].end());
   }
-  v->bottom_ = intern(step_set({sat.kFinal}, start_state));
-  std::unordered_set<uint64_t> explored;
-  std::vector<std::pair<int32_t, int32_t>> todo{{v->bottom_, start_state}};
-  explored.insert(Key(v->bottom_, start_state));
-  bool all_viable = true;
-  while (!todo.empty()) {
-    const auto [d, top] = todo.back();
-    todo.pop_back();
-    if (!v->viable_[d]) {
-      all_viable = false;
-      ++st.dead_stacks;
-    }
-    for (int32_t q : succ[top]) {
-      int32_t next;
-      auto it = v->step_.find(Key(d, q));
-      if (it != v->step_.end()) {
-        next = it->second;
-      } else {
-        next = intern(step_set(*sets[d], q));
-        v->step_.emplace(Key(d, q), next);
-        if (static_cast<int64_t>(sets.size()) > limits.max_dfa_states) {
-          st.over_limits = true;
-          st.dfa_states = static_cast<int64_t>(sets.size()) - 1;
-          st.seconds = seconds();
-          return nullptr;
+  v->offsets_.assign(1, 0);
+  for (int32_t q = 0; q < S; ++q) {
+    std::sort(per[q].begin(), per[q].end());
+    per[q].erase(std::unique(per[q].begin(), per[q].end()), per[q].end());
+    v->rules_.insert(v->rules_.end(), per[q].begin(), per[q].end());
+    v->offsets_.push_back(static_cast<int64_t>(v->rules_.size()));
+  }
+  st.goal_rules = static_cast<int64_t>(v->rules_.size());
+  st.max_depth = v->max_depth_;
+
+  // Nothing to check?  lb[q]: goals that hold on every stack (a path of
+  // the automaton from the start state) ending in q, a least fixpoint: a
+  // goal holds when some rule of q needs nothing below, or a goal at depth
+  // j that lb gives at every state j transitions before q, on a stack that
+  // is always that deep (the fewest transitions from the start to q is at
+  // least j).  When lb holds idle for every reachable q, every stack
+  // completes.
+  const LrPredecessors preds(lr, start_state);
+  std::vector<int32_t> dist(S, -1);
+  {
+    std::vector<int32_t> queue{start_state};
+    dist[start_state] = 0;
+    for (size_t h = 0; h < queue.size(); ++h) {
+      const int32_t q = queue[h];
+      for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
+        const int32_t to = lr.Transition(q, x);
+        if (to >= 0 && dist[to] < 0) {
+          dist[to] = dist[q] + 1;
+          queue.push_back(to);
         }
       }
-      if (explored.insert(Key(next, q)).second) todo.push_back({next, q});
     }
   }
-  st.dfa_states = static_cast<int64_t>(sets.size()) - 1;
-  st.explored = static_cast<int64_t>(explored.size());
-  st.seconds = seconds();
-  if (all_viable) return nullptr;
+  std::vector<std::vector<uint8_t>> lb(S);
+  for (int32_t q = 0; q < S; ++q) lb[q].assign(goals, 0);
+  std::vector<std::vector<std::vector<int32_t>>> frontier(S);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t q = 0; q < S; ++q) {
+      if (dist[q] < 0) continue;
+      for (int64_t i = v->offsets_[q]; i < v->offsets_[q + 1]; ++i) {
+        const auto [g, target] = v->rules_[i];
+        if (lb[q][g]) continue;
+        bool holds = target < 0;
+        if (!holds) {
+          const int32_t depth = static_cast<int32_t>(target / goals);
+          const int32_t need = static_cast<int32_t>(target % goals);
+          if (dist[q] >= depth) {
+            if (frontier[q].size() <= static_cast<size_t>(depth)) frontier[q].resize(depth + 1);
+            std::vector<int32_t>& f = frontier[q][depth];
+            if (f.empty()) f = preds.Frontier(q, depth);
+            holds = true;
+            for (int32_t p : f) holds = holds && lb[p][need];
+          }
+        }
+        if (holds) lb[q][g] = 1, changed = true;
+      }
+    }
+  }
+  for (int32_t q = 0; q < S; ++q) st.unsure_states += dist[q] >= 0 && !lb[q][NT];
+  // Entry state kAll: everything accepted.
+  v->viable_.reserve(kMaxStates);
+  v->takes_.reserve(static_cast<size_t>(kMaxStates) * v->words_);
+  v->sets_.reserve(kMaxStates);
+  v->viable_.push_back(1);
+  v->takes_.assign(v->words_, ~uint64_t{0});
+  v->sets_.push_back(nullptr);
+  if (st.unsure_states == 0) {
+    st.seconds = seconds();
+    return nullptr;
+  }
+  // Otherwise every stack is walked, as the entries' states and LR states
+  // of its top max_depth_ entries (what the states of later entries read):
+  // a stack that cannot complete ends the walk (the check is needed); so
+  // does passing limits.max_walk (then the check stays on: it refuses
+  // only what cannot complete).  A walk that ends without either shows
+  // that every stack completes.
+  {
+    const int32_t L = v->max_depth_;
+    std::unordered_set<std::string> seen;
+    std::vector<std::string> todo;
+    // A walk state: the top LR state, then the entries' states nearest first.
+    auto pack = [&](int32_t q, const std::vector<int32_t>& w) {
+      std::string k(sizeof(int32_t) * (w.size() + 1), '\0');
+      std::memcpy(k.data(), &q, sizeof(int32_t));
+      std::memcpy(k.data() + sizeof(int32_t), w.data(), sizeof(int32_t) * w.size());
+      return k;
+    };
+    std::vector<int32_t> w{v->Push(start_state, nullptr, 0)};
+    bool dead = !v->viable_[w[0]];
+    todo.push_back(pack(start_state, w));
+    seen.insert(todo.back());
+    std::vector<int32_t> succ;
+    while (!todo.empty() && !dead) {
+      const std::string k = std::move(todo.back());
+      todo.pop_back();
+      int32_t q;
+      std::memcpy(&q, k.data(), sizeof(int32_t));
+      w.resize(k.size() / sizeof(int32_t) - 1);
+      std::memcpy(w.data(), k.data() + sizeof(int32_t), sizeof(int32_t) * w.size());
+      succ.clear();
+      for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
+        const int32_t to = lr.Transition(q, x);
+        if (to >= 0) succ.push_back(to);
+      }
+      std::sort(succ.begin(), succ.end());
+      succ.erase(std::unique(succ.begin(), succ.end()), succ.end());
+      for (int32_t to : succ) {
+        const int32_t d = v->Push(to, w.data(), static_cast<int32_t>(w.size()));
+        if (d == kAll || !v->viable_[d]) {
+          dead = true;
+          break;
+        }
+        std::vector<int32_t> next{d};
+        next.insert(next.end(), w.begin(), w.begin() + std::min<size_t>(w.size(), L - 1));
+        std::string nk = pack(to, next);
+        if (seen.insert(nk).second) todo.push_back(std::move(nk));
+      }
+      if (static_cast<int64_t>(seen.size()) > limits.max_walk) dead = true;
+    }
+    st.walked = static_cast<int64_t>(seen.size());
+    st.seconds = seconds();
+    if (!dead) return nullptr;
+  }
   return v;
+}
+
+int32_t StackViability::num_states() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int32_t>(sets_.size());
+}
+
+int32_t StackViability::Intern(std::vector<int32_t> goals) const {
+  // mu_ held.
+  auto it = ids_.find(goals);
+  if (it != ids_.end()) return it->second;
+  if (static_cast<int32_t>(sets_.size()) >= kMaxStates) return kAll;
+  const int32_t id = static_cast<int32_t>(sets_.size());
+  it = ids_.emplace(std::move(goals), id).first;
+  const std::vector<int32_t>& set = it->first;
+  viable_.push_back(std::binary_search(set.begin(), set.end(), idle_) ? 1 : 0);
+  const size_t at = takes_.size();
+  takes_.resize(at + words_, 0);  // within the reserved capacity: no reader sees a move
+  for (int32_t g : set) {
+    if (g < num_terminals_) takes_[at + g / 64] |= uint64_t{1} << (g & 63);
+  }
+  sets_.push_back(&set);
+  return id;
+}
+
+int32_t StackViability::Push(int32_t q, const int32_t* below, int32_t n) const {
+  if (q < 0 || static_cast<size_t>(q) + 1 >= offsets_.size()) return kAll;
+  for (int32_t i = 0; i < n; ++i) {
+    if (below[i] == kAll) return kAll;
+  }
+  std::string key(sizeof(int32_t) * (n + 1), '\0');
+  std::memcpy(key.data(), &q, sizeof(int32_t));
+  if (n > 0) std::memcpy(key.data() + sizeof(int32_t), below, sizeof(int32_t) * n);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = push_.find(key);
+  if (it != push_.end()) return it->second;
+  std::vector<int32_t> goals;
+  for (int64_t i = offsets_[q]; i < offsets_[q + 1]; ++i) {
+    const auto [g, target] = rules_[i];
+    if (!goals.empty() && goals.back() == g) continue;  // rules sorted by goal
+    bool holds = target < 0;
+    if (!holds) {
+      const int32_t depth = static_cast<int32_t>(target / num_goals_);
+      const int32_t need = static_cast<int32_t>(target % num_goals_);
+      if (depth <= n) {
+        const std::vector<int32_t>& set = *sets_[below[depth - 1]];
+        holds = std::binary_search(set.begin(), set.end(), need);
+      }
+    }
+    if (holds) goals.push_back(g);
+  }
+  const int32_t id = Intern(std::move(goals));
+  push_.emplace(std::move(key), id);
+  return id;
 }
 
 int32_t StackViability::StateOf(const LrStack::Node* node) const {
   const int32_t known = node->viability.load(std::memory_order_relaxed);
   if (known >= 0) return known;
-  // The entries below without a state, deepest last.
+  // The entries from the deepest one without a state up to `node`.
   thread_local std::vector<const LrStack::Node*> chain;
   chain.clear();
-  const LrStack::Node* n = node;
-  while (n != nullptr && n->viability.load(std::memory_order_relaxed) < 0) {
+  for (const LrStack::Node* n = node; n != nullptr && n->viability.load(std::memory_order_relaxed) < 0;
+       n = n->parent) {
     chain.push_back(n);
-    n = n->parent;
   }
-  int32_t d = n == nullptr ? -1 : n->viability.load(std::memory_order_relaxed);
+  std::vector<int32_t> below(max_depth_);
   for (size_t i = chain.size(); i-- > 0;) {
     const LrStack::Node* c = chain[i];
-    if (d < 0) {
-      d = c->state == start_state_ ? bottom_ : kAll;  // the bottom entry
-    } else {
-      d = Step(d, c->state);
+    int32_t n = 0;
+    for (const LrStack::Node* b = c->parent; b != nullptr && n < max_depth_; b = b->parent) {
+      below[n++] = b->viability.load(std::memory_order_relaxed);
     }
+    const int32_t d = c->parent == nullptr && c->state != start_state_ ? kAll : Push(c->state, below.data(), n);
     c->viability.store(d, std::memory_order_relaxed);
+  }
+  return node->viability.load(std::memory_order_relaxed);
+}
+
+int32_t StackViability::ViewState(const LrStack::Node* base, const int32_t* overlay,
+                                  int32_t n) const {
+  const int32_t top = StateOf(base);
+  if (n == 0) return top;
+  // The states of the entries under the next push, nearest first.
+  thread_local std::vector<int32_t> window;
+  window.assign(1, top);
+  for (const LrStack::Node* b = base->parent; b != nullptr && static_cast<int32_t>(window.size()) <
+                                                                     max_depth_;
+       b = b->parent) {
+    window.push_back(b->viability.load(std::memory_order_relaxed));
+  }
+  int32_t d = top;
+  for (int32_t i = 0; i < n; ++i) {
+    d = Push(overlay[i], window.data(), std::min<int32_t>(static_cast<int32_t>(window.size()), max_depth_));
+    window.insert(window.begin(), d);
   }
   return d;
 }

@@ -40,7 +40,10 @@
 #define CFGMASK_PARSER_STACK_VIABILITY_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -49,35 +52,41 @@
 namespace cfgmask {
 
 struct StackViabilityLimits {
-  int64_t max_transitions = int64_t{1} << 24;  // of the saturated P-automaton
-  int64_t max_dfa_states = int64_t{1} << 16;
+  // The analysis runs at every load (it is not in the store file), so it
+  // is bounded: past these the store is not checked (its masks are as
+  // without the analysis).  sql.lark (1,573 LR states) and the strict
+  // Python grammar (2,845) are past the first; their saturations take
+  // 1.3 M and 11.6 M transitions, 5-28 s.
+  int32_t max_lr_states = 512;
+  int64_t max_transitions = int64_t{1} << 20;  // of the saturated P-automaton
+  int64_t max_walk = int64_t{1} << 16;         // stack summaries walked to find nothing to check
 };
 
 struct StackViabilityStats {
-  int64_t controls = 0, transitions = 0, dfa_states = 0, explored = 0;
-  int64_t dead_stacks = 0;  // explored (DFA state, top) pairs that cannot complete
+  int64_t controls = 0, transitions = 0;
+  int64_t goal_rules = 0;     // (goal, target) pairs the runtime reads
+  int32_t max_depth = 0;      // entries below one that its state reads
+  int64_t unsure_states = 0;  // LR states some stack ending in which may not complete
+  int64_t walked = 0;         // stack summaries walked (0: not needed)
   bool over_limits = false;
   double seconds = 0;
 };
 
 class StackViability {
  public:
-  // Null when every stack the tables can build completes (nothing to check)
-  // or when the analysis passes `limits` (then nothing is checked either:
-  // the masks are as without it).  `stats` may be null.
+  // Null when every stack the tables can build completes (nothing to check:
+  // a lower bound of each entry's goals, common to all stacks ending in its
+  // LR state, already holds "idle") or when the saturation passes `limits`
+  // (then nothing is checked either: the masks are as without it).
+  // `stats` may be null.
   static std::shared_ptr<const StackViability> Build(const LrTables& lr, int32_t start_state,
                                                      const StackViabilityLimits& limits,
                                                      StackViabilityStats* stats);
 
-  // The DFA state of the stack ending at `node` (cached in the node: each
-  // entry is computed once, from the one below).
-  int32_t StateOf(const LrStack::Node* node) const;
-  // The state after pushing LR state q on a stack in state d.
-  int32_t Step(int32_t d, int32_t q) const {
-    if (d == kAll) return kAll;
-    auto it = step_.find(Key(d, q));
-    return it == step_.end() ? kAll : it->second;
-  }
+  // The state of the view: the stack ending at `base` with overlay[0..n)
+  // pushed.  Each base entry's state is cached in its node (computed once,
+  // from the entries below it); the overlay's are computed here.
+  int32_t ViewState(const LrStack::Node* base, const int32_t* overlay, int32_t n) const;
   // Can the stack in state d complete (some terminals lead to acceptance)?
   bool Viable(int32_t d) const { return viable_[d] != 0; }
   // Is terminal t (a parse terminal, $END included) taken on the stack in
@@ -85,22 +94,45 @@ class StackViability {
   bool Takes(int32_t d, int32_t t) const {
     return (takes_[static_cast<size_t>(d) * words_ + t / 64] >> (t & 63)) & 1;
   }
-  int32_t num_states() const { return static_cast<int32_t>(viable_.size()); }
-
-  // A state that accepts everything: for a stack the exploration never met
-  // (none that the tables build; kept so that a surprise refuses nothing).
+  // Distinct entry states met so far.
+  int32_t num_states() const;
+  // Past this many entry states, a new one is kAll (accepts everything: a
+  // surprise refuses nothing).
+  static constexpr int32_t kMaxStates = int32_t{1} << 18;
   static constexpr int32_t kAll = 0;
 
+  StackViability() = default;
+  StackViability(const StackViability&) = delete;
+  StackViability& operator=(const StackViability&) = delete;
+
  private:
-  static uint64_t Key(int32_t d, int32_t q) {
-    return static_cast<uint64_t>(static_cast<uint32_t>(d)) << 32 | static_cast<uint32_t>(q);
-  }
+  // An entry's state: the set of goals (a pending terminal, idle, a goto
+  // context (t, A) waiting for a reduction to uncover this entry) from
+  // which the stack up to it is accepted, interned.
+  int32_t StateOf(const LrStack::Node* node) const;
+  // The state of an entry in LR state q over entries whose states are
+  // below[0] (the one under it), below[1], ... (n known; fewer than
+  // max_depth_ when the stack is that short).
+  int32_t Push(int32_t q, const int32_t* below, int32_t n) const;
+  int32_t Intern(std::vector<int32_t> goals) const;
+
   int32_t start_state_ = 0;
+  int32_t num_terminals_ = 0, idle_ = 0;
   int32_t words_ = 0;
-  int32_t bottom_ = kAll;  // the state of the stack [start_state]
-  std::vector<uint8_t> viable_;
-  std::vector<uint64_t> takes_;
-  std::unordered_map<uint64_t, int32_t> step_;
+  int32_t max_depth_ = 1;
+  // Per LR state q, rules_[offsets_[q]..offsets_[q+1]): (goal, target):
+  // target -1 = accepted whatever is below, else depth * goals + goal: the
+  // goal must hold at the entry `depth` below this one (1 = the one under it).
+  std::vector<int64_t> offsets_;
+  std::vector<std::pair<int32_t, int64_t>> rules_;
+  int64_t num_goals_ = 0;
+  // Interned entry states (guarded by mu_: sessions on several threads).
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int32_t>, int32_t> ids_;
+  mutable std::vector<const std::vector<int32_t>*> sets_;
+  mutable std::unordered_map<std::string, int32_t> push_;  // (q, states below) -> state
+  mutable std::vector<uint8_t> viable_;
+  mutable std::vector<uint64_t> takes_;
 };
 
 }  // namespace cfgmask

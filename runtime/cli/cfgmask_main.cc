@@ -462,14 +462,14 @@ int Stats(const CommandSpec& spec, const Args& args) {
     // for its figures: the store's own copy is null when nothing is checked.
     StackViabilityStats vs;
     StackViability::Build(s.lr(), s.start_state, StackViabilityLimits{}, &vs);
-    std::printf("  stack viability  %s: %lld of %lld (DFA state, top) pairs dead, %lld DFA states, "
-                "%lld P-automaton transitions, %.3f s\n",
+    std::printf("  stack viability  %s: %lld LR states with a stack that may not complete, "
+                "%lld P-automaton transitions, %lld goal rules, depth %d, %lld stack summaries walked, %.3f s\n",
                 vs.over_limits ? "over its limits, not checked"
                 : s.viability  ? "checked"
                                : "nothing to check",
-                static_cast<long long>(vs.dead_stacks), static_cast<long long>(vs.explored),
-                static_cast<long long>(vs.dfa_states), static_cast<long long>(vs.transitions),
-                vs.seconds);
+                static_cast<long long>(vs.unsure_states), static_cast<long long>(vs.transitions),
+                static_cast<long long>(vs.goal_rules), vs.max_depth,
+                static_cast<long long>(vs.walked), vs.seconds);
     return kExitOk;
   }
   std::fputs(StoreReportJson(MakeStoreReport(s, path, FileSize(path))).c_str(), stdout);
