@@ -66,7 +66,7 @@ struct StackViabilityStats {
   int64_t controls = 0, transitions = 0;
   int64_t goal_rules = 0;     // (goal, target) pairs the runtime reads
   int32_t max_depth = 0;      // entries below one that its state reads
-  int64_t unsure_states = 0;  // LR states some stack ending in which may not complete
+  int64_t unsure_states = 0;  // LR states whose lower bound of goals lacks idle
   int64_t walked = 0;         // stack summaries walked (0: not needed)
   bool over_limits = false;
   double seconds = 0;

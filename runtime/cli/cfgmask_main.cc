@@ -462,7 +462,7 @@ int Stats(const CommandSpec& spec, const Args& args) {
     // for its figures: the store's own copy is null when nothing is checked.
     StackViabilityStats vs;
     StackViability::Build(s.lr(), s.start_state, StackViabilityLimits{}, &vs);
-    std::printf("  stack viability  %s: %lld LR states with a stack that may not complete, "
+    std::printf("  stack viability  %s: %lld LR states the lower bound leaves open, "
                 "%lld P-automaton transitions, %lld goal rules, depth %d, %lld stack summaries walked, %.3f s\n",
                 vs.over_limits ? "over its limits, not checked"
                 : s.viability  ? "checked"
