@@ -388,6 +388,7 @@ int32_t StackViability::Push(int32_t q, const int32_t* below, int32_t n) const {
     if (holds) goals.push_back(g);
   }
   const int32_t id = Intern(std::move(goals));
+  if (push_.size() >= kMaxPushes) push_.clear();  // a cache: bounded, recomputed on demand
   push_.emplace(std::move(key), id);
   return id;
 }

@@ -100,6 +100,8 @@ class StackViability {
   // surprise refuses nothing).
   static constexpr int32_t kMaxStates = int32_t{1} << 18;
   static constexpr int32_t kAll = 0;
+  // The memo of Push keeps at most this many entries (then starts again).
+  static constexpr size_t kMaxPushes = size_t{1} << 20;
 
   StackViability() = default;
   StackViability(const StackViability&) = delete;
