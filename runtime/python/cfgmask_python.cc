@@ -820,6 +820,28 @@ class LlamaSampleHook {
   int64_t words_ = 0;
 };
 
+// Logits given as (address, rows, cols, row stride, column stride, dtype
+// code), strides in elements and the code LogitsDType's: HFLogitsProcessor
+// hands a CPU torch tensor this way (its data_ptr() and stride()) instead of
+// a numpy view, which costs more than the rest of its call.
+LogitsBuffer LogitsAt(const py::tuple& t) {
+  if (t.size() != 6) throw py::type_error("logits address: 6 fields");
+  LogitsBuffer out;
+  const auto ptr = t[0].cast<uintptr_t>();
+  const auto code = t[5].cast<int64_t>();
+  out.rows = t[1].cast<int64_t>();
+  out.cols = t[2].cast<int64_t>();
+  out.row_stride = t[3].cast<int64_t>();
+  out.col_stride = t[4].cast<int64_t>();
+  if (ptr == 0 || out.rows < 0 || out.cols < 0 || out.row_stride < 0 || out.col_stride <= 0 ||
+      code < 0 || code > 2) {
+    throw EngineError("logits address out of range");
+  }
+  out.data = reinterpret_cast<char*>(ptr);
+  out.dtype = static_cast<LogitsDType>(code);
+  return out;
+}
+
 class PyBatchMatcher {
  public:
   void Fill(const std::vector<PySession*>& sessions, const py::buffer& bitmask) {
@@ -864,7 +886,8 @@ class PyBatchMatcher {
     const bool masking = !logits.is_none();  // None: the caller masks (another device)
     LogitsBuffer l;
     if (masking) {
-      l = LogitsOf(logits.cast<py::buffer>(), bf16);
+      l = py::isinstance<py::tuple>(logits) ? LogitsAt(logits.cast<py::tuple>())
+                                             : LogitsOf(logits.cast<py::buffer>(), bf16);
     } else {
       l.rows = static_cast<int64_t>(sessions.size());
       l.cols = INT32_MAX;

@@ -332,3 +332,35 @@ def test_hf_history_edited_raises(store, kind):
     assert [m.text for m in proc.matchers] == texts and proc.reorders == 0
     proc(*hf_inputs(kind, nxt, V))
     assert [m.text for m in proc.matchers] == [t + "1" for t in texts]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_hf_cpu_tensor_masked_by_address(store, dtype):
+    """A CPU torch tensor is masked through its address and strides: here
+    every other column of a wider tensor, padded past the vocabulary.  Each
+    row as a matcher fed the same ids decides, the padding refused, the kept
+    logits and the columns between untouched."""
+    torch = pytest.importorskip("torch")
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    V = store.vocab_size
+    proc = HFLogitsProcessor(store=store)
+    ids = np.array([[1, tok[b"["]], [1, tok[b"{"]]], dtype=np.int64)
+    rng = np.random.default_rng(2)
+    width = (V // 64 + 1) * 64  # a model's padding
+    for cols in (1, 2):  # the prompt, then one id per row
+        ref = rng.standard_normal((2, 2 * width)).astype(np.float32)
+        wide = torch.from_numpy(ref).to(getattr(torch, dtype))
+        before = wide.clone()
+        scores = wide[:, ::2]
+        assert proc(torch.from_numpy(ids[:, :cols].copy()), scores) is scores
+        for b in range(2):
+            m = cfgmask.GrammarMatcher(store)
+            assert all(m.accept_token(int(t)) for t in ids[b, 1:cols])
+            bitmask = cfgmask.allocate_token_bitmask(1, V)
+            m.fill_next_token_bitmask(bitmask)
+            allowed = np.zeros(V, bool)
+            allowed[cfgmask.allowed_token_ids(bitmask[0], V)] = True
+            row = scores[b].float().numpy()
+            assert (np.isneginf(row[:V]) == ~allowed).all() and np.isneginf(row[V:]).all()
+            assert (row[:V][allowed] == before[b, ::2].float().numpy()[:V][allowed]).all()
+        assert torch.equal(wide[:, 1::2], before[:, 1::2])

@@ -316,6 +316,7 @@ class HFLogitsProcessor(_HFBase):
         self._width = -1  # the logits width last checked (check_logits_width)
         self.reorders = 0  # calls that found rows moved (beam search)
         self._kind = None  # the dtype of the scores the masking path was chosen for
+        self._raw = None  # see _classify
         self._host_words = None  # device path: the bitmask as a (pinned) tensor
         self._shifts = None  # device path: 0..31 on the logits' device
         self._copied = None  # device path: event of the last bitmask copy
@@ -412,7 +413,11 @@ class HFLogitsProcessor(_HFBase):
         if self._kind is None or getattr(scores, "dtype", None) is not self._kind:
             self._classify(scores)
         arr = None
-        if self._on_cpu:
+        if self._raw is not None and type(scores) is torch.Tensor and scores.is_cpu and \
+                scores.dim() == 2:
+            # The tensor's own memory, by address (a numpy view costs more than the rest).
+            arr = (scores.data_ptr(), *scores.shape, *scores.stride(), self._raw)
+        elif self._on_cpu:
             arr = scores if isinstance(scores, np.ndarray) else \
                 (scores.view(self._int16).numpy() if self._bf16 else _to_numpy(scores))
         if self._copied is not None:
@@ -446,6 +451,7 @@ class HFLogitsProcessor(_HFBase):
         self._kind = getattr(scores, "dtype", None)
         self._on_cpu = str(getattr(scores, "device", "cpu")) == "cpu"
         self._bf16 = False
+        self._raw = None  # the LogitsDType code where a CPU tensor is masked by address
         if isinstance(scores, np.ndarray):
             if scores.dtype not in _MASKABLE:
                 raise Error(f"logits must be float32 or float16, got {scores.dtype}")
@@ -459,6 +465,8 @@ class HFLogitsProcessor(_HFBase):
                 self._bf16, self._int16 = True, torch.int16
             elif scores.dtype not in (torch.float32, torch.float16):
                 self._on_cpu = False  # masked by the tensor's own masked_fill_
+            if self._on_cpu:
+                self._raw = _KERNEL_DTYPES[str(scores.dtype)]
 
     def _follow_beams(self, prefix: np.ndarray, prev: np.ndarray) -> None:
         """Reorders the matchers after beam search moved rows: row b's
