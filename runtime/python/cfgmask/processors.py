@@ -370,8 +370,8 @@ class HFLogitsProcessor(_HFBase):
             if src.ndim != 2:
                 raise Error(f"input_ids must be (batch, length), got shape {tuple(src.shape)}")
             if src.dtype != np.int64 and src.dtype != np.int32:
-                raise TypeError("token ids must be an int32 or int64 array, got format "
-                                f"'{src.dtype.str if src.dtype.byteorder == '>' else src.dtype.char}'")
+                fmt = src.dtype.str if src.dtype.byteorder == ">" else src.dtype.char
+                raise TypeError(f"token ids must be an int32 or int64 array, got format '{fmt}'")
             src = np.ascontiguousarray(src, dtype=np.int64)
             rows, cols = src.shape
             s0, s1 = cols, 1
