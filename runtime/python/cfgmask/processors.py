@@ -13,8 +13,8 @@ sampler added since, then masks the logits of the next step, in one engine
 call (``Session.step`` / ``BatchMatcher.step``: accept, fill, mask in place,
 without the GIL), so that a call costs little more than the engine's own
 work.  Logits are masked where they lie, strided or not: a numpy array as
-llama-cpp-python hands it, a CPU torch tensor through its ``numpy()`` view
-(float32 and float16; bfloat16 through an int16 view of the same memory).
+llama-cpp-python hands it, a CPU torch tensor by its address and strides
+(float32, float16, bfloat16), anything else with ``numpy()`` through that view.
 Neither package is imported here unless a tensor needs it.
 """
 from __future__ import annotations
