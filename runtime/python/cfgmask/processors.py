@@ -358,7 +358,8 @@ class HFLogitsProcessor(_HFBase):
     def __call__(self, input_ids, scores):
         torch = _sys.modules.get("torch")
         if torch is not None and type(input_ids) is torch.Tensor and \
-                input_ids.dtype is torch.int64 and input_ids.is_cpu and input_ids.dim() == 2:
+                input_ids.dtype is torch.int64 and input_ids.is_cpu and input_ids.dim() == 2 and \
+                input_ids.layout is torch.strided:
             # Read where it lies (no numpy view: the engine copies what it needs).
             src, tensor = input_ids, True
             rows, cols = input_ids.shape
@@ -414,7 +415,7 @@ class HFLogitsProcessor(_HFBase):
             self._classify(scores)
         arr = None
         if self._raw is not None and type(scores) is torch.Tensor and scores.is_cpu and \
-                scores.dim() == 2:
+                scores.dim() == 2 and scores.layout is torch.strided:
             # The tensor's own memory, by address (a numpy view costs more than the rest).
             arr = (scores.data_ptr(), *scores.shape, *scores.stride(), self._raw)
         elif self._on_cpu:
