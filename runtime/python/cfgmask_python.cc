@@ -823,7 +823,8 @@ class LlamaSampleHook {
 // Logits given as (address, rows, cols, row stride, column stride, dtype
 // code), strides in elements and the code LogitsDType's: HFLogitsProcessor
 // hands a CPU torch tensor this way (its data_ptr() and stride()) instead of
-// a numpy view, which costs more than the rest of its call.
+// a numpy view, which costs more than the rest of its call.  Tested by
+// tests/py/test_package_processors.py (test_hf_cpu_tensor_masked_by_address).
 LogitsBuffer LogitsAt(const py::tuple& t) {
   if (t.size() != 6) throw py::type_error("logits address: 6 fields");
   LogitsBuffer out;
