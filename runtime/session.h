@@ -80,6 +80,7 @@ struct SessionLimits {
 };
 
 class RowMemo;
+class RowPrefixes;
 class SuffixQuotient;
 
 // Which middle layer an exact suffix's quotient uses (runtime/suffix_quotient.h).
@@ -278,6 +279,9 @@ class Session {
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
   std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0
+  // Per root, what each row shares with the row before it (session.cc's
+  // RowPrefixes), filled as roots are first walked; shared by Fork.
+  std::shared_ptr<RowPrefixes> row_prefixes_;
   StepCounters* counters_ = nullptr;
 };
 
