@@ -60,58 +60,40 @@ std::shared_ptr<const ScopeTokenIndex> SharedScopeIndex(const CompiledStore& s) 
 
 }  // namespace
 
-// The rows of a root are sorted by item sequence; a row's walk needs the
-// length of the prefix it shares with the row before it (which simulations
-// it keeps, and whether it lies under a prefix the parser rejected) and
-// whether the next row goes on from it whole.  Read from the sequences, that
-// cost a load of every row's items, the rows under a rejected prefix
-// included (the walk's largest share of a memo miss, `perf`); here it is a
-// byte per row, computed on a root's first walk (capped at kCap: a longer
-// shared prefix is read from the sequences).  Roots are published once
-// (atomic pointers): sessions that share it by Fork may walk on other
-// threads.  Compared with the sequences on every root in
-// tests/row_check_test.cc (RowPrefixes).
-class RowPrefixes {
- public:
-  static constexpr int32_t kCap = 255;
-  explicit RowPrefixes(int32_t roots) : roots_(roots), at_(new std::atomic<uint8_t*>[roots]) {
-    for (int32_t i = 0; i < roots; ++i) at_[i].store(nullptr, std::memory_order_relaxed);
-  }
-  RowPrefixes(const RowPrefixes&) = delete;
-  RowPrefixes& operator=(const RowPrefixes&) = delete;
-  ~RowPrefixes() {
-    for (int32_t i = 0; i < roots_; ++i) delete[] at_[i].load(std::memory_order_relaxed);
-  }
-  // For each row r of `root`, at [r - root_row_offsets[root]]: the length of
-  // the prefix its sequence shares with row r - 1's (0 for the first row),
-  // at most kCap.
-  const uint8_t* For(const CompiledStore& s, int32_t root) {
-    if (const uint8_t* p = at_[root].load(std::memory_order_acquire)) return p;
-    const int32_t r0 = s.root_row_offsets[root], r1 = s.root_row_offsets[root + 1];
-    uint8_t* made = new uint8_t[static_cast<size_t>(r1 - r0) + 1];
-    for (int32_t r = r0; r < r1; ++r) made[r - r0] = static_cast<uint8_t>(r == r0 ? 0 : Shared(s, r));
-    uint8_t* expected = nullptr;
-    if (!at_[root].compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
-      delete[] made;  // another thread published it first
-      return expected;
-    }
-    return made;
-  }
-  // The prefix row r's sequence shares with row r - 1's, at most kCap.
-  static int32_t Shared(const CompiledStore& s, int32_t r) {
-    const int32_t* a = s.seq_data.data() + s.seq_offsets[s.row_seq[r - 1]];
-    const int32_t* b = s.seq_data.data() + s.seq_offsets[s.row_seq[r]];
-    const int32_t n = std::min({s.seq_offsets[s.row_seq[r - 1] + 1] - s.seq_offsets[s.row_seq[r - 1]],
-                                s.seq_offsets[s.row_seq[r] + 1] - s.seq_offsets[s.row_seq[r]], kCap});
-    int32_t k = 0;
-    while (k < n && a[k] == b[k]) ++k;
-    return k;
-  }
+RowPrefixes::RowPrefixes(int32_t roots, int32_t cap)
+    : roots_(roots), cap_(std::clamp(cap, 0, kCap)), at_(new std::atomic<uint8_t*>[roots]) {
+  for (int32_t i = 0; i < roots; ++i) at_[i].store(nullptr, std::memory_order_relaxed);
+}
 
- private:
-  int32_t roots_;
-  std::unique_ptr<std::atomic<uint8_t*>[]> at_;
-};
+RowPrefixes::~RowPrefixes() {
+  for (int32_t i = 0; i < roots_; ++i) delete[] at_[i].load(std::memory_order_relaxed);
+}
+
+const uint8_t* RowPrefixes::For(const CompiledStore& s, int32_t root) {
+  if (const uint8_t* p = at_[root].load(std::memory_order_acquire)) return p;
+  const int32_t r0 = s.root_row_offsets[root], r1 = s.root_row_offsets[root + 1];
+  uint8_t* made = new uint8_t[static_cast<size_t>(r1 - r0) + 1];
+  for (int32_t r = r0; r < r1; ++r) {
+    made[r - r0] = static_cast<uint8_t>(r == r0 ? 0 : Shared(s, r, cap_));
+  }
+  uint8_t* expected = nullptr;
+  if (!at_[root].compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    delete[] made;  // another thread published it first
+    return expected;
+  }
+  return made;
+}
+
+int32_t RowPrefixes::Shared(const CompiledStore& s, int32_t r, int32_t cap) {
+  const int32_t pa = s.row_seq[r - 1], pb = s.row_seq[r];
+  const int32_t* a = s.seq_data.data() + s.seq_offsets[pa];
+  const int32_t* b = s.seq_data.data() + s.seq_offsets[pb];
+  const int32_t n = std::min({s.seq_offsets[pa + 1] - s.seq_offsets[pa],
+                              s.seq_offsets[pb + 1] - s.seq_offsets[pb], cap});
+  int32_t k = 0;
+  while (k < n && a[k] == b[k]) ++k;
+  return k;
+}
 
 Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_ptr<RowMemo> memo)
     : store_(store), limits_(limits), memo_(std::move(memo)) {
@@ -120,7 +102,7 @@ Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_p
     memo_ = std::make_shared<RowMemo>(store_, limits_.memo_bytes);
   }
   if (ScopeTokenIndex::Wanted(*store_)) scope_index_ = SharedScopeIndex(*store_);
-  row_prefixes_ = std::make_shared<RowPrefixes>(store_->num_roots);
+  row_prefixes_ = std::make_shared<RowPrefixes>(store_->num_roots, limits_.row_prefix_cap);
   Reset();
 }
 
@@ -291,6 +273,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     // shared[r - r0]: the prefix row r shares with row r - 1 (RowPrefixes):
     // a row under a rejected prefix is skipped without reading its items.
     const uint8_t* shared = row_prefixes_->For(*s, root);
+    const int32_t cap = row_prefixes_->cap();
     int32_t valid = 0;
     int32_t fail_at = INT32_MAX;
     for (int32_t r = r0; r < r1; ++r) {
@@ -299,7 +282,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       const int32_t seq = s->row_seq[r];
       const int32_t* items = s->seq_data.data() + s->seq_offsets[seq];
       const int32_t len = s->seq_offsets[seq + 1] - s->seq_offsets[seq];
-      if (lcp == RowPrefixes::kCap) {  // a longer shared prefix: read it
+      if (lcp == cap && r > r0) {  // a longer shared prefix: read it
         const int32_t* prev = s->seq_data.data() + s->seq_offsets[s->row_seq[r - 1]];
         const int32_t prev_len = s->seq_offsets[s->row_seq[r - 1] + 1] - s->seq_offsets[s->row_seq[r - 1]];
         while (lcp < len && lcp < prev_len && items[lcp] == prev[lcp]) ++lcp;
@@ -312,7 +295,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       // Does the next row's sequence go on from this whole one?  Then the
       // simulation after the last item is wanted (asked at the last item).
       auto extended = [&] {
-        if (r + 1 >= r1 || shared[r + 1 - r0] < std::min(len, RowPrefixes::kCap)) return false;
+        if (r + 1 >= r1 || shared[r + 1 - r0] < std::min(len, cap)) return false;
         const int32_t next = s->row_seq[r + 1];
         return s->seq_offsets[next + 1] - s->seq_offsets[next] > len &&
                std::equal(items, items + len, s->seq_data.data() + s->seq_offsets[next]);

@@ -204,6 +204,128 @@ TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
                  Walks(&store, TestQuick() ? 40 : 200, 60, 8), 500, 20);
 }
 
+// ---------------------------------------------------------------- row prefixes
+
+// RowPrefixes (runtime/session.h) against the sequences: for every row of
+// every root, the prefix it shares with the row before it, counted item by
+// item here, capped as asked (the cap the sessions use, a small one that
+// leaves many prefixes to the walk's own read, and 0).
+void ExpectPrefixesOfSequences(const CompiledStore& s, const char* what) {
+  int64_t rows = 0, long_prefixes = 0;
+  for (int32_t cap : {RowPrefixes::kCap, 2, 0}) {
+    RowPrefixes table(s.num_roots, cap);
+    for (int32_t root = 0; root < s.num_roots; ++root) {
+      const uint8_t* got = table.For(s, root);
+      ASSERT_EQ(got, table.For(s, root)) << "root " << root << ": computed twice";
+      for (int32_t r = s.root_row_offsets[root]; r < s.root_row_offsets[root + 1]; ++r) {
+        int32_t want = 0;
+        if (r > s.root_row_offsets[root]) {
+          const int32_t a = s.row_seq[r - 1], b = s.row_seq[r];
+          while (s.seq_offsets[a] + want < s.seq_offsets[a + 1] &&
+                 s.seq_offsets[b] + want < s.seq_offsets[b + 1] &&
+                 s.seq_data[s.seq_offsets[a] + want] == s.seq_data[s.seq_offsets[b] + want]) {
+            ++want;
+          }
+        }
+        if (cap == RowPrefixes::kCap) ++rows;
+        if (cap == 2 && want > 2) ++long_prefixes;
+        ASSERT_EQ(got[r - s.root_row_offsets[root]], std::min(want, cap))
+            << what << ": root " << root << " row " << r << " cap " << cap;
+      }
+    }
+  }
+  std::printf("%s: %lld rows, %lld share more than 2 items with the row before\n", what,
+              static_cast<long long>(rows), static_cast<long long>(long_prefixes));
+  EXPECT_GT(rows, 1000);
+  EXPECT_GT(long_prefixes, 10);  // the small cap's read of the sequences is exercised
+}
+
+// The session's accepted rows with the table (as shipped), with a cap of 2
+// (longer shared prefixes read from the sequences) and with none (every
+// prefix read from the sequences: the walk before the table), in lockstep at
+// every step of teacher-forced texts and of random walks over the masks.
+struct PrefixRun {
+  int64_t steps = 0, rows = 0;
+};
+void ExpectWalksEqual(const CompiledStore* store, const std::vector<std::string>& texts,
+                      int max_steps, int walks, uint64_t seed, PrefixRun* run) {
+  auto limits = [](int32_t cap) {
+    SessionLimits l = NoMemo();
+    l.row_prefix_cap = cap;
+    return l;
+  };
+  auto compare = [&](std::vector<Session>* s, const std::string& where) {
+    std::vector<int32_t> want, got;
+    bool eos = false;
+    (*s)[2].AcceptedRows(&want, &eos);
+    for (size_t k = 0; k < 2; ++k) {
+      (*s)[k].AcceptedRows(&got, &eos);
+      if (got != want) {
+        ADD_FAILURE() << "cap " << (k == 0 ? RowPrefixes::kCap : 2) << ": " << got.size()
+                      << " rows, reading every prefix " << want.size() << " at " << where;
+        return;
+      }
+    }
+    ++run->steps;
+    run->rows += static_cast<int64_t>(want.size());
+  };
+  auto three = [&] {
+    std::vector<Session> s;
+    s.reserve(3);
+    for (int32_t cap : {RowPrefixes::kCap, 2, 0}) s.emplace_back(store, limits(cap));
+    return s;
+  };
+  Segmenter seg(*store);
+  for (const std::string& text : texts) {
+    std::vector<Session> s = three();
+    int steps = 0;
+    for (const Segment& g : seg.Cut(text, SegmentMode::kGreedy, nullptr)) {
+      if (++steps > max_steps || testing::Test::HasFailure()) break;
+      compare(&s, "byte " + std::to_string(g.offset) + " of\n" + text.substr(0, g.offset));
+      const std::string_view bytes = std::string_view(text).substr(g.offset, g.length);
+      for (Session& x : s) ASSERT_TRUE((g.token >= 0 ? x.Advance(g.token) : x.AdvanceBytes(bytes)).ok());
+    }
+  }
+  std::mt19937_64 rng(seed);
+  for (int w = 0; w < walks && !testing::Test::HasFailure(); ++w) {
+    std::vector<Session> s = three();
+    for (int i = 0; i < 60 && !testing::Test::HasFailure(); ++i) {
+      compare(&s, "walk " + std::to_string(w) + ":\n" + s[0].text());
+      const int32_t t = DrawToken(*store, s[0].Mask(), 0.0, &rng, /*ascii_only=*/w % 2 == 0);
+      if (t < 0 || store->token_special[t]) break;
+      for (Session& x : s) ASSERT_TRUE(x.Advance(t).ok());
+    }
+  }
+}
+
+TEST(RowPrefixes, StrictPythonTableAndWalk) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  ExpectPrefixesOfSequences(*store, "strict python.lark");
+  PrefixRun run;
+  ExpectWalksEqual(store, StdlibTexts(TestQuick() ? 2 : 12, 300, 6000), TestQuick() ? 150 : 1500,
+                   TestQuick() ? 4 : 30, 41, &run);
+  std::printf("strict python.lark: %lld steps, %lld rows accepted, equal with every cap\n",
+              static_cast<long long>(run.steps), static_cast<long long>(run.rows));
+  EXPECT_GT(run.steps, TestQuick() ? 200 : 2000);
+}
+
+TEST(RowPrefixes, SqlTableAndWalk) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  ExpectPrefixesOfSequences(*store, "sql.lark");
+  PrefixRun run;
+  ExpectWalksEqual(store, SqlTexts(TestQuick() ? 20 : 200), 400, TestQuick() ? 4 : 30, 42, &run);
+  std::printf("sql.lark: %lld steps, %lld rows accepted, equal with every cap\n",
+              static_cast<long long>(run.steps), static_cast<long long>(run.rows));
+  EXPECT_GT(run.steps, TestQuick() ? 200 : 2000);
+}
+
 // ---------------------------------------------------------------- scope filter
 
 // Programs that stop at the states where the layer's filter takes its
@@ -478,6 +600,89 @@ TEST(ChainMemo, MasksEqualWithoutIt) {
               static_cast<long long>(memo.hits - hits0));
   EXPECT_GT(compared, TestSanitized() ? 50 : TestQuick() ? 300 : 3000);
   EXPECT_GT(memo.hits - hits0, TestSanitized() ? 100 : 1000);  // the memo answered
+}
+
+// What a feed through the chain memo records of its depth: the row memo's
+// key reads down to the deepest stack node any check read (LrOverlay's
+// `low`), and a chain the memo ends early must have read what the whole
+// chain reads (Rebase reads the node it ends on).  At steps inside and at
+// the end of generated tables (the session filling its mask every step, as
+// decoding does, so the memo holds the chains of the steps before), every
+// parse terminal is asked of every live hypothesis' stack, "would it be
+// shifted" (a scratch view) and fed (the overlay), with the memo on and
+// off: the answers, the depth read and the stack after the feed must be
+// equal.  (Masks alone did not see a Rebase that skipped the read: other
+// checks of the same step read down to the list's start.)
+TEST(ChainMemo, ReadsWhatTheWholeChainReads) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_TRUE(store) << st.message();
+  ChainMemo& memo = ChainMemo::ForThread();
+  Segmenter seg(*store);
+  std::mt19937_64 rng(34);
+  int64_t asked = 0, hits = 0, deeper = 0, fed_hits = 0;
+  std::vector<uint32_t> mask(store->mask_words());
+  auto ask = [&](const LiveState& l, const std::string& where) {
+    for (int32_t t = 0; t < store->num_parse_terminals && !testing::Test::HasFailure(); ++t) {
+      const HypothesisParser p{store, store->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
+      size_t low_on = l.stack.Depth(), low_off = l.stack.Depth();
+      HypothesisParser on = p, off = p;
+      on.stack.set_low(&low_on);
+      off.stack.set_low(&low_off);
+      const int64_t hits0 = memo.hits;
+      const bool a_on = on.Accepts(t);
+      memo.enabled = false;
+      const bool a_off = off.Accepts(t);
+      memo.enabled = true;
+      ++asked;
+      ASSERT_EQ(a_on, a_off) << "terminal " << t << " asked at " << where;
+      ASSERT_EQ(low_on, low_off) << "terminal " << t << " asked at " << where
+                                  << ": depth read with the chain memo, without it";
+      // Fed on fresh copies: the depth the feed itself reads.
+      size_t feed_on = l.stack.Depth(), feed_off = l.stack.Depth();
+      on = p;
+      off = p;
+      on.stack.set_low(&feed_on);
+      off.stack.set_low(&feed_off);
+      const int64_t hits1 = memo.hits;
+      const bool f_on = on.Feed(t);
+      memo.enabled = false;
+      const bool f_off = off.Feed(t);
+      memo.enabled = true;
+      if (memo.hits > hits1) ++fed_hits;
+      ASSERT_EQ(f_on, f_off) << "terminal " << t << " fed at " << where;
+      ASSERT_EQ(feed_on, feed_off) << "terminal " << t << " fed at " << where
+                                  << ": depth read with the chain memo, without it";
+      if (f_on) {
+        ASSERT_TRUE(on.stack.Commit() == off.stack.Commit()) << "terminal " << t << " fed at " << where;
+      }
+      hits += memo.hits - hits0;
+      if (memo.hits > hits0 && low_on + 40 < l.stack.Depth()) ++deeper;
+    }
+  };
+  const int tables = TestSanitized() ? 2 : TestQuick() ? 3 : 12;
+  for (int k = 0; k < tables && !testing::Test::HasFailure(); ++k) {
+    const int shape = k % 3 == 0 ? 0 : k % 3 == 1 ? 1 : 5;  // right-recursive lists
+    const std::string text = Table(60 + static_cast<int>(rng() % 60), shape, &rng);
+    Session session(store);
+    const std::vector<Segment> cut = seg.Cut(text, SegmentMode::kGreedy, nullptr);
+    for (size_t i = 0; i < cut.size() && !testing::Test::HasFailure(); ++i) {
+      session.FillMask(mask.data());
+      if (i + 12 >= cut.size() || rng() % 16 == 0) {
+        for (const LiveState& l : session.live()) ask(l, "table " + std::to_string(k) + ":\n" + text.substr(0, cut[i].offset));
+      }
+      const std::string_view bytes = std::string_view(text).substr(cut[i].offset, cut[i].length);
+      ASSERT_TRUE((cut[i].token >= 0 ? session.Advance(cut[i].token) : session.AdvanceBytes(bytes)).ok());
+    }
+  }
+  std::printf("chain memo depth: %lld terminals asked and fed, %lld chain memo hits, %lld of them "
+              "reading 40+ states below the top, %lld feeds ended by the memo\n",
+              static_cast<long long>(asked), static_cast<long long>(hits), static_cast<long long>(deeper),
+              static_cast<long long>(fed_hits));
+  EXPECT_GT(hits, TestSanitized() ? 20 : 200);  // the memo answered
+  EXPECT_GT(deeper, TestSanitized() ? 5 : 50);  // and its chains ended deep in the stack
+  EXPECT_GT(fed_hits, TestSanitized() ? 5 : 50);  // feeds too, not only "would it be shifted"
 }
 
 // The work of a step does not grow with the table: the parser reductions
