@@ -13,8 +13,14 @@
 // token lists and masks instead of scans) against its slow reference, every
 // token the grammar's rows allow fed to a copy of the layer: ScopeFilter.
 // The memo of long reduction chains (ChainMemo, maskstore/hypothesis_parser.h)
-// against the same sessions with it off, on generated long tables, and the
-// step's work (reductions, counted) independent of a table's length: ChainMemo.
+// against the same sessions with it off, on generated long tables (masks,
+// and the answers and depth read of every terminal at the tables' ends),
+// and the step's work (reductions, counted) independent of a table's
+// length: ChainMemo.
+// The row walk's table of shared prefixes (RowPrefixes, runtime/session.h)
+// against the sequences on every root, and the walk with a small cap
+// (longer prefixes read from the sequences) against the slow reference:
+// RowCheck.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,71 +145,6 @@ Counts Walks(const CompiledStore* store, int walks, int max_steps, uint64_t seed
   return c;
 }
 
-void ExpectCompared(const char* what, const Counts& c, int64_t min_items = 10000,
-                    int64_t min_each = 1000) {
-  std::printf("%s: %lld items compared, %lld rows accepted, %lld rejected\n", what,
-              static_cast<long long>(c.items), static_cast<long long>(c.accepted),
-              static_cast<long long>(c.rejected));
-  EXPECT_GT(c.items, min_items);
-  EXPECT_GT(c.accepted, min_each);
-  EXPECT_GT(c.rejected, min_each);
-}
-
-TEST(RowCheck, LarkPythonItemOkIsItem) {
-  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
-  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
-  Status st;
-  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
-  ASSERT_NE(store, nullptr) << st.message();
-  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
-  ASSERT_FALSE(texts.empty());
-  ExpectCompared("python.lark, files", ForceTexts(store, texts, TestQuick() ? 300 : 2000));
-  ExpectCompared("python.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 5));
-}
-
-TEST(RowCheck, StrictPythonItemOkIsItem) {
-  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
-  Status st;
-  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
-  ASSERT_NE(store, nullptr) << st.message();
-  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
-  ASSERT_FALSE(texts.empty());
-  ExpectCompared("strict python.lark, files", ForceTexts(store, texts, TestQuick() ? 300 : 2000));
-  ExpectCompared("strict python.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 6));
-}
-
-TEST(RowCheck, SqlItemOkIsItem) {
-  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
-  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
-  Status st;
-  const CompiledStore* store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
-  ASSERT_NE(store, nullptr) << st.message();
-  const std::vector<std::string> texts = SqlTexts(TestQuick() ? 40 : 400);
-  ASSERT_GT(texts.size(), 20u);
-  ExpectCompared("sql.lark, statements", ForceTexts(store, texts, 400));
-  ExpectCompared("sql.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 7));
-}
-
-// A byte-level BPE slice: tokens that end inside a newline's indentation
-// (an Emit of the newline whose column is relative to the carried one).
-TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
-  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
-  const std::string tok = TempPath("row_check_small_tokenizer.json");
-  WriteTextFile(tok, SmallTokenizerJson());
-  CompileOptions o;
-  o.start = "file_input";
-  CompiledStore store;
-  Status st = CompileStore(PythonGrammarPath(), tok, o, &store);
-  ASSERT_TRUE(st.ok()) << st.message();
-  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
-  ASSERT_FALSE(texts.empty());
-  // Few rows per lexer state with 601 tokens.
-  ExpectCompared("python.lark x byte-level slice, files",
-                 ForceTexts(&store, texts, TestQuick() ? 400 : 3000), 2000, 200);
-  ExpectCompared("python.lark x byte-level slice, walks",
-                 Walks(&store, TestQuick() ? 40 : 200, 60, 8), 500, 20);
-}
-
 // ---------------------------------------------------------------- row prefixes
 
 // RowPrefixes (runtime/session.h) against the sequences: for every row of
@@ -298,11 +239,38 @@ void ExpectWalksEqual(const CompiledStore* store, const std::vector<std::string>
   }
 }
 
-TEST(RowPrefixes, StrictPythonTableAndWalk) {
+void ExpectCompared(const char* what, const Counts& c, int64_t min_items = 10000,
+                    int64_t min_each = 1000) {
+  std::printf("%s: %lld items compared, %lld rows accepted, %lld rejected\n", what,
+              static_cast<long long>(c.items), static_cast<long long>(c.accepted),
+              static_cast<long long>(c.rejected));
+  EXPECT_GT(c.items, min_items);
+  EXPECT_GT(c.accepted, min_each);
+  EXPECT_GT(c.rejected, min_each);
+}
+
+TEST(RowCheck, LarkPythonItemOkIsItem) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
+  ASSERT_FALSE(texts.empty());
+  ExpectCompared("python.lark, files", ForceTexts(store, texts, TestQuick() ? 300 : 2000));
+  ExpectCompared("python.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 5));
+}
+
+TEST(RowCheck, StrictPythonItemOkIsItem) {
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   Status st;
   const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
+  ASSERT_FALSE(texts.empty());
+  ExpectCompared("strict python.lark, files", ForceTexts(store, texts, TestQuick() ? 300 : 2000));
+  ExpectCompared("strict python.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 6));
+  // The walk's table of shared prefixes (RowPrefixes).
   ExpectPrefixesOfSequences(*store, "strict python.lark");
   PrefixRun run;
   ExpectWalksEqual(store, StdlibTexts(TestQuick() ? 2 : 12, 300, 6000), TestQuick() ? 150 : 1500,
@@ -312,18 +280,43 @@ TEST(RowPrefixes, StrictPythonTableAndWalk) {
   EXPECT_GT(run.steps, TestQuick() ? 200 : 2000);
 }
 
-TEST(RowPrefixes, SqlTableAndWalk) {
+TEST(RowCheck, SqlItemOkIsItem) {
   CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   Status st;
   const CompiledStore* store = SqlStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
   ASSERT_NE(store, nullptr) << st.message();
+  const std::vector<std::string> texts = SqlTexts(TestQuick() ? 40 : 400);
+  ASSERT_GT(texts.size(), 20u);
+  ExpectCompared("sql.lark, statements", ForceTexts(store, texts, 400));
+  ExpectCompared("sql.lark, walks", Walks(store, TestQuick() ? 4 : 30, 60, 7));
+  // The walk's table of shared prefixes (RowPrefixes).
   ExpectPrefixesOfSequences(*store, "sql.lark");
   PrefixRun run;
   ExpectWalksEqual(store, SqlTexts(TestQuick() ? 20 : 200), 400, TestQuick() ? 4 : 30, 42, &run);
   std::printf("sql.lark: %lld steps, %lld rows accepted, equal with every cap\n",
               static_cast<long long>(run.steps), static_cast<long long>(run.rows));
   EXPECT_GT(run.steps, TestQuick() ? 200 : 2000);
+}
+
+// A byte-level BPE slice: tokens that end inside a newline's indentation
+// (an Emit of the newline whose column is relative to the carried one).
+TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  const std::string tok = TempPath("row_check_small_tokenizer.json");
+  WriteTextFile(tok, SmallTokenizerJson());
+  CompileOptions o;
+  o.start = "file_input";
+  CompiledStore store;
+  Status st = CompileStore(PythonGrammarPath(), tok, o, &store);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::vector<std::string> texts = StdlibTexts(TestQuick() ? 3 : 20, 300, 6000);
+  ASSERT_FALSE(texts.empty());
+  // Few rows per lexer state with 601 tokens.
+  ExpectCompared("python.lark x byte-level slice, files",
+                 ForceTexts(&store, texts, TestQuick() ? 400 : 3000), 2000, 200);
+  ExpectCompared("python.lark x byte-level slice, walks",
+                 Walks(&store, TestQuick() ? 40 : 200, 60, 8), 500, 20);
 }
 
 // ---------------------------------------------------------------- scope filter
@@ -520,6 +513,57 @@ std::string Table(int n, int shape, std::mt19937_64* rng) {
   return t + close[shape] + "x = 1\n";
 }
 
+// What a feed through the chain memo records of its depth: the row memo's
+// key reads down to the deepest stack node any check read (LrOverlay's
+// `low`), and a chain the memo ends early must have read what the whole
+// chain reads (Rebase reads the node it ends on).  Every parse terminal is
+// asked of a live hypothesis' stack, "would it be shifted" (a scratch view)
+// and fed (the overlay, on a fresh copy), with the memo on and off: the
+// answers, the depth read and the stack after the feed must be equal.
+// (Masks alone did not see a Rebase that skipped the read: other checks of
+// the same step read down to the list's start.)
+struct ChainDepthCheck {
+  int64_t asked = 0, hits = 0, deeper = 0, fed_hits = 0;
+  void Ask(const CompiledStore* store, const LiveState& l, const std::string& where) {
+    ChainMemo& memo = ChainMemo::ForThread();
+    const HypothesisParser p{store, store->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
+    for (int32_t t = 0; t < store->num_parse_terminals && !testing::Test::HasFailure(); ++t) {
+      size_t low_on = l.stack.Depth(), low_off = l.stack.Depth();
+      HypothesisParser on = p, off = p;
+      on.stack.set_low(&low_on);
+      off.stack.set_low(&low_off);
+      const int64_t hits0 = memo.hits;
+      const bool a_on = on.Accepts(t);
+      memo.enabled = false;
+      const bool a_off = off.Accepts(t);
+      memo.enabled = true;
+      ++asked;
+      ASSERT_EQ(a_on, a_off) << "terminal " << t << " asked at " << where;
+      ASSERT_EQ(low_on, low_off) << "terminal " << t << " asked at " << where
+                                  << ": depth read with the chain memo, without it";
+      size_t feed_on = l.stack.Depth(), feed_off = l.stack.Depth();
+      on = p;
+      off = p;
+      on.stack.set_low(&feed_on);
+      off.stack.set_low(&feed_off);
+      const int64_t hits1 = memo.hits;
+      const bool f_on = on.Feed(t);
+      memo.enabled = false;
+      const bool f_off = off.Feed(t);
+      memo.enabled = true;
+      if (memo.hits > hits1) ++fed_hits;
+      ASSERT_EQ(f_on, f_off) << "terminal " << t << " fed at " << where;
+      ASSERT_EQ(feed_on, feed_off) << "terminal " << t << " fed at " << where
+                                    << ": depth read with the chain memo, without it";
+      if (f_on) {
+        ASSERT_TRUE(on.stack.Commit() == off.stack.Commit()) << "terminal " << t << " fed at " << where;
+      }
+      hits += memo.hits - hits0;
+      if (memo.hits > hits0 && std::min(low_on, feed_on) + 40 < l.stack.Depth()) ++deeper;
+    }
+  }
+};
+
 // The session's mask with this thread's ChainMemo on (as shipped, with a row
 // memo) against a session with it off and no row memo, at a seeded share of
 // the steps of teacher-forced tables and of random walks that leave one;
@@ -533,6 +577,7 @@ TEST(ChainMemo, MasksEqualWithoutIt) {
   Segmenter seg(*store);
   std::mt19937_64 rng(33);
   int64_t steps = 0, compared = 0;
+  ChainDepthCheck depth;
   const int64_t hits0 = memo.hits;
   // The slow session runs with the memo off, its advances included.
   auto without = [&](auto fn) {
@@ -571,8 +616,13 @@ TEST(ChainMemo, MasksEqualWithoutIt) {
     for (size_t i = 0; i < cut.size() && !testing::Test::HasFailure(); ++i) {
       ++steps;
       if (rng() % 6 == 0 || i + 4 >= cut.size()) {
-        compare(&fast, &slow, "table " + std::to_string(k) + " at byte " +
-                                  std::to_string(cut[i].offset) + ":\n" + text.substr(0, cut[i].offset));
+        const std::string where = "table " + std::to_string(k) + " at byte " +
+                                  std::to_string(cut[i].offset) + ":\n" + text.substr(0, cut[i].offset);
+        compare(&fast, &slow, where);
+        // In the first tables, after steps whose masks filled the memo.
+        if (k < (TestSanitized() ? 1 : 3)) {
+          for (const LiveState& l : fast.live()) depth.Ask(store, l, where);
+        }
       }
       const Segment& s = cut[i];
       const std::string_view bytes = std::string_view(text).substr(s.offset, s.length);
@@ -600,89 +650,13 @@ TEST(ChainMemo, MasksEqualWithoutIt) {
               static_cast<long long>(memo.hits - hits0));
   EXPECT_GT(compared, TestSanitized() ? 50 : TestQuick() ? 300 : 3000);
   EXPECT_GT(memo.hits - hits0, TestSanitized() ? 100 : 1000);  // the memo answered
-}
-
-// What a feed through the chain memo records of its depth: the row memo's
-// key reads down to the deepest stack node any check read (LrOverlay's
-// `low`), and a chain the memo ends early must have read what the whole
-// chain reads (Rebase reads the node it ends on).  At steps inside and at
-// the end of generated tables (the session filling its mask every step, as
-// decoding does, so the memo holds the chains of the steps before), every
-// parse terminal is asked of every live hypothesis' stack, "would it be
-// shifted" (a scratch view) and fed (the overlay), with the memo on and
-// off: the answers, the depth read and the stack after the feed must be
-// equal.  (Masks alone did not see a Rebase that skipped the read: other
-// checks of the same step read down to the list's start.)
-TEST(ChainMemo, ReadsWhatTheWholeChainReads) {
-  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
-  Status st;
-  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
-  ASSERT_TRUE(store) << st.message();
-  ChainMemo& memo = ChainMemo::ForThread();
-  Segmenter seg(*store);
-  std::mt19937_64 rng(34);
-  int64_t asked = 0, hits = 0, deeper = 0, fed_hits = 0;
-  std::vector<uint32_t> mask(store->mask_words());
-  auto ask = [&](const LiveState& l, const std::string& where) {
-    for (int32_t t = 0; t < store->num_parse_terminals && !testing::Test::HasFailure(); ++t) {
-      const HypothesisParser p{store, store->lr(), LrOverlay(l.stack), l.indent, l.paren, l.slot_bits};
-      size_t low_on = l.stack.Depth(), low_off = l.stack.Depth();
-      HypothesisParser on = p, off = p;
-      on.stack.set_low(&low_on);
-      off.stack.set_low(&low_off);
-      const int64_t hits0 = memo.hits;
-      const bool a_on = on.Accepts(t);
-      memo.enabled = false;
-      const bool a_off = off.Accepts(t);
-      memo.enabled = true;
-      ++asked;
-      ASSERT_EQ(a_on, a_off) << "terminal " << t << " asked at " << where;
-      ASSERT_EQ(low_on, low_off) << "terminal " << t << " asked at " << where
-                                  << ": depth read with the chain memo, without it";
-      // Fed on fresh copies: the depth the feed itself reads.
-      size_t feed_on = l.stack.Depth(), feed_off = l.stack.Depth();
-      on = p;
-      off = p;
-      on.stack.set_low(&feed_on);
-      off.stack.set_low(&feed_off);
-      const int64_t hits1 = memo.hits;
-      const bool f_on = on.Feed(t);
-      memo.enabled = false;
-      const bool f_off = off.Feed(t);
-      memo.enabled = true;
-      if (memo.hits > hits1) ++fed_hits;
-      ASSERT_EQ(f_on, f_off) << "terminal " << t << " fed at " << where;
-      ASSERT_EQ(feed_on, feed_off) << "terminal " << t << " fed at " << where
-                                  << ": depth read with the chain memo, without it";
-      if (f_on) {
-        ASSERT_TRUE(on.stack.Commit() == off.stack.Commit()) << "terminal " << t << " fed at " << where;
-      }
-      hits += memo.hits - hits0;
-      if (memo.hits > hits0 && low_on + 40 < l.stack.Depth()) ++deeper;
-    }
-  };
-  const int tables = TestSanitized() ? 2 : TestQuick() ? 3 : 12;
-  for (int k = 0; k < tables && !testing::Test::HasFailure(); ++k) {
-    const int shape = k % 3 == 0 ? 0 : k % 3 == 1 ? 1 : 5;  // right-recursive lists
-    const std::string text = Table(60 + static_cast<int>(rng() % 60), shape, &rng);
-    Session session(store);
-    const std::vector<Segment> cut = seg.Cut(text, SegmentMode::kGreedy, nullptr);
-    for (size_t i = 0; i < cut.size() && !testing::Test::HasFailure(); ++i) {
-      session.FillMask(mask.data());
-      if (i + 12 >= cut.size() || rng() % 16 == 0) {
-        for (const LiveState& l : session.live()) ask(l, "table " + std::to_string(k) + ":\n" + text.substr(0, cut[i].offset));
-      }
-      const std::string_view bytes = std::string_view(text).substr(cut[i].offset, cut[i].length);
-      ASSERT_TRUE((cut[i].token >= 0 ? session.Advance(cut[i].token) : session.AdvanceBytes(bytes)).ok());
-    }
-  }
   std::printf("chain memo depth: %lld terminals asked and fed, %lld chain memo hits, %lld of them "
               "reading 40+ states below the top, %lld feeds ended by the memo\n",
-              static_cast<long long>(asked), static_cast<long long>(hits), static_cast<long long>(deeper),
-              static_cast<long long>(fed_hits));
-  EXPECT_GT(hits, TestSanitized() ? 20 : 200);  // the memo answered
-  EXPECT_GT(deeper, TestSanitized() ? 5 : 50);  // and its chains ended deep in the stack
-  EXPECT_GT(fed_hits, TestSanitized() ? 5 : 50);  // feeds too, not only "would it be shifted"
+              static_cast<long long>(depth.asked), static_cast<long long>(depth.hits),
+              static_cast<long long>(depth.deeper), static_cast<long long>(depth.fed_hits));
+  EXPECT_GT(depth.hits, TestSanitized() ? 10 : 50);     // the memo answered these too
+  EXPECT_GT(depth.deeper, TestSanitized() ? 3 : 10);    // with chains that end deep
+  EXPECT_GT(depth.fed_hits, TestSanitized() ? 3 : 10);  // feeds, not only "would it be shifted"
 }
 
 // The work of a step does not grow with the table: the parser reductions
@@ -730,6 +704,7 @@ TEST(ChainMemo, StepWorkIndependentOfTableLength) {
   // the row memo, none reduce through the list.
   for (int shape : {0, 1, 5}) {
     if (TestSanitized() && shape != 0) continue;
+    if (TestQuick() && shape == 1) continue;  // a list: right-recursive as the tuple is
     const int64_t short_table = max_step(60, shape, true, 60);
     const int64_t long_table = max_step(600, shape, true, 60);
     const int64_t long_without = max_step(600, shape, false, 20);
