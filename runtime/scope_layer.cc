@@ -227,13 +227,59 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     if (b.find_first_of("\\#\n\r'\"") != std::string_view::npos ||
         b.find("lambda") != std::string_view::npos) {
       fstring_.push_back(t);
+      // Split for Filter inside an f-string (fstring_core_ and the rest):
+      // what fails there is a backslash, `#`, a line end, `lambda`, a new
+      // f-string (letters with an `f` before a quote, or a quote after
+      // letters that start the token, after a word with an `f`), and a
+      // quote of a string still open.  A token whose only risk is a quote
+      // of a kind that no open string uses cannot fail.
+      bool core = b.find_first_of("\\#\n\r") != std::string_view::npos ||
+                  b.find("lambda") != std::string_view::npos;
+      bool lead = false;
+      for (size_t k = b.find_first_of("'\""); k != std::string_view::npos && !core;
+           k = b.find_first_of("'\"", k + 1)) {
+        size_t from = k;
+        while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
+        if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) {
+          core = true;
+        } else if (from == 0) {
+          lead = true;
+        }
+      }
+      if (core) {
+        fstring_core_.push_back(t);
+      } else {
+        if (lead) fstring_lead_.push_back(t);
+        if (b.find('\'') != std::string_view::npos) fstring_sq_.push_back(t);
+        if (b.find('"') != std::string_view::npos) fstring_dq_.push_back(t);
+      }
     }
     // A quote may open an f-string (its prefix in the token or the word
     // before it): what can fail in its text is a field's `{`, a line end
     // (`\n` or `\r`, in a single-quoted one) or an escape.
+    // Only an f-string's text can fail there (an escape: any string's), so
+    // a token whose quotes all follow letters without an `f` (a plain
+    // string's prefix, text of a string the token closes, an operator) and
+    // that has no backslash after its first quote cannot: left out.  Where
+    // the letters before a quote start the token, the word before it may
+    // hold the `f` (fopen_lead: judged only after such a word).
     const size_t q = b.find_first_of("'\"");
     if (q != std::string_view::npos && b.find_first_of("{\n\r\\", q) != std::string_view::npos) {
-      fopen_.push_back(t);
+      bool self = b.find('\\', q) != std::string_view::npos, lead = false;
+      for (size_t k = q; k != std::string_view::npos && !self; k = b.find_first_of("'\"", k + 1)) {
+        size_t from = k;
+        while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
+        if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) {
+          self = true;
+        } else if (from == 0) {
+          lead = true;
+        }
+      }
+      if (self) {
+        fopen_.push_back(t);
+      } else if (lead) {
+        fopen_lead_.push_back(t);
+      }
     }
     if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (!b.empty() && (b[0] == 'x' || b[0] == 'u' || b[0] == 'U')) hex_lead_.push_back(t);
@@ -635,7 +681,31 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   // a field's limits; elsewhere the tokens that open an f-string's field.
   const bool fstring_open = !fstack_.empty() ||
                             (fstr_ && (mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2));
-  for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
+  const bool at_open_quote = mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2;
+  if (fstring_open && !at_open_quote) {
+    // The quotes of the strings still open (every f-string's, and the
+    // innermost string's): only those can end one too soon.
+    bool sq = quote_ == '\'', dq = quote_ == '"';
+    for (const FString& f : fstack_) {
+      sq = sq || f.quote == '\'';
+      dq = dq || f.quote == '"';
+    }
+    for (int32_t t : index.fstring_core()) check(t);
+    if (word_.find_first_of("fF") != std::string::npos) {
+      for (int32_t t : index.fstring_lead()) check(t);
+    }
+    if (sq) {
+      for (int32_t t : index.fstring_sq()) check(t);
+    }
+    if (dq) {
+      for (int32_t t : index.fstring_dq()) check(t);
+    }
+  } else {
+    for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
+  }
+  if (!fstring_open && word_.find_first_of("fF") != std::string::npos) {
+    for (int32_t t : index.fopen_lead()) check(t);
+  }
   if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
   }

@@ -99,9 +99,25 @@ class ScopeTokenIndex {
   // Tokens that can fail inside an f-string: a backslash, `#`, a newline, a
   // quote, or `lambda` (CPython 3.11's limits on a field).
   const std::vector<int32_t>& fstring() const { return fstring_; }
+  // fstring() split (ScopeLayer::Filter inside an f-string past its opening
+  // quote): fstring_core, tokens that can fail whatever is open (a
+  // backslash, `#`, a line end, `lambda`, an `f` in the letters before a
+  // quote); of the others, fstring_lead (a quote after letters that start
+  // the token: an f-string after a word with an `f`), fstring_sq and
+  // fstring_dq (the tokens with a ' and with a ", judged only while a
+  // string of that quote is open).
+  const std::vector<int32_t>& fstring_core() const { return fstring_core_; }
+  const std::vector<int32_t>& fstring_lead() const { return fstring_lead_; }
+  const std::vector<int32_t>& fstring_sq() const { return fstring_sq_; }
+  const std::vector<int32_t>& fstring_dq() const { return fstring_dq_; }
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
-  // may open an f-string and break its limits or open a field).
+  // may open an f-string and break its limits or open a field), whose own
+  // letters before a quote hold an `f`, or with a backslash after the
+  // quote; fopen_lead: the others whose letters before a quote start the
+  // token (an f-string only after a word with an `f`).  A token with a quote
+  // in neither list opens no f-string and holds no escape.
   const std::vector<int32_t>& fopen() const { return fopen_; }
+  const std::vector<int32_t>& fopen_lead() const { return fopen_lead_; }
   // Tokens that start with `x`, `u` or `U`: after a string's backslash they
   // begin a hex escape, which fails without its digits.
   const std::vector<int32_t>& hex_lead() const { return hex_lead_; }
@@ -145,7 +161,8 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fopen_, hex_lead_;
+      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fopen_, fopen_lead_,
+      hex_lead_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
