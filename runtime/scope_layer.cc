@@ -72,6 +72,20 @@ bool IsKeyword(const std::string& w) {
   return false;
 }
 
+// Does a quote of token `b` follow letters with an `f` (the token opens an
+// f-string itself)?  *lead: some quote follows letters that start the
+// token (an f-string only if the word before the token has an `f`).
+bool FBeforeQuote(std::string_view b, bool* lead) {
+  for (size_t k = b.find_first_of("'\""); k != std::string_view::npos;
+       k = b.find_first_of("'\"", k + 1)) {
+    size_t from = k;
+    while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
+    if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) return true;
+    if (from == 0) *lead = true;
+  }
+  return false;
+}
+
 bool IsStringPrefix(const std::string& w) {
   if (w.size() > 2) return false;
   std::string l;
@@ -236,16 +250,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       bool core = b.find_first_of("\\#\n\r") != std::string_view::npos ||
                   b.find("lambda") != std::string_view::npos;
       bool lead = false;
-      for (size_t k = b.find_first_of("'\""); k != std::string_view::npos && !core;
-           k = b.find_first_of("'\"", k + 1)) {
-        size_t from = k;
-        while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
-        if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) {
-          core = true;
-        } else if (from == 0) {
-          lead = true;
-        }
-      }
+      core = core || FBeforeQuote(b, &lead);
       if (core) {
         fstring_core_.push_back(t);
       } else {
@@ -265,16 +270,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     // hold the `f` (fopen_lead: judged only after such a word).
     const size_t q = b.find_first_of("'\"");
     if (q != std::string_view::npos && b.find_first_of("{\n\r\\", q) != std::string_view::npos) {
-      bool self = b.find('\\', q) != std::string_view::npos, lead = false;
-      for (size_t k = q; k != std::string_view::npos && !self; k = b.find_first_of("'\"", k + 1)) {
-        size_t from = k;
-        while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
-        if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) {
-          self = true;
-        } else if (from == 0) {
-          lead = true;
-        }
-      }
+      bool lead = false;
+      const bool self = b.find('\\', q) != std::string_view::npos || FBeforeQuote(b, &lead);
       if (self) {
         fopen_.push_back(t);
       } else if (lead) {
