@@ -261,13 +261,12 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     }
     // A quote may open an f-string (its prefix in the token or the word
     // before it): what can fail in its text is a field's `{`, a line end
-    // (`\n` or `\r`, in a single-quoted one) or an escape.
-    // Only an f-string's text can fail there (an escape: any string's), so
-    // a token whose quotes all follow letters without an `f` (a plain
+    // (`\n` or `\r`, in a single-quoted one) or an escape (in any string).
+    // A token whose quotes all follow letters without an `f` (a plain
     // string's prefix, text of a string the token closes, an operator) and
-    // that has no backslash after its first quote cannot: left out.  Where
-    // the letters before a quote start the token, the word before it may
-    // hold the `f` (fopen_lead: judged only after such a word).
+    // that has no backslash after its first quote cannot fail: left out.
+    // Where the letters before a quote start the token, the word before it
+    // may hold the `f` (fopen_lead: judged only after such a word).
     const size_t q = b.find_first_of("'\"");
     if (q != std::string_view::npos && b.find_first_of("{\n\r\\", q) != std::string_view::npos) {
       bool lead = false;
@@ -679,6 +678,9 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   const bool fstring_open = !fstack_.empty() ||
                             (fstr_ && (mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2));
   const bool at_open_quote = mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2;
+  // A word with an `f` before the token: a quote at the token's start may
+  // open an f-string (the lists' *_lead parts).
+  const bool f_word = word_.find_first_of("fF") != std::string::npos;
   if (fstring_open && !at_open_quote) {
     // The quotes of the strings still open (every f-string's, and the
     // innermost string's): only those can end one too soon.
@@ -688,7 +690,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       dq = dq || f.quote == '"';
     }
     for (int32_t t : index.fstring_core()) check(t);
-    if (word_.find_first_of("fF") != std::string::npos) {
+    if (f_word) {
       for (int32_t t : index.fstring_lead()) check(t);
     }
     if (sq) {
@@ -700,7 +702,7 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   } else {
     for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
   }
-  if (!fstring_open && word_.find_first_of("fF") != std::string::npos) {
+  if (!fstring_open && f_word) {
     for (int32_t t : index.fopen_lead()) check(t);
   }
   if (PendingNonlocal() || Unreachable()) {

@@ -283,9 +283,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       const int32_t* items = s->seq_data.data() + s->seq_offsets[seq];
       const int32_t len = s->seq_offsets[seq + 1] - s->seq_offsets[seq];
       if (lcp == cap && r > r0) {  // a longer shared prefix: read it
-        const int32_t* prev = s->seq_data.data() + s->seq_offsets[s->row_seq[r - 1]];
-        const int32_t prev_len = s->seq_offsets[s->row_seq[r - 1] + 1] - s->seq_offsets[s->row_seq[r - 1]];
-        while (lcp < len && lcp < prev_len && items[lcp] == prev[lcp]) ++lcp;
+        lcp = RowPrefixes::Shared(*s, r, INT32_MAX);
         if (fail_at <= lcp) continue;
       }
       ++visited;
