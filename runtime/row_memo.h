@@ -37,6 +37,7 @@
 namespace cfgmask {
 
 struct LiveState;
+class RowPrefixes;
 
 class RowMemo {
  public:
@@ -48,6 +49,12 @@ class RowMemo {
   const CompiledStore* store() const { return store_; }
   // The store's text-token mask (TextTokenMask), made once for its sessions.
   const std::vector<uint32_t>& text_mask() const { return text_mask_; }
+  // The store's row prefix table (RowPrefixes, runtime/session.h, at its
+  // default cap), made once here for every session that shares this memo:
+  // it depends on the store alone, and a table per session cost each one up
+  // to a byte per row (2.7 MB with sql.lark x Qwen2) in a server that opens
+  // a session per request.
+  const std::shared_ptr<RowPrefixes>& row_prefixes() const { return row_prefixes_; }
   static uint64_t Hash(const LiveState& l);
   // Appends the rows memoised for `l` and returns true, or returns false.
   bool Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows);
@@ -80,6 +87,7 @@ class RowMemo {
 
   const CompiledStore* store_;
   std::vector<uint32_t> text_mask_;
+  std::shared_ptr<RowPrefixes> row_prefixes_;
   int64_t shard_cap_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> hits_{0}, misses_{0};

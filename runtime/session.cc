@@ -81,6 +81,7 @@ const uint8_t* RowPrefixes::For(const CompiledStore& s, int32_t root) {
     delete[] made;  // another thread published it first
     return expected;
   }
+  bytes_.fetch_add(r1 - r0 + 1, std::memory_order_relaxed);
   return made;
 }
 
@@ -102,7 +103,11 @@ Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_p
     memo_ = std::make_shared<RowMemo>(store_, limits_.memo_bytes);
   }
   if (ScopeTokenIndex::Wanted(*store_)) scope_index_ = SharedScopeIndex(*store_);
-  row_prefixes_ = std::make_shared<RowPrefixes>(store_->num_roots, limits_.row_prefix_cap);
+  if (memo_ && limits_.row_prefix_cap == RowPrefixes::kCap) {
+    row_prefixes_ = memo_->row_prefixes();
+  } else {
+    row_prefixes_ = std::make_shared<RowPrefixes>(store_->num_roots, limits_.row_prefix_cap);
+  }
   Reset();
 }
 

@@ -104,6 +104,8 @@ class RowPrefixes {
   RowPrefixes& operator=(const RowPrefixes&) = delete;
   ~RowPrefixes();
   int32_t cap() const { return cap_; }
+  // Bytes of the tables made so far (a byte per row of each root walked).
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
   // For each row r of `root`, at [r - root_row_offsets[root]]: the length of
   // the prefix its sequence shares with row r - 1's (0 for the root's first
   // row), at most cap().
@@ -114,6 +116,7 @@ class RowPrefixes {
  private:
   int32_t roots_, cap_;
   std::unique_ptr<std::atomic<uint8_t*>[]> at_;
+  std::atomic<int64_t> bytes_{0};
 };
 
 class RowMemo;
@@ -232,6 +235,9 @@ class Session {
   // Look-ups its row memo answered and missed so far (all the sessions that
   // share it counted); null when the memo is off.
   const std::shared_ptr<RowMemo>& memo() const { return memo_; }
+  // The row prefix table this session walks with: its memo's (shared by
+  // every session of that memo) at the default cap, else its own.
+  const RowPrefixes* row_prefixes() const { return row_prefixes_.get(); }
   int64_t memo_hits() const;
   int64_t memo_misses() const;
   const std::vector<LiveState>& live() const { return live_; }
@@ -318,7 +324,8 @@ class Session {
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
   std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0
   // Per root, what each row shares with the row before it (session.cc's
-  // RowPrefixes), filled as roots are first walked; shared by Fork.
+  // RowPrefixes), filled as roots are first walked; shared by Fork, and at
+  // the default cap by every session of the same memo (RowMemo::row_prefixes).
   std::shared_ptr<RowPrefixes> row_prefixes_;
   StepCounters* counters_ = nullptr;
 };

@@ -208,6 +208,9 @@ TEST(RowMemo, SharedAcrossSessionsAndThreads) {
   t0.join();
   t1.join();
   EXPECT_EQ(failures[0] + failures[1], 0);
+  // The two threads walked with one row prefix table, the memo's (filled
+  // from both at once), and a session with its own saw the same masks.
+  EXPECT_GT(memo->row_prefixes()->bytes(), 0);
   EXPECT_GT(steps[0] + steps[1], 500);
   const int64_t hits_before = memo->hits();
   int64_t second = 0;
@@ -223,6 +226,39 @@ TEST(RowMemo, SharedAcrossSessionsAndThreads) {
   // Every step of a text seen before is a hit (each step looks up one hypothesis).
   EXPECT_GE(memo->hits() - hits_before, second - 1);
   EXPECT_GT(memo->bytes(), 0);
+}
+
+// The row prefix table depends on the store alone: sessions that share a
+// memo share it (a server's sessions do not each hold a byte per row); a
+// session without a memo, or with another cap, has its own; Fork keeps it.
+TEST(RowMemo, SessionsOfAMemoShareTheRowPrefixTable) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_LARK_GRAMMARS");
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = PythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  auto memo = std::make_shared<RowMemo>(store, SessionLimits{}.memo_bytes);
+  Session a(store, SessionLimits{}, memo), b(store, SessionLimits{}, memo);
+  EXPECT_EQ(a.row_prefixes(), memo->row_prefixes().get());
+  EXPECT_EQ(b.row_prefixes(), a.row_prefixes());
+  Session fork = a.Fork();
+  EXPECT_EQ(fork.row_prefixes(), a.row_prefixes());
+  Session own(store, NoMemo());
+  EXPECT_NE(own.row_prefixes(), a.row_prefixes());
+  SessionLimits capped;
+  capped.row_prefix_cap = 2;
+  Session other_cap(store, capped, memo);
+  EXPECT_NE(other_cap.row_prefixes(), a.row_prefixes());
+  EXPECT_EQ(other_cap.row_prefixes()->cap(), 2);
+  // b at the same text: answered from what a made (memo or table), nothing new.
+  ASSERT_TRUE(a.AdvanceBytes("def f(x):\n    return x\n").ok());
+  a.Mask();
+  const int64_t made = memo->row_prefixes()->bytes();
+  EXPECT_GT(made, 0);
+  ASSERT_TRUE(b.AdvanceBytes("def f(x):\n    return x\n").ok());
+  EXPECT_EQ(b.Mask(), own.AdvanceBytes("def f(x):\n    return x\n").ok() ? own.Mask()
+                                                                               : std::vector<uint32_t>());
+  EXPECT_EQ(memo->row_prefixes()->bytes(), made);
 }
 
 TEST(RowMemoDeathTest, AMemoServesOneStore) {
