@@ -496,6 +496,7 @@ TEST(SuffixQuotient, TheTerminalMiddleKeepsABlankInItsLexerMode) {
   EXPECT_GT(totals.refused, 0);
   EXPECT_GT(totals.allowed, 0);
   // Lark agrees: two blanks after "x" or "w" are T2, inside brackets blanks.
+  if (TestEnv("CFGMASK_PYTHON").empty() && TestEnv("CI") != "true") return;  // no Lark here
   texts.insert(texts.end(), {"x", "x  w", "(x q)  ", "( x  q )"});
   std::vector<int> want(texts.size(), 1);
   for (const char* no : {"x  ", "x   ", "x  w  ", "x q"}) {
