@@ -198,6 +198,7 @@ int32_t SuffixQuotient::Intern(const Key& k) {
              !s_->terminal_ignored[s_->item_terminal[item]];
     }
     virtual_emit_.push_back(virt ? 1 : 0);
+    holder_.push_back(HolderOf(k));
     int32_t link = -2;
     if (terminal_middle_ && k.kind == Kind::kItems && !virt) {
       int32_t count = 0;
@@ -212,6 +213,45 @@ int32_t SuffixQuotient::Intern(const Key& k) {
     ++stats_.controls;
   }
   return it->second;
+}
+
+const char* SuffixQuotientStats::HolderName(int32_t h) {
+  static const char* const kNames[] = {
+      "hubs",        "Boundary states", "other lexer states", "item controls",
+      "hub feeds",   "Boundary feeds",  "continuation feeds", "$END feeds",
+      "byte feeds",  "hub feeds' goto states", "Boundary feeds' goto states",
+      "other goto states", "pops left (wildcard)", "accepting state"};
+  return h >= 0 && h < kNumHolders ? kNames[h] : "?";
+}
+
+// The kind of control k is, for the transitions' count by holder (its
+// parent, a feed or a hub, is interned before it).
+uint8_t SuffixQuotient::HolderOf(const Key& k) const {
+  using S = SuffixQuotientStats;
+  switch (k.kind) {
+    case Kind::kAcc:
+      return S::kAccept;
+    case Kind::kLex:
+      if (k.mid) return k.cand == -3 ? S::kBoundary : S::kHub;
+      return S::kOtherLex;
+    case Kind::kItems:
+      return S::kItems;
+    case Kind::kFeed: {
+      if (k.end) return S::kEndFeed;
+      if (!k.mid) return S::kByteFeed;
+      const Key& to = keys_[k.parent];
+      if (to.kind == Kind::kLex && to.mid) return to.cand == -3 ? S::kBoundaryFeed : S::kHubFeed;
+      return S::kContFeed;
+    }
+    case Kind::kPop: {
+      if (k.j > 0) return S::kPops;
+      const uint8_t feed = holder_[k.parent];
+      return feed == S::kHubFeed        ? S::kHubGoto
+             : feed == S::kBoundaryFeed ? S::kBoundaryGoto
+                                        : S::kOtherGoto;
+    }
+  }
+  return S::kItems;
 }
 
 int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const {
@@ -703,6 +743,7 @@ void SuffixQuotient::AddTrans(int32_t from, int32_t g, int32_t to) {
   if (targets.empty()) out_symbols_[from].push_back(g);
   targets.push_back(to);
   work_.emplace_back(Pair(from, g), to);
+  ++stats_.transitions_by_holder[holder_[from]];
   ++stats_.transitions;
   if (stats_.transitions > limits_.max_transitions) over_ = true;
 }
@@ -1203,6 +1244,7 @@ void SuffixQuotient::AddWild(int32_t from, int32_t to) {
   std::vector<int32_t>& w = wild_[from];
   if (std::find(w.begin(), w.end(), to) != w.end()) return;
   w.push_back(to);
+  ++stats_.transitions_by_holder[holder_[from]];
   ++stats_.transitions;
   auto it = wild_swaps_.find(from);
   if (it == wild_swaps_.end()) return;

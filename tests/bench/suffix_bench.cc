@@ -10,7 +10,8 @@
 // --no-indenter (a probe for grammars with the Python indenter, which the
 // quotient does not cover yet): the store's newline is taken as a plain
 // terminal and only the quotient's build is timed, per size and for the
-// empty suffix (with --terminals: the terminal-level middle).
+// empty suffix (with --terminals: the terminal-level middle), with the
+// P-automaton's transitions by the kind of state that holds them.
 // Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
 //   [--sizes 100,2048,51200] [--runs N] [--no-indenter [--limit N]] [--terminals]
 // --terminals: the terminal-level middle instead of the byte-level one.
@@ -121,6 +122,18 @@ int main(int argc, char** argv) {
                   Pct(setup, 0.5), static_cast<long long>(st.controls),
                   static_cast<long long>(st.rules), static_cast<long long>(st.transitions),
                   st.terminal_middle ? "terms" : "bytes", verdict.c_str());
+      {  // where the transitions sit (SuffixQuotientStats::Holder), largest first
+        std::vector<std::pair<int64_t, int32_t>> by;
+        for (int32_t h = 0; h < SuffixQuotientStats::kNumHolders; ++h) {
+          if (st.transitions_by_holder[h] > 0) by.emplace_back(-st.transitions_by_holder[h], h);
+        }
+        std::sort(by.begin(), by.end());
+        std::printf("  transitions by holder:");
+        for (const auto& [n, h] : by) {
+          std::printf(" %s %lld;", SuffixQuotientStats::HolderName(h), static_cast<long long>(-n));
+        }
+        std::printf("\n");
+      }
       if (!st.byte_path_emits.empty()) {  // the terminal-level middle's Boundary Emits
         std::vector<std::pair<int64_t, size_t>> by;
         for (size_t t = 0; t < st.byte_path_emits.size(); ++t) {
