@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "maskstore/compiled_store.h"
@@ -67,6 +68,7 @@ class Exploration {
     if (MemoBytes() > max_bytes) {
       memo_[0] = KeyMemo();
       memo_[1] = KeyMemo();
+      borrows_.clear();
     }
   }
   int64_t steps() const { return steps_; }
@@ -107,7 +109,27 @@ class Exploration {
   class KeyMemo {
    public:
     static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
-    int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted);
+    // The key's hash, also in steps (a key's prefix hashed once): Start with
+    // the whole key's length, Add each value, End.
+    static uint64_t HashStart(size_t size) { return 0x9e3779b97f4a7c15ULL ^ size; }
+    static uint64_t HashAdd(uint64_t h, int32_t v) {
+      return (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
+    }
+    // The index probes by the low bits, which the loop mixes poorly for keys
+    // of small ids (LR states, items): finalised (murmur3's fmix64), so that
+    // probe runs stay short.
+    static uint64_t HashEnd(uint64_t h) {
+      h ^= h >> 33;
+      h *= 0xff51afd7ed558ccdULL;
+      h ^= h >> 33;
+      h *= 0xc4ceb9fe1a85ec53ULL;
+      h ^= h >> 33;
+      return h;
+    }
+    static uint64_t Hash(const int32_t* key, size_t size);
+    // The entry of `key` hashed h (Hash), added with value `init` if new.
+    int32_t Entry(const std::vector<int32_t>& key, uint64_t h, int8_t init, bool* inserted);
+    void Prefetch(uint64_t h) const { index_.Prefetch(h); }
     int8_t& value(int32_t id) { return values_[id]; }
     int64_t bytes() const {
       return static_cast<int64_t>(index_.bytes() + 25 * values_.size() + 4 * arena_.size());
@@ -161,11 +183,18 @@ class Exploration {
   bool FeedMemo(const int32_t* r, int32_t n, int32_t next, const std::vector<int32_t>& K,
                 int32_t t, int32_t ctx);
   template <class F>
-  bool Memoised(const F& compute);
-  void Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K, int32_t ctx);
+  bool Memoised(uint64_t h, const F& compute);
+  // The memo key of r[pos..n) (t < 0) or of feeding t before it, on top of K.
+  void Key(const int32_t* r, int32_t n, int32_t pos, std::span<const int32_t> K, int32_t t,
+           int32_t ctx);
+  // The borrow step's pairs (p, goto(p, lhs)) below `state` at `distance`
+  // (LrPredecessors::ForEachBorrow's, in its order), flat; kept until the
+  // memo is emptied.
+  const std::vector<int32_t>& Borrows(int32_t state, int32_t distance, int32_t lhs);
 
   static constexpr int8_t kInProgress = 2;
   KeyMemo memo_[2];  // [possible_]
+  std::unordered_map<uint64_t, std::vector<int32_t>> borrows_;
   std::vector<int32_t> key_;
   int64_t steps_ = 0;
   bool exceeded_ = false;
