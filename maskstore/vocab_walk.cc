@@ -188,16 +188,38 @@ class Interner {
     for (const LexItem& it : items) ids.push_back(Item(it));
     return SeqIds(ids);
   }
-  // The sequence `seq` followed by item `item`, memoised.
+  // The sequence `seq` followed by item `item`, memoised.  Appends come in
+  // chains (each one's sequence the id the last one returned), so the
+  // hash's running state of the last result is kept: a chain hashes each
+  // item once instead of its whole prefix again at every step.
   int32_t Append(int32_t seq, int32_t item) {
+    const bool chained = seq == last_seq_;
     const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
     const int32_t found = appended_.Find(key);
-    if (found >= 0) return found;
+    if (found >= 0) {
+      if (chained) last_raw_ = Mix(last_raw_, static_cast<uint32_t>(item));
+      last_seq_ = chained ? found : -1;
+      return found;
+    }
     const std::span<const int32_t> prefix = seq_list[seq];
-    append_scratch_.assign(prefix.begin(), prefix.end());
-    append_scratch_.push_back(item);
-    const int32_t id = SeqIds(append_scratch_);
+    const uint64_t raw = Mix(chained ? last_raw_ : Raw(prefix), static_cast<uint32_t>(item));
+    const size_t size = prefix.size() + 1;
+    const int32_t id = seq_index_.FindOrAdd(
+        Final(raw, size), seq_list.size(),
+        [&](int32_t id) {
+          const std::span<const int32_t> v = seq_list[id];
+          return v.size() == size && v.back() == item &&
+                 std::equal(prefix.begin(), prefix.end(), v.begin());
+        },
+        [&] {
+          append_scratch_.assign(prefix.begin(), prefix.end());
+          append_scratch_.push_back(item);
+          seq_list.push_back(append_scratch_);
+        },
+        [&](int32_t id) { return HashIds(seq_list[id]); });
     appended_.Insert(key, id);
+    last_seq_ = id;
+    last_raw_ = raw;
     return id;
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
@@ -211,6 +233,7 @@ class Interner {
   }
   // Frees the indexes, keeping item_list and seq_list (a finished sub-walk).
   void ReleaseIndexes() {
+    last_seq_ = -1;
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -219,6 +242,7 @@ class Interner {
   }
   // Frees the indexes only (no more look-ups; the lists are still read).
   void DropIndexes() {
+    last_seq_ = -1;
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -228,6 +252,7 @@ class Interner {
   // the serial merge that reads only its items).
   void ReleaseSequences() {
     seq_list = SeqList();
+    last_seq_ = -1;
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -248,14 +273,23 @@ class Interner {
     }
     return h ^ (h >> 29);
   }
-  static uint64_t HashIds(std::span<const int32_t> ids) {
-    uint64_t h = ids.size();
+  // A sequence's hash: a running state over its ids (Raw, extended by one
+  // id with Mix), finished with its length.
+  static uint64_t Raw(std::span<const int32_t> ids) {
+    uint64_t h = 0;
     for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
+    return h;
+  }
+  static uint64_t Final(uint64_t raw, size_t size) {
+    const uint64_t h = Mix(raw, size);
     return h ^ (h >> 29);
   }
+  static uint64_t HashIds(std::span<const int32_t> ids) { return Final(Raw(ids), ids.size()); }
   IdIndex item_index_, seq_index_;
   FlatIdMap appended_;
   std::vector<int32_t> append_scratch_;
+  int32_t last_seq_ = -1;  // Append's last result, whose running hash state is last_raw_
+  uint64_t last_raw_ = 0;
 };
 
 // Which terminal can immediately follow which in some sentential form (the

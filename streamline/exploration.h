@@ -221,23 +221,36 @@ struct SequenceHash {
 // the streamlining steps ask each suffix once.  A suffix is interned as its
 // first item and the id of the suffix after it (ids from the back of the
 // sequence), so that each distinct suffix costs a few bytes whatever its
-// length, and a look-up allocates nothing.
+// length, and a look-up allocates nothing.  The index is hashed by the
+// suffix's content (which the pair stands for), not by the pair: the hashes
+// of all the suffixes of a sequence are known before the first look-up, so
+// their slots are fetched together instead of one cache miss after another
+// along the chain of ids.
 class SuffixAnswers {
  public:
   // The ids of the suffixes items[j, n), for every j < n, in (*ids)[j].
   void SuffixIds(const int32_t* items, int32_t n, std::vector<int32_t>* ids) {
     ids->resize(n);
+    hashes_.resize(n);
+    uint32_t h = kSeed;
+    for (int32_t j = n - 1; j >= 0; --j) {
+      h = ContentStep(h, items[j]);
+      hashes_[j] = h;
+      index_.Prefetch(Hash(h));
+    }
     int32_t tail = kEmpty;
     for (int32_t j = n - 1; j >= 0; --j) {
       const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(items[j])) << 32 |
                            static_cast<uint32_t>(tail);
+      const uint32_t content = hashes_[j];
       tail = index_.FindOrAdd(
-          Hash(key), keys_.size(), [&](int32_t i) { return keys_[i] == key; },
+          Hash(content), keys_.size(), [&](int32_t i) { return keys_[i] == key; },
           [&] {
             keys_.push_back(key);
+            content_.push_back(content);
             answer_.push_back(kUnknown);
           },
-          [&](int32_t i) { return Hash(keys_[i]); });
+          [&](int32_t i) { return Hash(content_[i]); });
       (*ids)[j] = tail;
     }
   }
@@ -260,12 +273,21 @@ class SuffixAnswers {
   void Release() {
     index_.Clear();
     std::vector<uint64_t>().swap(keys_);
+    std::vector<uint32_t>().swap(content_);
     std::vector<int8_t>().swap(answer_);
+    std::vector<uint32_t>().swap(hashes_);
   }
 
  private:
   static constexpr int32_t kEmpty = -1;  // the tail of a sequence's last item
   static constexpr int8_t kUnknown = -1;
+  static constexpr uint32_t kSeed = 0x811c9dc5u;
+  // A suffix's content hash from the one of the suffix after it (32 bits
+  // kept per suffix; equal hashes only cost a comparison of the pairs).
+  static uint32_t ContentStep(uint32_t h, int32_t item) {
+    const uint64_t k = Hash(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(item));
+    return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);
+  }
   static uint64_t Hash(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
@@ -275,8 +297,10 @@ class SuffixAnswers {
     return k;
   }
   IdIndex index_;
-  std::vector<uint64_t> keys_;  // per suffix: first item << 32 | the next suffix's id
-  std::vector<int8_t> answer_;  // per suffix: 0, 1 or kUnknown
+  std::vector<uint64_t> keys_;     // per suffix: first item << 32 | the next suffix's id
+  std::vector<uint32_t> content_;  // per suffix: its content hash (ContentStep)
+  std::vector<int8_t> answer_;     // per suffix: 0, 1 or kUnknown
+  std::vector<uint32_t> hashes_;   // SuffixIds' scratch
   StepQueries counts_;
 };
 
