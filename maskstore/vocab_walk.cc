@@ -188,24 +188,19 @@ class Interner {
     for (const LexItem& it : items) ids.push_back(Item(it));
     return SeqIds(ids);
   }
-  // The sequence `seq` followed by item `item`, memoised.  Appends come in
-  // chains (each one's sequence the id the last one returned), so the
-  // hash's running state of the last result is kept: a chain hashes each
-  // item once instead of its whole prefix again at every step.
+  // The sequence `seq` followed by item `item`, memoised.  The hash of a
+  // sequence extends the one of its prefix (kept per sequence), so an
+  // append hashes one item, not its whole prefix again.
   int32_t Append(int32_t seq, int32_t item) {
-    const bool chained = seq == last_seq_;
     const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
     const int32_t found = appended_.Find(key);
-    if (found >= 0) {
-      if (chained) last_raw_ = Mix(last_raw_, static_cast<uint32_t>(item));
-      last_seq_ = chained ? found : -1;
-      return found;
-    }
+    if (found >= 0) return found;
+    CFGMASK_CHECK(seq_hash_.size() == seq_list.size());  // no look-up after the indexes go
     const std::span<const int32_t> prefix = seq_list[seq];
-    const uint64_t raw = Mix(chained ? last_raw_ : Raw(prefix), static_cast<uint32_t>(item));
+    const uint32_t h = Step(seq_hash_[seq], item);
     const size_t size = prefix.size() + 1;
     const int32_t id = seq_index_.FindOrAdd(
-        Final(raw, size), seq_list.size(),
+        Spread(h), seq_list.size(),
         [&](int32_t id) {
           const std::span<const int32_t> v = seq_list[id];
           return v.size() == size && v.back() == item &&
@@ -215,34 +210,41 @@ class Interner {
           append_scratch_.assign(prefix.begin(), prefix.end());
           append_scratch_.push_back(item);
           seq_list.push_back(append_scratch_);
+          seq_hash_.push_back(h);
         },
-        [&](int32_t id) { return HashIds(seq_list[id]); });
+        [&](int32_t id) { return Spread(seq_hash_[id]); });
     appended_.Insert(key, id);
-    last_seq_ = id;
-    last_raw_ = raw;
     return id;
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
+    CFGMASK_CHECK(seq_hash_.size() == seq_list.size());
+    uint32_t h = kSeqSeed;
+    for (int32_t v : ids) h = Step(h, v);
     return seq_index_.FindOrAdd(
-        HashIds(ids), seq_list.size(),
+        Spread(h), seq_list.size(),
         [&](int32_t id) {
           const std::span<const int32_t> v = seq_list[id];
           return v.size() == ids.size() && std::equal(v.begin(), v.end(), ids.begin());
         },
-        [&] { seq_list.push_back(ids); }, [&](int32_t id) { return HashIds(seq_list[id]); });
+        [&] {
+          seq_list.push_back(ids);
+          seq_hash_.push_back(h);
+        },
+        [&](int32_t id) { return Spread(seq_hash_[id]); });
   }
-  // Frees the indexes, keeping item_list and seq_list (a finished sub-walk).
+  // Frees the indexes (and the hashes), keeping item_list and seq_list (a
+  // finished sub-walk: no more look-ups).
   void ReleaseIndexes() {
-    last_seq_ = -1;
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
     std::vector<int32_t>().swap(append_scratch_);
     seq_list.shrink_to_fit();
+    std::vector<uint32_t>().swap(seq_hash_);
   }
   // Frees the indexes only (no more look-ups; the lists are still read).
   void DropIndexes() {
-    last_seq_ = -1;
+    std::vector<uint32_t>().swap(seq_hash_);
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -252,7 +254,7 @@ class Interner {
   // the serial merge that reads only its items).
   void ReleaseSequences() {
     seq_list = SeqList();
-    last_seq_ = -1;
+    std::vector<uint32_t>().swap(seq_hash_);
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -273,23 +275,27 @@ class Interner {
     }
     return h ^ (h >> 29);
   }
-  // A sequence's hash: a running state over its ids (Raw, extended by one
-  // id with Mix), finished with its length.
-  static uint64_t Raw(std::span<const int32_t> ids) {
-    uint64_t h = 0;
-    for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
-    return h;
+  // A sequence's hash, 32 bits kept per sequence: Step from the hash of
+  // the sequence without its last id (kSeqSeed for the empty one), spread
+  // to 64 bits for the index (equal hashes only cost a comparison).
+  static constexpr uint32_t kSeqSeed = 0x811c9dc5u;
+  static uint64_t Fmix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
   }
-  static uint64_t Final(uint64_t raw, size_t size) {
-    const uint64_t h = Mix(raw, size);
-    return h ^ (h >> 29);
+  static uint32_t Step(uint32_t h, int32_t v) {
+    const uint64_t k = Fmix(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(v));
+    return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);
   }
-  static uint64_t HashIds(std::span<const int32_t> ids) { return Final(Raw(ids), ids.size()); }
+  static uint64_t Spread(uint32_t h) { return Fmix(0x9e3779b97f4a7c15ULL ^ h); }
   IdIndex item_index_, seq_index_;
   FlatIdMap appended_;
   std::vector<int32_t> append_scratch_;
-  int32_t last_seq_ = -1;  // Append's last result, whose running hash state is last_raw_
-  uint64_t last_raw_ = 0;
+  std::vector<uint32_t> seq_hash_;  // per sequence of seq_list: its hash (Step)
 };
 
 // Which terminal can immediately follow which in some sentential form (the
