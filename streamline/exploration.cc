@@ -76,8 +76,18 @@ ExplorationOptions Checked(ExplorationOptions o) {
 Exploration::Exploration(const LrTables& lr, int32_t start_state, ExplorationOptions options)
     : lr_(lr), preds_(lr, start_state), options_(Checked(options)) {}
 
-bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<int32_t> K,
+bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::span<const int32_t> K_in,
                        int32_t t, int32_t ctx) {
+  // The known top this feed changes: a stack of the nesting depth's own
+  // (kept between queries: no allocation per feed).
+  if (depth_ == stacks_.size()) stacks_.emplace_back();
+  std::vector<int32_t>& K = stacks_[depth_];
+  K.assign(K_in.begin(), K_in.end());
+  struct Nested {
+    size_t* depth;
+    ~Nested() { --*depth; }
+  } nested{&depth_};
+  ++depth_;
   KnownTop known{&K, this};
   const LrResult step = LrFeed(lr_, t, &known);
   switch (step.outcome) {
@@ -127,8 +137,8 @@ bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<in
     key_.assign(prefix.begin(), prefix.end());
     key_.push_back(pairs[2 * i]);
     key_.push_back(pairs[2 * i + 1]);
-    std::vector<int32_t> borrowed{pairs[2 * i], pairs[2 * i + 1]};
-    if (Memoised(h, [&] { return Feed(r, n, next, std::move(borrowed), t, ctx); }) == possible_)
+    const int32_t borrowed[2] = {pairs[2 * i], pairs[2 * i + 1]};
+    if (Memoised(h, [&] { return Feed(r, n, next, borrowed, t, ctx); }) == possible_)
       return possible_;
   }
   return !possible_;

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -92,7 +93,7 @@ class Exploration {
                      int32_t ctx) = 0;
   // Feeds terminal t to every (some) configuration whose known top is K,
   // then continues with r[next..n) (next < 0: nothing more).
-  bool Feed(const int32_t* r, int32_t n, int32_t next, std::vector<int32_t> K, int32_t t,
+  bool Feed(const int32_t* r, int32_t n, int32_t next, std::span<const int32_t> K, int32_t t,
             int32_t ctx);
   // Is t taken from every (some) configuration whose known top is K?
   bool AcceptsAll(const std::vector<int32_t>& K, int32_t t) {
@@ -195,6 +196,8 @@ class Exploration {
   static constexpr int8_t kInProgress = 2;
   KeyMemo memo_[2];  // [possible_]
   std::unordered_map<uint64_t, std::vector<int32_t>> borrows_;
+  std::deque<std::vector<int32_t>> stacks_;  // Feed's known tops, per nesting depth
+  size_t depth_ = 0;
   std::vector<int32_t> key_;
   int64_t steps_ = 0;
   bool exceeded_ = false;
