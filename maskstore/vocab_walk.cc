@@ -188,37 +188,63 @@ class Interner {
     for (const LexItem& it : items) ids.push_back(Item(it));
     return SeqIds(ids);
   }
-  // The sequence `seq` followed by item `item`, memoised.
+  // The sequence `seq` followed by item `item`, memoised.  The hash of a
+  // sequence extends the one of its prefix (kept per sequence), so an
+  // append hashes one item, not its whole prefix again.
   int32_t Append(int32_t seq, int32_t item) {
     const uint64_t key = (static_cast<uint64_t>(seq) << 32) | static_cast<uint32_t>(item);
     const int32_t found = appended_.Find(key);
     if (found >= 0) return found;
+    CFGMASK_CHECK(seq_hash_.size() == seq_list.size());  // no look-up after the indexes go
     const std::span<const int32_t> prefix = seq_list[seq];
-    append_scratch_.assign(prefix.begin(), prefix.end());
-    append_scratch_.push_back(item);
-    const int32_t id = SeqIds(append_scratch_);
+    const uint32_t h = Step(seq_hash_[seq], item);
+    const size_t size = prefix.size() + 1;
+    const int32_t id = seq_index_.FindOrAdd(
+        Spread(h), seq_list.size(),
+        [&](int32_t id) {
+          const std::span<const int32_t> v = seq_list[id];
+          return v.size() == size && v.back() == item &&
+                 std::equal(prefix.begin(), prefix.end(), v.begin());
+        },
+        [&] {
+          append_scratch_.assign(prefix.begin(), prefix.end());
+          append_scratch_.push_back(item);
+          seq_list.push_back(append_scratch_);
+          seq_hash_.push_back(h);
+        },
+        [&](int32_t id) { return Spread(seq_hash_[id]); });
     appended_.Insert(key, id);
     return id;
   }
   int32_t SeqIds(const std::vector<int32_t>& ids) {
+    CFGMASK_CHECK(seq_hash_.size() == seq_list.size());
+    uint32_t h = kSeqSeed;
+    for (int32_t v : ids) h = Step(h, v);
     return seq_index_.FindOrAdd(
-        HashIds(ids), seq_list.size(),
+        Spread(h), seq_list.size(),
         [&](int32_t id) {
           const std::span<const int32_t> v = seq_list[id];
           return v.size() == ids.size() && std::equal(v.begin(), v.end(), ids.begin());
         },
-        [&] { seq_list.push_back(ids); }, [&](int32_t id) { return HashIds(seq_list[id]); });
+        [&] {
+          seq_list.push_back(ids);
+          seq_hash_.push_back(h);
+        },
+        [&](int32_t id) { return Spread(seq_hash_[id]); });
   }
-  // Frees the indexes, keeping item_list and seq_list (a finished sub-walk).
+  // Frees the indexes (and the hashes), keeping item_list and seq_list (a
+  // finished sub-walk: no more look-ups).
   void ReleaseIndexes() {
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
     std::vector<int32_t>().swap(append_scratch_);
     seq_list.shrink_to_fit();
+    std::vector<uint32_t>().swap(seq_hash_);
   }
   // Frees the indexes only (no more look-ups; the lists are still read).
   void DropIndexes() {
+    std::vector<uint32_t>().swap(seq_hash_);
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -228,6 +254,7 @@ class Interner {
   // the serial merge that reads only its items).
   void ReleaseSequences() {
     seq_list = SeqList();
+    std::vector<uint32_t>().swap(seq_hash_);
     item_index_.Clear();
     seq_index_.Clear();
     appended_ = FlatIdMap();
@@ -248,14 +275,27 @@ class Interner {
     }
     return h ^ (h >> 29);
   }
-  static uint64_t HashIds(std::span<const int32_t> ids) {
-    uint64_t h = ids.size();
-    for (int32_t v : ids) h = Mix(h, static_cast<uint32_t>(v));
-    return h ^ (h >> 29);
+  // A sequence's hash, 32 bits kept per sequence: Step from the hash of
+  // the sequence without its last id (kSeqSeed for the empty one), spread
+  // to 64 bits for the index (equal hashes only cost a comparison).
+  static constexpr uint32_t kSeqSeed = 0x811c9dc5u;
+  static uint64_t Fmix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
   }
+  static uint32_t Step(uint32_t h, int32_t v) {
+    const uint64_t k = Fmix(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(v));
+    return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);
+  }
+  static uint64_t Spread(uint32_t h) { return Fmix(0x9e3779b97f4a7c15ULL ^ h); }
   IdIndex item_index_, seq_index_;
   FlatIdMap appended_;
   std::vector<int32_t> append_scratch_;
+  std::vector<uint32_t> seq_hash_;  // per sequence of seq_list: its hash (Step)
 };
 
 // Which terminal can immediately follow which in some sentential form (the

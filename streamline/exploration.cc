@@ -9,17 +9,14 @@
 
 namespace cfgmask {
 
-int32_t Exploration::KeyMemo::Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted) {
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ key.size();
-  for (int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
-  // The index probes by the low bits, which the loop mixes poorly for keys
-  // of small ids (LR states, items): finalised (murmur3's fmix64), so that
-  // probe runs stay short.
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
+uint64_t Exploration::KeyMemo::Hash(const int32_t* key, size_t size) {
+  uint64_t h = HashStart(size);
+  for (size_t i = 0; i < size; ++i) h = HashAdd(h, key[i]);
+  return HashEnd(h);
+}
+
+int32_t Exploration::KeyMemo::Entry(const std::vector<int32_t>& key, uint64_t h, int8_t init,
+                                    bool* inserted) {
   const int32_t id = index_.FindOrAdd(
       h, values_.size(),
       [&](int32_t e) {
@@ -79,8 +76,18 @@ ExplorationOptions Checked(ExplorationOptions o) {
 Exploration::Exploration(const LrTables& lr, int32_t start_state, ExplorationOptions options)
     : lr_(lr), preds_(lr, start_state), options_(Checked(options)) {}
 
-bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<int32_t> K,
+bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::span<const int32_t> K_in,
                        int32_t t, int32_t ctx) {
+  // The known top this feed changes: a stack of the nesting depth's own
+  // (kept between queries: no allocation per feed).
+  if (depth_ == stacks_.size()) stacks_.emplace_back();
+  std::vector<int32_t>& K = stacks_[depth_];
+  K.assign(K_in.begin(), K_in.end());
+  struct Nested {
+    size_t* depth;
+    ~Nested() { --*depth; }
+  } nested{&depth_};
+  ++depth_;
   KnownTop known{&K, this};
   const LrResult step = LrFeed(lr_, t, &known);
   switch (step.outcome) {
@@ -98,29 +105,73 @@ bool Exploration::Feed(const int32_t* r, int32_t n, int32_t next, std::vector<in
   // Pops below what is known: the new top is any state with a path of the
   // right length to the deepest known one; every one must succeed (some
   // one, for the refutation).  States without a goto on lhs cannot be
-  // under a real stack.
-  const int32_t len = lr_.rule_length[step.rule];
-  const bool decided = preds_.ForEachBorrow(
-      lr_, K[0], len - static_cast<int32_t>(K.size()) + 1, step.rule,
-      [&](int32_t p, int32_t g) { return FeedMemo(r, n, next, {p, g}, t, ctx) == possible_; });
-  return decided ? possible_ : !possible_;
+  // under a real stack.  Each borrowed pair's key is the same but for the
+  // pair at its end (Key), so the prefix is hashed once and the memo slots
+  // of the next pairs are fetched while one is looked up.
+  const std::vector<int32_t>& pairs =
+      Borrows(K[0], lr_.rule_length[step.rule] - static_cast<int32_t>(K.size()) + 1,
+              lr_.rule_lhs[step.rule]);
+  const size_t count = pairs.size() / 2;
+  if (count == 0) return !possible_;
+  Key(r, n, next < 0 ? n : next, {}, t, ctx);
+  std::vector<int32_t> prefix = key_;
+  const size_t size = prefix.size() + 2;
+  uint64_t h0 = KeyMemo::HashStart(size);
+  for (int32_t v : prefix) h0 = KeyMemo::HashAdd(h0, v);
+  auto hash_of = [&](size_t i) {
+    return KeyMemo::HashEnd(KeyMemo::HashAdd(KeyMemo::HashAdd(h0, pairs[2 * i]), pairs[2 * i + 1]));
+  };
+  KeyMemo& memo = memo_[possible_];
+  constexpr size_t kAhead = 4;
+  uint64_t ahead[kAhead];
+  for (size_t i = 0; i < std::min(count, kAhead); ++i) {
+    ahead[i] = hash_of(i);
+    memo.Prefetch(ahead[i]);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t h = ahead[i % kAhead];
+    if (i + kAhead < count) {
+      ahead[i % kAhead] = hash_of(i + kAhead);
+      memo.Prefetch(ahead[i % kAhead]);
+    }
+    key_.assign(prefix.begin(), prefix.end());
+    key_.push_back(pairs[2 * i]);
+    key_.push_back(pairs[2 * i + 1]);
+    const int32_t borrowed[2] = {pairs[2 * i], pairs[2 * i + 1]};
+    if (Memoised(h, [&] { return Feed(r, n, next, borrowed, t, ctx); }) == possible_)
+      return possible_;
+  }
+  return !possible_;
+}
+
+const std::vector<int32_t>& Exploration::Borrows(int32_t state, int32_t distance, int32_t lhs) {
+  CFGMASK_CHECK(distance >= 0 && distance < (1 << 12) && lhs >= 0 && lhs < (1 << 20));
+  const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32 |
+                       static_cast<uint64_t>(distance) << 20 | static_cast<uint64_t>(lhs);
+  auto [it, added] = borrows_.try_emplace(key);
+  if (added) {
+    for (int32_t p : preds_.Frontier(state, distance)) {
+      const int32_t g = lr_.Goto(p, lhs);
+      if (g >= 0) it->second.insert(it->second.end(), {p, g});
+    }
+  }
+  return it->second;
 }
 
 bool Exploration::FeedMemo(const int32_t* r, int32_t n, int32_t next,
                            const std::vector<int32_t>& K, int32_t t, int32_t ctx) {
-  Key(r, n, next < 0 ? n : next, K, ctx);
-  key_.push_back(-2);
-  key_.push_back(t);
-  return Memoised([&] { return Feed(r, n, next, K, t, ctx); });
+  Key(r, n, next < 0 ? n : next, K, t, ctx);
+  return Memoised(KeyMemo::Hash(key_.data(), key_.size()),
+                  [&] { return Feed(r, n, next, K, t, ctx); });
 }
 
-// The key is in key_ (Key()); the memo copies it before compute() runs.  A
-// query cut short (exceeded_) leaves its key unanswered.
+// The key is in key_ (Key()), hashed `h`; the memo copies it before
+// compute() runs.  A query cut short (exceeded_) leaves its key unanswered.
 template <class F>
-bool Exploration::Memoised(const F& compute) {
+bool Exploration::Memoised(uint64_t h, const F& compute) {
   KeyMemo& memo = memo_[possible_];
   bool inserted;
-  const int32_t id = memo.Entry(key_, kInProgress, &inserted);
+  const int32_t id = memo.Entry(key_, h, kInProgress, &inserted);
   if (!inserted) {
     const int8_t v = memo.value(id);
     return v == kInProgress ? possible_ : v == 1;
@@ -130,20 +181,31 @@ bool Exploration::Memoised(const F& compute) {
   return result;
 }
 
-void Exploration::Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
-                      int32_t ctx) {
+// The context, the rest of the sequence, then (a feed's key) -2 and the
+// terminal, then -1 and the known top last: items, terminals and states are
+// never negative, so the first negative value tells the two kinds apart, and
+// a borrow's keys differ only in their last two values.  (Each key has the
+// length it had when the known top came first, so the memo's size, and
+// with it the points where it is emptied, do not depend on the order.)
+void Exploration::Key(const int32_t* r, int32_t n, int32_t pos, std::span<const int32_t> K,
+                      int32_t t, int32_t ctx) {
   key_.clear();
   key_.push_back(ctx);
-  key_.push_back(static_cast<int32_t>(K.size()));
-  key_.insert(key_.end(), K.begin(), K.end());
   key_.insert(key_.end(), r + pos, r + n);
+  if (t >= 0) {
+    key_.push_back(-2);
+    key_.push_back(t);
+  }
+  key_.push_back(-1);
+  key_.insert(key_.end(), K.begin(), K.end());
 }
 
 bool Exploration::Proved(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K,
                          int32_t ctx) {
   if (pos == n) return true;
-  Key(r, n, pos, K, ctx);
-  return Memoised([&] { return Check(r, n, pos, K, ctx); });
+  Key(r, n, pos, K, -1, ctx);
+  return Memoised(KeyMemo::Hash(key_.data(), key_.size()),
+                  [&] { return Check(r, n, pos, K, ctx); });
 }
 
 // ---------------------------------------------------------------------------

@@ -35,8 +35,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "maskstore/compiled_store.h"
@@ -67,6 +69,7 @@ class Exploration {
     if (MemoBytes() > max_bytes) {
       memo_[0] = KeyMemo();
       memo_[1] = KeyMemo();
+      borrows_.clear();
     }
   }
   int64_t steps() const { return steps_; }
@@ -90,7 +93,7 @@ class Exploration {
                      int32_t ctx) = 0;
   // Feeds terminal t to every (some) configuration whose known top is K,
   // then continues with r[next..n) (next < 0: nothing more).
-  bool Feed(const int32_t* r, int32_t n, int32_t next, std::vector<int32_t> K, int32_t t,
+  bool Feed(const int32_t* r, int32_t n, int32_t next, std::span<const int32_t> K, int32_t t,
             int32_t ctx);
   // Is t taken from every (some) configuration whose known top is K?
   bool AcceptsAll(const std::vector<int32_t>& K, int32_t t) {
@@ -107,7 +110,27 @@ class Exploration {
   class KeyMemo {
    public:
     static constexpr int8_t kUnanswered = 3;  // an entry whose query was cut short
-    int32_t Entry(const std::vector<int32_t>& key, int8_t init, bool* inserted);
+    // The key's hash, also in steps (a key's prefix hashed once): Start with
+    // the whole key's length, Add each value, End.
+    static uint64_t HashStart(size_t size) { return 0x9e3779b97f4a7c15ULL ^ size; }
+    static uint64_t HashAdd(uint64_t h, int32_t v) {
+      return (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL + (h >> 29);
+    }
+    // The index probes by the low bits, which the loop mixes poorly for keys
+    // of small ids (LR states, items): finalised (murmur3's fmix64), so that
+    // probe runs stay short.
+    static uint64_t HashEnd(uint64_t h) {
+      h ^= h >> 33;
+      h *= 0xff51afd7ed558ccdULL;
+      h ^= h >> 33;
+      h *= 0xc4ceb9fe1a85ec53ULL;
+      h ^= h >> 33;
+      return h;
+    }
+    static uint64_t Hash(const int32_t* key, size_t size);
+    // The entry of `key` hashed h (Hash), added with value `init` if new.
+    int32_t Entry(const std::vector<int32_t>& key, uint64_t h, int8_t init, bool* inserted);
+    void Prefetch(uint64_t h) const { index_.Prefetch(h); }
     int8_t& value(int32_t id) { return values_[id]; }
     int64_t bytes() const {
       return static_cast<int64_t>(index_.bytes() + 25 * values_.size() + 4 * arena_.size());
@@ -161,11 +184,20 @@ class Exploration {
   bool FeedMemo(const int32_t* r, int32_t n, int32_t next, const std::vector<int32_t>& K,
                 int32_t t, int32_t ctx);
   template <class F>
-  bool Memoised(const F& compute);
-  void Key(const int32_t* r, int32_t n, int32_t pos, const std::vector<int32_t>& K, int32_t ctx);
+  bool Memoised(uint64_t h, const F& compute);
+  // The memo key of r[pos..n) (t < 0) or of feeding t before it, on top of K.
+  void Key(const int32_t* r, int32_t n, int32_t pos, std::span<const int32_t> K, int32_t t,
+           int32_t ctx);
+  // The borrow step's pairs (p, goto(p, lhs)) below `state` at `distance`
+  // (LrPredecessors::ForEachBorrow's, in its order), flat; kept until the
+  // memo is emptied.
+  const std::vector<int32_t>& Borrows(int32_t state, int32_t distance, int32_t lhs);
 
   static constexpr int8_t kInProgress = 2;
   KeyMemo memo_[2];  // [possible_]
+  std::unordered_map<uint64_t, std::vector<int32_t>> borrows_;
+  std::deque<std::vector<int32_t>> stacks_;  // Feed's known tops, per nesting depth
+  size_t depth_ = 0;
   std::vector<int32_t> key_;
   int64_t steps_ = 0;
   bool exceeded_ = false;
@@ -192,23 +224,36 @@ struct SequenceHash {
 // the streamlining steps ask each suffix once.  A suffix is interned as its
 // first item and the id of the suffix after it (ids from the back of the
 // sequence), so that each distinct suffix costs a few bytes whatever its
-// length, and a look-up allocates nothing.
+// length, and a look-up allocates nothing.  The index is hashed by the
+// suffix's content (which the pair stands for), not by the pair: the hashes
+// of all the suffixes of a sequence are known before the first look-up, so
+// their slots are fetched together instead of one cache miss after another
+// along the chain of ids.
 class SuffixAnswers {
  public:
   // The ids of the suffixes items[j, n), for every j < n, in (*ids)[j].
   void SuffixIds(const int32_t* items, int32_t n, std::vector<int32_t>* ids) {
     ids->resize(n);
+    hashes_.resize(n);
+    uint32_t h = kSeed;
+    for (int32_t j = n - 1; j >= 0; --j) {
+      h = ContentStep(h, items[j]);
+      hashes_[j] = h;
+      index_.Prefetch(Hash(h));
+    }
     int32_t tail = kEmpty;
     for (int32_t j = n - 1; j >= 0; --j) {
       const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(items[j])) << 32 |
                            static_cast<uint32_t>(tail);
+      const uint32_t content = hashes_[j];
       tail = index_.FindOrAdd(
-          Hash(key), keys_.size(), [&](int32_t i) { return keys_[i] == key; },
+          Hash(content), keys_.size(), [&](int32_t i) { return keys_[i] == key; },
           [&] {
             keys_.push_back(key);
+            content_.push_back(content);
             answer_.push_back(kUnknown);
           },
-          [&](int32_t i) { return Hash(keys_[i]); });
+          [&](int32_t i) { return Hash(content_[i]); });
       (*ids)[j] = tail;
     }
   }
@@ -231,12 +276,21 @@ class SuffixAnswers {
   void Release() {
     index_.Clear();
     std::vector<uint64_t>().swap(keys_);
+    std::vector<uint32_t>().swap(content_);
     std::vector<int8_t>().swap(answer_);
+    std::vector<uint32_t>().swap(hashes_);
   }
 
  private:
   static constexpr int32_t kEmpty = -1;  // the tail of a sequence's last item
   static constexpr int8_t kUnknown = -1;
+  static constexpr uint32_t kSeed = 0x811c9dc5u;
+  // A suffix's content hash from the one of the suffix after it (32 bits
+  // kept per suffix; equal hashes only cost a comparison of the pairs).
+  static uint32_t ContentStep(uint32_t h, int32_t item) {
+    const uint64_t k = Hash(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(item));
+    return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);
+  }
   static uint64_t Hash(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
@@ -246,8 +300,10 @@ class SuffixAnswers {
     return k;
   }
   IdIndex index_;
-  std::vector<uint64_t> keys_;  // per suffix: first item << 32 | the next suffix's id
-  std::vector<int8_t> answer_;  // per suffix: 0, 1 or kUnknown
+  std::vector<uint64_t> keys_;     // per suffix: first item << 32 | the next suffix's id
+  std::vector<uint32_t> content_;  // per suffix: its content hash (ContentStep)
+  std::vector<int8_t> answer_;     // per suffix: 0, 1 or kUnknown
+  std::vector<uint32_t> hashes_;   // SuffixIds' scratch
   StepQueries counts_;
 };
 
