@@ -22,9 +22,11 @@
 // compile.c for __debug__.
 #include "runtime/scope_layer.h"
 
+#include "grammar/base/unicode_idents.h"
 #include "grammar/base/unicode_names.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace cfgmask {
@@ -78,7 +80,70 @@ bool IsAugOp(const std::string& op) {
 
 constexpr const char* kDebug = "__debug__";
 
+bool HasAboveAscii(std::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return true;
+  }
+  return false;
+}
+
+// The verdict of NameChars on the name bytes `b` read as a word's start
+// (`fresh`: a digit first makes it a number) or as the continuation of a
+// name: true if no character of it is refused (a sequence left open at the
+// end is not judged yet).
+bool NameBytesOk(std::string_view b, bool fresh) {
+  NameChars nc;
+  std::string why;
+  const bool number = fresh && !b.empty() && b[0] >= '0' && b[0] <= '9';
+  for (size_t i = 0; i < b.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(b[i]);
+    if (c < 0x80) {
+      if (nc.need > 0) return false;
+      continue;
+    }
+    if (nc.Byte(c, fresh && i == 0, number, &why) != nullptr) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+const char* NameChars::Byte(unsigned char c, bool word_start, bool number, std::string* why) {
+  if (need == 0) {
+    if (c < 0xC2 || c > 0xF4) {
+      *why = "invalid UTF-8 byte in a name";
+      return why->c_str();
+    }
+    lead = c;
+    need = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+    got = 0;
+    cp = c & (c < 0xE0 ? 0x1Fu : c < 0xF0 ? 0x0Fu : 0x07u);
+    first = word_start;
+    return nullptr;
+  }
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (got == 0) {
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  }
+  if (c < lo || c > hi) {
+    *why = "invalid UTF-8 byte in a name";
+    return why->c_str();
+  }
+  cp = (cp << 6) | (c & 0x3Fu);
+  ++got;
+  if (--need > 0) return nullptr;
+  if (number || (first ? !IsXidStart(cp) : !IsXidContinue(cp))) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "invalid character U+%04X in %s", static_cast<unsigned>(cp),
+                  number ? "a number" : "a name");
+    *why = buf;
+    return why->c_str();
+  }
+  return nullptr;
+}
 
 // ------------------------------------------------------------------ tokens
 
@@ -90,10 +155,32 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   // an error (a parameter list, a keyword, a declaration).
   std::vector<std::pair<std::string, int32_t>> lead, inner;
   word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
-  name_only_ = quote_lead_ = word_enders_;
+  name_only_ = quote_lead_ = na_all_ = na_simple_ = na_new_ = na_cont_ = na_blank_ = word_enders_;
   for (int32_t t = 0; t < store.vocab_size; ++t) {
     if (store.token_special[t]) continue;
     const std::string_view b = store.TokenBytes(t);
+    if (HasAboveAscii(b)) {
+      na_all_[t >> 5] |= 1u << (t & 31);
+      size_t i = 0;
+      while (i < b.size() && (b[i] == ' ' || b[i] == '\t' || b[i] == '\f')) ++i;
+      const std::string_view rest = b.substr(i);
+      if (std::all_of(rest.begin(), rest.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
+        const uint32_t bit = 1u << (t & 31);
+        na_simple_[t >> 5] |= bit;
+        if (i > 0) na_blank_[t >> 5] |= bit;
+        if (NameBytesOk(rest, true)) na_new_[t >> 5] |= bit;
+        if (NameBytesOk(rest, false)) na_cont_[t >> 5] |= bit;
+      } else {
+        na_other_.push_back(t);
+      }
+      const char* const exits[4] = {"'", "\"", "{}", "\n"};
+      size_t last = b.size();
+      while (last > 0 && static_cast<unsigned char>(b[last - 1]) < 0x80) --last;  // after the last such byte
+      for (int k = 0; k < 4; ++k) {
+        const size_t e = b.find_first_of(exits[k]);
+        if (e != std::string_view::npos && e + 1 < last) na_after_[k].push_back(t);
+      }
+    }
     if (!b.empty() && std::all_of(b.begin(), b.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
       name_only_[t >> 5] |= 1u << (t & 31);
     }
@@ -255,6 +342,16 @@ void ScopeLayer::Fail(std::string why) {
   dead_ = true;
 }
 
+bool ScopeLayer::NameByte(unsigned char c) {
+  std::string why;
+  const bool number = !word_.empty() && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+  if (nchars_.Byte(c, word_.empty(), number, &why) != nullptr) {
+    Fail(why);
+    return false;
+  }
+  return true;
+}
+
 bool ScopeLayer::Feed(std::string_view bytes) {
   for (unsigned char c : bytes) {
     if (dead_) return false;
@@ -275,7 +372,7 @@ bool ScopeLayer::Feed(std::string_view bytes) {
 }
 
 bool ScopeLayer::CanEnd() const {
-  if (dead_) return false;
+  if (dead_ || nchars_.need > 0) return false;
   // Ending can fail only where a next token could (Armed: a pending
   // nonlocal, a name that its end would complete in a checked place).
   if (!PendingNonlocal() && !Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
@@ -305,6 +402,10 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
+  // A character of a name left open (only its continuation bytes go on), or
+  // a name above ASCII being written: its NFKC may be any name, so every
+  // check on the word's end is pending.
+  if (nchars_.need > 0 || HasAboveAscii(word_)) return true;
   // A case pattern (Filter looks only at the tokens that can fail there).
   if (in_pattern_) return true;
   // Inside a \N{...} escape's name every byte is checked.
@@ -366,8 +467,93 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
   return false;
 }
 
+void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index,
+                                  uint32_t* mask) const {
+  auto check = [&](int32_t t) {
+    if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
+    ScopeLayer next = *this;
+    if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
+  };
+  auto each_in = [&](const std::vector<uint32_t>& set, auto&& fn) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w] & set[w]; bits != 0; bits &= bits - 1) fn(w * 32 + __builtin_ctz(bits));
+    }
+  };
+  const bool field_pending = !fstack_.empty() && fstack_.back().part == FString::kField &&
+                             fstack_.back().pending != 0;
+  const bool brace = fstr_ || !fstack_.empty();
+  switch (mode_) {
+    case Mode::kCode:
+    case Mode::kIndent:
+    case Mode::kFBrace: {
+      if (field_pending) break;
+      // Code: a token of blanks and name bytes begins a name (after blanks,
+      // or where no word is open) or goes on the open one; its characters
+      // are judged by the index's flags, and what else it does is what a
+      // token of ASCII name bytes does (the rest of Filter).  A word that is
+      // a number goes through a copy.  Every other token with a byte above
+      // ASCII (a name that ends inside it, compared after NFKC) goes
+      // through a copy.
+      const bool fresh = mode_ != Mode::kCode || word_.empty();
+      const bool number = !fresh && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+      const auto& simple = index.na_simple();
+      const auto& blank = index.na_blank();
+      const auto& good_new = index.na_new();
+      const auto& good_cont = index.na_cont();
+      for (int32_t w = 0; w < store.mask_words(); ++w) {
+        const uint32_t m = mask[w] & simple[w];
+        if (m == 0) continue;
+        uint32_t bad = m & blank[w] & ~good_new[w];
+        const uint32_t joined = m & ~blank[w];  // no blank: joins the open word, if any
+        if (number) {
+          for (uint32_t bits = joined; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
+        } else {
+          bad |= joined & ~(fresh ? good_new[w] : good_cont[w]);
+        }
+        mask[w] &= ~bad;
+      }
+      for (int32_t t : index.na_other()) check(t);
+      return;
+    }
+    case Mode::kString:
+    case Mode::kStrEsc:
+    case Mode::kStrOpen1:
+    case Mode::kFClose:
+    case Mode::kFieldSpec:
+      // In a string only its quote (and a brace of an f-string) can lead
+      // out of it.
+      for (int32_t t : index.na_after(quote_ == '\'' ? 0 : 1)) check(t);
+      if (brace || mode_ == Mode::kFieldSpec) {
+        for (int32_t t : index.na_after(2)) check(t);
+      }
+      return;
+    case Mode::kComment:
+      for (int32_t t : index.na_after(3)) check(t);
+      return;
+    default:
+      break;
+  }
+  each_in(index.na_all(), check);
+}
+
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
                         uint32_t* mask) const {
+  // Names above ASCII: a character's UTF-8 sequence left open (only its
+  // continuation bytes go on), every allowed token through a copy; else the
+  // tokens with bytes above ASCII that can reach code, before the lists
+  // below (which read every byte above ASCII as a name byte).
+  if (nchars_.need > 0) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        if (t >= store.vocab_size || store.token_special[t]) continue;
+        ScopeLayer next = *this;
+        if (!next.Feed(store.TokenBytes(t))) mask[w] &= ~(1u << (t & 31));
+      }
+    }
+    return;
+  }
+  FilterAboveAscii(store, index, mask);
   // Tokens whose verdict is already final (judged by a copy of the layer
   // as a group, enders_by_copy): the lists below skip them.
   std::vector<uint32_t> decided;
@@ -732,6 +918,11 @@ std::string ScopeLayer::DebugString() const {
 // ------------------------------------------------------------------ tokenizer
 
 void ScopeLayer::Byte(unsigned char c) {
+  // A character of a name left open: only its continuation bytes.
+  if (nchars_.need > 0 && (c < 0x80 || c > 0xBF)) {
+    Fail("invalid UTF-8 in a name");
+    return;
+  }
   if (in_pattern_) pattern_->RawByte(static_cast<char>(c));
   if (!fstack_.empty()) {
     FCheck(c);
@@ -1078,6 +1269,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
       Fail("cannot assign to __debug__");
       return;
     }
+    if (c >= 0x80 && !NameByte(c)) return;
     word_ += static_cast<char>(c);
     return;
   }
@@ -1203,6 +1395,9 @@ void ScopeLayer::FlushWord() {
   word_.clear();
   if ((w[0] >= '0' && w[0] <= '9') || w[0] == '.') {
     Lexeme(Lex::kNumber, w);
+  } else if (HasAboveAscii(w)) {
+    // CPython compares names after NFKC; a keyword is only its ASCII word.
+    Lexeme(Lex::kName, NfkcName(w), true);
   } else if (IsKeyword(w)) {
     Lexeme(Lex::kKeyword, w);
   } else {
@@ -1498,7 +1693,7 @@ bool ScopeLayer::LambdaTerminator(const std::string& x) const {
          x == "\n" || x == "for" || x == "from" || x == "as" || x == "async";
 }
 
-void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
+void ScopeLayer::Lexeme(Lex kind, const std::string& text, bool above_ascii) {
   if (dead_) return;
   // match statements: the role of a first word `match` is known now.
   if (match_word_) {
@@ -1536,7 +1731,8 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     }
     pattern_.reset();
   }
-  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_) {
+  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_ &&
+      !above_ascii) {
     if (text == "match") {  // a name or the keyword: the next lexeme says
       match_word_ = true;
       match_gap_ = 0;

@@ -49,7 +49,15 @@
 //     literals), f-strings in patterns, and a case line after an
 //     irrefutable case (refused at its first byte); captures bind names;
 //   - a `\N{...}` escape whose name is no character's name
-//     (grammar/base/unicode_names.h), at the byte after which none can begin.
+//     (grammar/base/unicode_names.h), at the byte after which none can begin;
+//   - a name's character above ASCII that CPython 3.11 does not take
+//     (`str.isidentifier()`: XID_Start or `_` first, then XID_Continue;
+//     grammar/base/unicode_idents.h), at the byte that completes it (a
+//     token may end inside a character's UTF-8 sequence), and bytes that are
+//     no UTF-8 at once.  The grammar's NAME takes any character above ASCII.
+//     Names are compared as CPython compares them, after NFKC (`ﬁle` is
+//     `file`): every check above sees the normalised name, while keywords
+//     and soft keywords are only the ASCII words (`ｉｆ = 1` binds `if`).
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -115,6 +123,22 @@ class ScopeTokenIndex {
   // Tokens that start with a quote, as a mask (after a word that is a
   // string prefix they open a string instead of ending a name).
   const std::vector<uint32_t>& quote_lead() const { return quote_lead_; }
+  // Tokens with a byte above ASCII (special tokens aside): all of them; the
+  // "simple" ones (blanks, then only name bytes) as a mask; of those, the
+  // ones whose name bytes are a good beginning of a name (na_new: a
+  // character CPython takes first, then ones it takes further, a UTF-8
+  // sequence left open at the end) or a good continuation (na_cont), and
+  // the ones with leading blanks; the others, listed (na_other); the tokens
+  // with a byte above ASCII after a `'` (na_after(0)), a `"` (1), a brace
+  // (2) or a newline (3): the only ones that can bring such a byte into
+  // code from a string or a comment.
+  const std::vector<uint32_t>& na_all() const { return na_all_; }
+  const std::vector<uint32_t>& na_simple() const { return na_simple_; }
+  const std::vector<uint32_t>& na_new() const { return na_new_; }
+  const std::vector<uint32_t>& na_cont() const { return na_cont_; }
+  const std::vector<uint32_t>& na_blank() const { return na_blank_; }
+  const std::vector<int32_t>& na_other() const { return na_other_; }
+  const std::vector<int32_t>& na_after(int k) const { return na_after_[k]; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -133,9 +157,26 @@ class ScopeTokenIndex {
       fstring_, fopen_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<int32_t> ending_async_[6];
+  std::vector<int32_t> na_other_, na_after_[4];
+  std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
+};
+
+// A name's characters above ASCII, byte by byte (CPython 3.11's tokenizer:
+// a name is a run of ASCII letters, digits, `_` and bytes above ASCII, not
+// starting with a digit, whose characters are `str.isidentifier()`).
+struct NameChars {
+  int8_t need = 0;       // continuation bytes still expected
+  int8_t got = 0;        // continuation bytes read
+  uint8_t lead = 0;
+  bool first = false;    // the character begins its word
+  uint32_t cp = 0;
+  // Reads byte `c` (>= 0x80) of a word; `word_start`: nothing of the word
+  // before it; `number`: the word so far is a number.  nullptr, or why it
+  // is refused (then the state is undefined).
+  const char* Byte(unsigned char c, bool word_start, bool number, std::string* why);
 };
 
 class ScopeLayer {
@@ -204,8 +245,15 @@ class ScopeLayer {
   void CloseField();
   bool InFieldTop() const;
   void LineStart(int32_t col);
-  void Lexeme(Lex kind, const std::string& text);
+  // `above_ascii`: a name with characters above ASCII, `text` its NFKC
+  // (never a soft keyword).
+  void Lexeme(Lex kind, const std::string& text, bool above_ascii = false);
   void Fail(std::string why);
+  // A byte above ASCII of a word (NameChars); false if refused.
+  bool NameByte(unsigned char c);
+  // The characters above ASCII of the non-simple tokens and of the strings'
+  // and comments' exits (Filter, before its other lists).
+  void FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask) const;
 
   // ---- statements and scopes
   struct Entry {
@@ -337,6 +385,7 @@ class ScopeLayer {
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
   std::string word_;
+  NameChars nchars_;            // the UTF-8 sequence being read in word_
   std::string op_;
   char quote_ = 0;              // the string being read (the innermost)
   bool triple_ = false, raw_ = false, fstr_ = false;

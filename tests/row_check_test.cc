@@ -237,6 +237,26 @@ const char* const kScopePrograms[] = {
     "def f(a, b):\n    global G\n    G = a\n    G = {1: a}\n    G [1:2] = b\n    G \\\n        = b\n"
     "    nonlocal_ = b\n    global_ = a\n    dict(a=1, b=G, c=b == a)\n"
     "    return G, nonlocal_, global_\n",
+    // names above ASCII (judged by character, compared after NFKC)
+    "# 中文注释 · ，\n"
+    "ä = 1\n"
+    "Δt = ä + 1\n"
+    "def f(ﬁle, 中文, *, ｘ=1):\n"
+    "    global ｇ\n"
+    "    ｇ = 中文\n"
+    "    return f(ﬁle=file, y=ｘ), 'ä·，', f'{Δt!r:>{ä}}'\n",
+    "def outer():\n"
+    "    ｘ = 1\n"
+    "    def inner():\n"
+    "        nonlocal x\n"
+    "        x = 2\n"
+    "    return [é for é in range(3) if (ü := é)], é, a·b, x︳\n",
+    "class Ä:\n"
+    "    def méthode(self, ärger=None):\n"
+    "        return self.métier, __class__, ｉｆ, ifä\n"
+    "match ä:\n"
+    "    case Ä(x=ü) if ü:\n"
+    "        pass\n",
 };
 
 struct FilterCounts {
