@@ -530,7 +530,7 @@ PROBE += [
     ("a middle dot goes on a name", "a\u00b7b = 1\n"),
     ("a middle dot cannot begin a name", "\u00b7a = 1\n"),
     ("U+309B goes on no name", "x\u309b = 1\n"),
-    ("fullwidth comma in code", "x = (1\uff0c2)\n"),
+    ("fullwidth comma in code (one NAME to the grammar)", "x = a\uff0cb\n"),
     ("a no-break space in code", "x =\u00a01\n"),
     ("fullwidth low line", "\uff3f\uff3fdebug\uff3f\uff3f = 1\n"),
     ("NFKC: duplicate parameter (ligature fi)", "def f(\ufb01le, file):\n    pass\n"),
