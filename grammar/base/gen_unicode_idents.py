@@ -18,8 +18,8 @@ whose data is Unicode 14.0.0).
 
 unicode_idents.cc composes them into NFKC (CPython normalises every non-ASCII
 name with unicodedata.normalize('NFKC')).  With a second argument it also
-writes test vectors: seeded names built from the characters whose NFKC
-differs, combining marks and Hangul jamo, with Python's NFKC of each
+writes test vectors: every XID_Continue character whose NFKD differs, alone,
+and seeded names built from them, combining marks and Hangul jamo, with Python's NFKC of each
 (tests/unicode_idents_test.cc).  Usage:
 gen_unicode_idents.py OUT.inc [VECTORS.inc].
 """
