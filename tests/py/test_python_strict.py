@@ -528,6 +528,8 @@ PROBE = [
 PROBE += [
     ("names above ASCII", "\u00e4 = 1\nprint(\u00e4, \u4e2d\u6587)\n"),
     ("a keyword and a letter above ASCII: one name", "if\u00e4 = 1\nx = if\u00e4\n"),
+    ("a keyword and a letter above ASCII where no name may stand", "x = 1 if\u00e4 else 2\n"),
+    ("a match subject: a keyword and a letter above ASCII", "match in\u00e4:\n    case 1:\n        pass\n"),
     ("fullwidth `if`: a name (NFKC `if`)", "\uff49\uff46 = 1\nx = \uff49\uff46\n"),
     ("fullwidth `None`: a name", "\uff2e\uff4f\uff4e\uff45 = 1\n"),
     ("fullwidth `match`: a name", "\uff4d\uff41\uff54\uff43\uff48 = 1\n"),
