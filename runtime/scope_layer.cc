@@ -108,7 +108,26 @@ bool NameBytesOk(std::string_view b, bool fresh) {
 
 }  // namespace
 
+// The character being read, `need` continuation bytes short, must have a
+// completion that the name takes: otherwise the text cannot go on (CPython
+// refuses every character the sequence can still become), and it is refused
+// at this byte rather than left a dead end.
+const char* NameChars::Completable(std::string* why) const {
+  const int shift = 6 * need;
+  uint32_t lo = cp << shift, hi = lo | ((1u << shift) - 1u);
+  const int len = got + need + 1;  // bytes of the whole sequence
+  lo = std::max<uint32_t>(lo, len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u);
+  hi = std::min<uint32_t>(hi, 0x10FFFFu);
+  if (!in_number && lo <= hi && (first ? AnyXidStartIn(lo, hi) : AnyXidContinueIn(lo, hi))) return nullptr;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "no character U+%04X-U+%04X may stand in %s", static_cast<unsigned>(lo),
+                static_cast<unsigned>(hi), in_number ? "a number" : "a name");
+  *why = buf;
+  return why->c_str();
+}
+
 const char* NameChars::Byte(unsigned char c, bool word_start, bool number, std::string* why) {
+  in_number = number;
   if (need == 0) {
     if (c < 0xC2 || c > 0xF4) {
       *why = "invalid UTF-8 byte in a name";
@@ -119,7 +138,7 @@ const char* NameChars::Byte(unsigned char c, bool word_start, bool number, std::
     got = 0;
     cp = c & (c < 0xE0 ? 0x1Fu : c < 0xF0 ? 0x0Fu : 0x07u);
     first = word_start;
-    return nullptr;
+    return Completable(why);
   }
   unsigned char lo = 0x80, hi = 0xBF;
   if (got == 0) {
@@ -134,7 +153,7 @@ const char* NameChars::Byte(unsigned char c, bool word_start, bool number, std::
   }
   cp = (cp << 6) | (c & 0x3Fu);
   ++got;
-  if (--need > 0) return nullptr;
+  if (--need > 0) return Completable(why);
   if (number || (first ? !IsXidStart(cp) : !IsXidContinue(cp))) {
     char buf[80];
     std::snprintf(buf, sizeof buf, "invalid character U+%04X in %s", static_cast<unsigned>(cp),

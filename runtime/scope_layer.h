@@ -172,11 +172,15 @@ struct NameChars {
   int8_t got = 0;        // continuation bytes read
   uint8_t lead = 0;
   bool first = false;    // the character begins its word
+  bool in_number = false;  // the word is a number
   uint32_t cp = 0;
   // Reads byte `c` (>= 0x80) of a word; `word_start`: nothing of the word
   // before it; `number`: the word so far is a number.  nullptr, or why it
   // is refused (then the state is undefined).
   const char* Byte(unsigned char c, bool word_start, bool number, std::string* why);
+  // nullptr if some completion of the open sequence is a character the
+  // name (or number) takes; else why not.
+  const char* Completable(std::string* why) const;
 };
 
 class ScopeLayer {

@@ -25,6 +25,14 @@ bool InRanges(const uint32_t (&r)[N][2], uint32_t cp) {
   return it != std::begin(r) && cp <= (*(it - 1))[1];
 }
 
+// Does a range of `r` meet [lo, hi]?  (The ranges are sorted and disjoint.)
+template <size_t N>
+bool MeetsRanges(const uint32_t (&r)[N][2], uint32_t lo, uint32_t hi) {
+  const auto* it = std::lower_bound(std::begin(r), std::end(r), lo,
+                                    [](const uint32_t(&row)[2], uint32_t c) { return row[1] < c; });
+  return it != std::end(r) && (*it)[0] <= hi;
+}
+
 uint32_t Ccc(uint32_t cp) {
   const auto* it = std::upper_bound(std::begin(kCcc), std::end(kCcc), cp,
                                     [](uint32_t c, const uint32_t(&row)[3]) { return c < row[0]; });
@@ -77,6 +85,20 @@ bool IsXidStart(uint32_t cp) {
 bool IsXidContinue(uint32_t cp) {
   if (cp < 0x80) return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') || cp == '_';
   return InRanges(kXidContinue, cp);
+}
+
+bool AnyXidStartIn(uint32_t lo, uint32_t hi) {
+  for (uint32_t c = lo; c <= hi && c < 0x80; ++c) {
+    if (IsXidStart(c)) return true;
+  }
+  return hi >= 0x80 && MeetsRanges(kXidStart, std::max<uint32_t>(lo, 0x80), hi);
+}
+
+bool AnyXidContinueIn(uint32_t lo, uint32_t hi) {
+  for (uint32_t c = lo; c <= hi && c < 0x80; ++c) {
+    if (IsXidContinue(c)) return true;
+  }
+  return hi >= 0x80 && MeetsRanges(kXidContinue, std::max<uint32_t>(lo, 0x80), hi);
 }
 
 std::string NfkcName(std::string_view s) {

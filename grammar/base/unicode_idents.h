@@ -19,6 +19,11 @@ namespace cfgmask {
 bool IsXidStart(uint32_t cp);
 // May it go on a name (ASCII: a letter, a digit or `_`)?
 bool IsXidContinue(uint32_t cp);
+// Does some code point in [lo, hi] begin a name (AnyXidStartIn) or go on
+// one (AnyXidContinueIn)?  How the scope layer refuses, at its first byte,
+// a UTF-8 sequence that no character a name may hold completes.
+bool AnyXidStartIn(uint32_t lo, uint32_t hi);
+bool AnyXidContinueIn(uint32_t lo, uint32_t hi);
 // NFKC of `s`, which must be well-formed UTF-8 (of a name's characters:
 // the decompositions of characters outside XID_Continue are not held).  A
 // composition never takes an ASCII character second, so NFKC(s + t) is
