@@ -409,7 +409,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     if (s != kDead) init.cur.emplace_back(t, s);
   }
   // Lexer modes: each mode's start lists, and the modes after each terminal.
-  const LexerModeOptions& mo = options.modes;
+  const LexerModes& mo = options.modes;
   if (mo.num_modes > 255 || (mo.num_modes > 0 && n >= (1 << 24))) {
     return Status(ErrorCode::kResourceLimit,
                   "the grammar's scanners split into " + std::to_string(mo.num_modes) +
@@ -427,7 +427,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
   for (auto& [t, s] : init.cur) {
     const int32_t mt = mo.num_modes > 0 ? mo.mode_of[t] : 0;
     for (int32_t k = 0; k < a->num_modes_; ++k) {
-      if (mt == k || mt == LexerModeOptions::kShared) a->mode_start_[k].emplace_back(t, s);
+      if (mt == k || mt == LexerModes::kShared) a->mode_start_[k].emplace_back(t, s);
     }
   }
   a->after_.assign(static_cast<size_t>(a->num_modes_) * n, {});
@@ -446,7 +446,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
         }
         v.push_back(m2);
       }
-      if (mo.mode_of[t] == LexerModeOptions::kShared) v.push_back(k);
+      if (mo.mode_of[t] == LexerModes::kShared) v.push_back(k);
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
     }
@@ -462,7 +462,7 @@ Status TerminalAutomaton::Build(const Grammar& grammar, int32_t indenter_nl,
     if (static_cast<int32_t>(mo.foreign.size()) != mo.num_modes) {
       return Status(ErrorCode::kInvalidArgument, "lexer modes: no foreign terminals per mode");
     }
-    for (int32_t t = 0; t < n; ++t) a->shared_[t] = mo.mode_of[t] == LexerModeOptions::kShared;
+    for (int32_t t = 0; t < n; ++t) a->shared_[t] = mo.mode_of[t] == LexerModes::kShared;
     for (int32_t k = 0; k < mo.num_modes; ++k) {
       std::vector<int32_t> f;
       for (int32_t t : mo.foreign[k]) {
@@ -791,7 +791,7 @@ int32_t TerminalAutomaton::BoundaryUncached(int32_t q, int32_t t, int32_t mode, 
 }
 
 // A shared terminal is in every scanner: the foreign terminals of its mode
-// tell a scanner of another mode (LexerModeOptions::foreign).
+// tell a scanner of another mode (LexerModes::foreign).
 void TerminalAutomaton::AddForeignBlockers(int32_t mode, int32_t t,
                                            std::vector<int32_t>* blockers) const {
   if (!shared_[t] || foreign_set_[mode] < 0) return;

@@ -48,6 +48,7 @@
 
 #include "grammar/base/stop_check.h"
 #include "grammar/grammar.h"
+#include "grammar/lexer_modes.h"
 #include "grammar/base/status.h"
 #include "lexer/regex/regex.h"
 
@@ -72,7 +73,7 @@ struct LexItem {
   int32_t col = 0;            //   column = col (absolute) or carried + col
   // kHit: slot ordinal (see header comment).  kTail: -1, or the id of a
   // terminal set of which the scanner may hold none (the lexer mode's
-  // foreign terminals: LexerModeOptions), when a shared terminal is alive.
+  // foreign terminals: LexerModes::foreign), when a shared terminal is alive.
   int32_t slot = -1;
 
   bool operator==(const LexItem& o) const {
@@ -107,36 +108,19 @@ struct ColumnDelta {
   }
 };
 
-// Lexer modes (parser/lexer_modes.h finds them in the LALR tables): a
-// partition of the lexed terminals such that every scanner lies within one
-// mode plus the shared terminals (%ignore'd, the indenter's newline).  A
-// lexer state then holds only its mode's terminals and the shared ones, and
-// a boundary starts the next terminal in each mode that can follow the one
-// that ended (each its own lexer state): the parser's check of the next
-// terminal picks the right one.  Without modes (num_modes 0) every terminal
-// is live after every boundary.
-struct LexerModeOptions {
-  static constexpr int32_t kShared = -1;
-  static constexpr int32_t kNeverScanned = -2;
-  int32_t num_modes = 0;
-  std::vector<int32_t> mode_of;             // per terminal: mode, kShared or kNeverScanned
-  std::vector<std::vector<int32_t>> after;  // per terminal: the modes that can follow it
-  int32_t initial_mode = 0;
-  // Per mode: the terminals of the other modes (a scanner holding one is
-  // not of this mode).  A shared terminal is taken by every scanner, so its
-  // Emit carries them as blockers and its Tail as `slot` (LexItem): a
-  // hypothesis that lexed blanks or a comment in the wrong mode dies there.
-  std::vector<std::vector<int32_t>> foreign;
-  // Per mode: the terminals every scanner lexed in that mode holds.  Once a
-  // regexp among them has matched at a terminal's start, the terminals after
-  // it in Lark's order can no longer win there and are dropped (string
-  // terminals that some regexp retypes to are kept for the retyping).
-  std::vector<std::vector<int32_t>> certain;
-};
-
 struct TerminalAutomatonOptions {
   int32_t max_lexer_states = 2000000;  // resource bound on hash-consed states
-  LexerModeOptions modes;
+  // Lexer modes (grammar/lexer_modes.h; parser/lexer_modes.h finds them in
+  // the LALR tables): a lexer state holds only its mode's terminals and the
+  // shared ones, and a boundary starts the next terminal in each mode that
+  // can follow the one that ended (each its own lexer state): the parser's
+  // check of the next terminal picks the right one.  Without modes
+  // (num_modes 0) every terminal is live after every boundary.  A shared
+  // terminal's Emit carries the mode's `foreign` terminals as blockers and
+  // its Tail as `slot` (LexItem); once a regexp among the mode's `certain`
+  // terminals has matched at a terminal's start, the terminals after it in
+  // Lark's order are dropped (string terminals some regexp retypes to kept).
+  LexerModes modes;
   // The compile's budget and interrupt (grammar/base/stop_check.h), looked at
   // per terminal and per pair of terminals while Build runs; null: none.
   StopCheck* stop = nullptr;
@@ -330,7 +314,7 @@ class TerminalAutomaton {
   std::vector<int32_t> foreign_set_;  // per mode: set id of its foreign terminals (-1: none)
   void AddForeignBlockers(int32_t mode, int32_t t, std::vector<int32_t>* blockers) const;
   std::vector<uint8_t> shared_;       // per terminal: in every mode
-  std::vector<uint8_t> certain_;      // [mode * num_terminals + t]: LexerModeOptions::certain
+  std::vector<uint8_t> certain_;      // [mode * num_terminals + t]: LexerModes::certain
   std::vector<uint8_t> retype_target_;  // per terminal: a string some regexp retypes to
   int32_t initial_ = -1;
   int32_t max_states_ = 0;

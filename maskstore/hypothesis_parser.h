@@ -22,6 +22,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "lexer/terminal_automaton.h"
@@ -158,6 +159,133 @@ class ItemScanner {
   const CompiledStore& s_;
 };
 
+// The end of long reduction chains, remembered per thread.  A terminal
+// checked after the elements of a long right-recursive list (the strict
+// grammar's comma lists: a table of 8,000 tuples) reduces through every
+// element; each step asks that for many rows, so a step's cost grew with the
+// list.  From a configuration (a base stack node N with one state g pushed
+// on it, the rest of the stack below N fixed by N itself) and a lookahead t,
+// the rest of LrFeed is a function of (N, g, t): its outcome, the node it
+// pops down to and the states it leaves above.  ChainFeed records that at
+// configurations met past kDeep reductions (the first kWindow of a chain,
+// then every kStride-th), and a later feed that meets a recorded one jumps
+// to its end (Rebase, which reads the node the chain ended on, so the row
+// memo's key, runtime/row_memo.h, is what it was).  Entries keep their node
+// alive (a held LrStack), so a node's address names one stack while its
+// entry lives: exact, and compared with the memo off in
+// tests/row_check_test.cc (ChainMemo).  Two generations of at most
+// kGeneration entries bound it; a hit in the old one moves to the young one.
+class ChainMemo {
+ public:
+  static constexpr int32_t kDeep = 32;
+  static constexpr int32_t kWindow = 8;
+  static constexpr int32_t kStride = 64;
+  static constexpr size_t kGeneration = size_t{1} << 10;
+  struct Key {
+    const LrStack::Node* node;
+    int32_t state, terminal;
+    bool operator==(const Key& o) const {
+      return node == o.node && state == o.state && terminal == o.terminal;
+    }
+  };
+  struct Result {
+    LrStack keep;  // holds Key::node (and `base`, below it)
+    LrOutcome outcome;
+    const LrStack::Node* base;
+    std::vector<int32_t> above;
+  };
+
+  static ChainMemo& ForThread() {
+    thread_local ChainMemo memo;
+    return memo;
+  }
+  // Off: every feed walks its whole chain (the reference the tests compare with).
+  bool enabled = true;
+  // Reductions this thread's feeds made (a chain cut short by a hit counts
+  // up to the hit): the work a step's checks did on the parser stack.
+  int64_t reductions = 0;
+  int64_t hits = 0, puts = 0;
+
+  const Result* Find(const Key& k) {
+    auto it = young_.find(k);
+    if (it != young_.end()) return &it->second;
+    auto o = old_.find(k);
+    if (o == old_.end()) return nullptr;
+    Result r = std::move(o->second);
+    old_.erase(o);
+    return &Insert(k, std::move(r));
+  }
+  void Put(const Key& k, LrOutcome outcome, const LrStack::Node* base, std::vector<int32_t> above) {
+    ++puts;
+    Insert(k, Result{LrStack::Build(k.node, nullptr, 0), outcome, base, std::move(above)});
+  }
+  void Clear() {
+    young_.clear();
+    old_.clear();
+  }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = reinterpret_cast<uintptr_t>(k.node) * 0x9E3779B97F4A7C15ull;
+      h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.state)) << 32 |
+            static_cast<uint32_t>(k.terminal)) * 0xBF58476D1CE4E5B9ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  Result& Insert(const Key& k, Result r) {
+    if (young_.size() >= kGeneration) {
+      old_ = std::move(young_);
+      young_.clear();
+    }
+    return young_.insert_or_assign(k, std::move(r)).first->second;
+  }
+  std::unordered_map<Key, Result, KeyHash> young_, old_;
+};
+
+// LrFeed through this thread's ChainMemo, over an LrOverlay or an LrScratch.
+template <class Stack>
+LrResult ChainFeed(const LrTables& lr, int32_t t, Stack* stack) {
+  ChainMemo& memo = ChainMemo::ForThread();
+  int32_t reductions = 0;
+  thread_local std::vector<ChainMemo::Key> met;  // recorded below (no feed runs inside another)
+  met.clear();
+  const LrResult r = LrFeedHooked(lr, t, stack, [&](LrResult* out) {
+    ++reductions;
+    if (reductions < ChainMemo::kDeep || !memo.enabled || !stack->OneAboveBase()) return false;
+    const ChainMemo::Key key{stack->base(), stack->Above(0), t};
+    if (const ChainMemo::Result* hit = memo.Find(key)) {
+      ++memo.hits;
+      stack->Rebase(hit->base, hit->above.data(), static_cast<int32_t>(hit->above.size()));
+      *out = {hit->outcome};
+      return true;
+    }
+    // The first kWindow met (the next step's chain, one element longer,
+    // meets them within a few reductions) and every kStride-th (a chain
+    // entered at another offset meets one within kStride).
+    const int32_t past = reductions - ChainMemo::kDeep;
+    if (past < ChainMemo::kWindow || past % ChainMemo::kStride == 0) met.push_back(key);
+    return false;
+  });
+  memo.reductions += reductions;
+  // kStopped (a cycle or the size limit) and kBelow are not the chain's own
+  // answers: not recorded.
+  if (!met.empty() && (r.outcome == LrOutcome::kShift || r.outcome == LrOutcome::kReject ||
+                       r.outcome == LrOutcome::kAccept)) {
+    std::vector<int32_t> above(static_cast<size_t>(stack->StatesAbove()));
+    for (size_t i = 0; i < above.size(); ++i) above[i] = stack->Above(static_cast<int32_t>(i));
+    for (const ChainMemo::Key& k : met) memo.Put(k, r.outcome, stack->base(), above);
+  }
+  return r;
+}
+
+// Would `terminal` be taken on top of `view`?  LrWouldTake through ChainFeed.
+inline bool ChainWouldTake(const LrTables& lr, const LrOverlay& view, int32_t terminal) {
+  LrScratch s(view.base(), view.overlay().data(), static_cast<int32_t>(view.overlay().size()),
+              &view);
+  return LrTaken(ChainFeed(lr, terminal, &s));
+}
+
 // The parser state of one lexing hypothesis while a sequence of items is
 // checked: its LR stack as an overlay view (parser/lr_core.h), the
 // indenter's stack and bracket depth, and the scanners of the open slots.
@@ -181,7 +309,7 @@ struct HypothesisParser {
   bool Feed(int32_t t) {
     accepts_memo = nullptr;  // its answers were for the stack before
     if (trace) trace->push_back(t);
-    return LrTaken(LrFeed(lr, t, &stack));
+    return LrTaken(ChainFeed(lr, t, &stack));
   }
   bool Newline(int32_t col) {
     if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets
@@ -199,9 +327,9 @@ struct HypothesisParser {
   // Would terminal t be shifted now?  Simulated on a scratch overlay:
   // nothing is copied or allocated.
   bool Accepts(int32_t t) const {
-    if (!accepts_memo) return LrWouldTake(lr, stack, t);
+    if (!accepts_memo) return ChainWouldTake(lr, stack, t);
     int8_t& a = accepts_memo[t];
-    if (a < 0) a = LrWouldTake(lr, stack, t) ? 1 : 0;
+    if (a < 0) a = ChainWouldTake(lr, stack, t) ? 1 : 0;
     return a == 1;
   }
   bool TailOk(int32_t item) const {

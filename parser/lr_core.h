@@ -121,8 +121,13 @@ struct LrResult {
 // The LR driver (Lark's ParserState.feed_token, lark/parsers/
 // lalr_parser_state.py): reduce while the table says so, then shift,
 // accept or reject.
-template <class Stack>
-inline LrResult LrFeed(const LrTables& t, int32_t terminal, Stack* stack) {
+//
+// LrFeedHooked: the same, calling after(&result) once each reduction's goto
+// state is pushed; when it returns true the feed ends with *result (the
+// runtime's memo of long reduction chains, maskstore/hypothesis_parser.h,
+// has then put the stack where the rest of the chain leaves it).
+template <class Stack, class After>
+inline LrResult LrFeedHooked(const LrTables& t, int32_t terminal, Stack* stack, After after) {
   for (;;) {
     if (!stack->Step()) return {LrOutcome::kStopped};
     const int32_t a = t.Action(stack->Top(), terminal);
@@ -134,7 +139,13 @@ inline LrResult LrFeed(const LrTables& t, int32_t terminal, Stack* stack) {
     const int32_t g = t.GotoAfterReduce(stack->Top(), rule);
     if (g < 0) return {LrOutcome::kReject};
     if (!stack->Push(g)) return {LrOutcome::kStopped};
+    LrResult r;
+    if (after(&r)) return r;
   }
+}
+template <class Stack>
+inline LrResult LrFeed(const LrTables& t, int32_t terminal, Stack* stack) {
+  return LrFeedHooked(t, terminal, stack, [](LrResult*) { return false; });
 }
 
 // Shifted, or for $END accepted: what "t is taken" means to every caller.
@@ -240,6 +251,18 @@ class LrOverlay {
   void Read(const LrStack::Node* n) const {
     if (low_ && n->depth - 1 < *low_) *low_ = n->depth - 1;
   }
+  // Exactly one state above the base (the view is the pair (base, it)).
+  bool OneAboveBase() const { return overlay_.size() == 1; }
+  int32_t StatesAbove() const { return static_cast<int32_t>(overlay_.size()); }
+  int32_t Above(int32_t i) const { return overlay_[i]; }
+  // The view becomes `base` (an ancestor of the current base) plus
+  // states[0..n), as a run of feeds computed elsewhere left it; `base` is
+  // read (the deepest node that run read).
+  void Rebase(const LrStack::Node* base, const int32_t* states, int32_t n) {
+    base_ = base;
+    overlay_.assign(states, states + n);
+    Read(base_);
+  }
 
  private:
   const LrStack::Node* base_ = nullptr;
@@ -304,6 +327,20 @@ class LrScratch {
       if (At(i) != saved_[i]) return true;
     }
     return false;
+  }
+
+  // As LrOverlay's: one local state above the base and none of the fixed
+  // overlay left; the states above the base; Rebase (the local states
+  // become states[0..n), none of the fixed overlay left).
+  bool OneAboveBase() const { return ov_ == 0 && n_ == 1; }
+  int32_t StatesAbove() const { return ov_ + n_; }
+  int32_t Above(int32_t i) const { return i < ov_ ? overlay_[i] : At(i - ov_); }
+  void Rebase(const LrStack::Node* base, const int32_t* states, int32_t n) {
+    base_ = base;
+    ov_ = 0;
+    n_ = 0;
+    for (int32_t i = 0; i < n; ++i) Push(states[i]);  // n came from a run of Push
+    if (owner_) owner_->Read(base_);
   }
 
   // Where the simulation ended: the base node, how much of the fixed

@@ -29,10 +29,15 @@ uint64_t RowMemo::Hash(const LiveState& l) {
   return h ^ (h >> 31);
 }
 
+// Entries that hold their whole stack live under the hash mixed with the
+// stack's top node: the many steps of a long list (one key each) do not
+// lengthen the bucket that every other look-up of `hash` walks.
+uint64_t RowMemo::WholeHash(uint64_t hash, const LrStack::Node* top) {
+  uint64_t h = (hash ^ reinterpret_cast<uintptr_t>(top)) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
 bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows) {
-  Shard& sh = ShardOf(hash);
-  std::lock_guard<std::mutex> lock(sh.mu);
-  auto [b, e] = sh.map.equal_range(hash);
   // Does the stack end with `suffix` (bottom first)?  Walked from the top.
   auto ends_with = [&l](const std::vector<int32_t>& suffix) {
     if (suffix.size() > l.stack.Depth()) return false;
@@ -42,15 +47,21 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
     }
     return true;
   };
-  for (auto it = b; it != e; ++it) {
-    const Entry& x = it->second;
-    if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.indent != l.indent ||
-        x.slots != l.slot_bits || !ends_with(x.suffix)) {
-      continue;
+  for (const uint64_t h : {hash, WholeHash(hash, l.stack.top_node())}) {
+    Shard& sh = ShardOf(h);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    auto [b, e] = sh.map.equal_range(h);
+    for (auto it = b; it != e; ++it) {
+      const Entry& x = it->second;
+      if (x.q != l.q || x.col != l.col || x.paren != l.paren || x.indent != l.indent ||
+          x.slots != l.slot_bits ||
+          (x.whole.empty() ? !ends_with(x.suffix) : x.whole.top_node() != l.stack.top_node())) {
+        continue;
+      }
+      rows->insert(rows->end(), x.rows.begin(), x.rows.end());
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return true;
     }
-    rows->insert(rows->end(), x.rows.begin(), x.rows.end());
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    return true;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
   return false;
@@ -59,16 +70,21 @@ bool RowMemo::Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows
 void RowMemo::Put(const LiveState& l, uint64_t hash, size_t low, const int32_t* rows, size_t n) {
   const size_t depth = l.stack.Depth();
   low = std::min(low, depth - 1);  // the top is always part of the key
-  std::vector<int32_t> suffix(depth - low);
+  // A check read the stack that far down (a reduction through a long list):
+  // the key is the stack itself, held (its top node names it), not a copy
+  // of its states that every Find of this hash would walk.
+  const bool whole = depth - low > kMaxSuffix;
+  std::vector<int32_t> suffix(whole ? 0 : depth - low);
   const LrStack::Node* node = l.stack.top_node();
   for (size_t i = suffix.size(); i-- > 0; node = node->parent) suffix[i] = node->state;
   Entry x{l.q, l.col, l.paren, l.indent, l.slot_bits, std::move(suffix),
-          std::vector<int32_t>(rows, rows + n)};
+          whole ? l.stack : LrStack(), std::vector<int32_t>(rows, rows + n)};
   const int64_t bytes =
-      static_cast<int64_t>(sizeof(Entry) + 64 +
+      static_cast<int64_t>(sizeof(Entry) + 64 + (whole ? sizeof(LrStack::Node) : 0) +
                            4 * (x.indent.size() + x.suffix.size() + x.rows.size()) +
                            8 * x.slots.size());
   if (bytes > shard_cap_) return;
+  if (whole) hash = WholeHash(hash, l.stack.top_node());
   Shard& sh = ShardOf(hash);
   std::lock_guard<std::mutex> lock(sh.mu);
   if (sh.bytes + bytes > shard_cap_) {

@@ -14,6 +14,13 @@
 // server that opens a session per request keeps its hits); it is sharded and
 // locked, so sessions on different threads may use it at once.  Its size is
 // bounded: a shard that would exceed its share of the budget is emptied.
+// A key whose stack suffix is longer than kMaxSuffix states (a check that
+// reduced through a long list reads the stack down to the list's start) is
+// kept as the stack itself, held, matched by node identity and filed under
+// the hash mixed with that node (WholeHash): such a key
+// is met again only with that same stack (the next steps before a terminal
+// is fed), and a copy of its states would cost every look-up of its hash a
+// walk of that length, which grew with the list.
 #ifndef CFGMASK_RUNTIME_ROW_MEMO_H_
 #define CFGMASK_RUNTIME_ROW_MEMO_H_
 
@@ -25,6 +32,7 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
+#include "parser/lr_core.h"
 
 namespace cfgmask {
 
@@ -56,6 +64,7 @@ class RowMemo {
     std::vector<int32_t> indent;
     std::vector<uint64_t> slots;
     std::vector<int32_t> suffix;  // the top of the parser stack the checks read
+    LrStack whole;  // instead, past kMaxSuffix states: this very stack (node identity)
     std::vector<int32_t> rows;
   };
   struct Shard {
@@ -64,7 +73,10 @@ class RowMemo {
     int64_t bytes = 0;
   };
   static constexpr size_t kShards = 16;
+  // Past this many states read, an entry holds its stack instead (Put).
+  static constexpr size_t kMaxSuffix = 256;
   Shard& ShardOf(uint64_t hash) { return shards_[(hash >> 59) % kShards]; }
+  static uint64_t WholeHash(uint64_t hash, const LrStack::Node* top);
 
   const CompiledStore* store_;
   std::vector<uint32_t> text_mask_;

@@ -33,6 +33,29 @@ namespace cfgmask {
 
 namespace {
 
+// A hex digit's value, or -1.
+int HexValue(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Takes digit c of a `kind` escape (x, u, U) with *left digits still wanted
+// and *value read so far; false if c is no hex digit or takes a \U escape
+// past U+10FFFF.  (ScopeLayer::EscHexByte, and Filter on a token's bytes.)
+bool HexDigit(char kind, int8_t* left, uint32_t* value, unsigned char c) {
+  const int d = HexValue(c);
+  if (d < 0) return false;
+  *value = *value * 16 + static_cast<uint32_t>(d);
+  --*left;
+  return !(kind == 'U' && (static_cast<uint64_t>(*value) << (4 * *left)) > 0x10FFFF);
+}
+
+// What can fail in a string's text after a hex escape's digits: a
+// backslash, a quote, a brace or a line end.
+constexpr char kAfterHexRisky[] = "\\'\"{}\n\r";
+
 bool IsIdent(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c >= 0x80;
@@ -175,9 +198,27 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   std::vector<std::pair<std::string, int32_t>> lead, inner;
   word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
   name_only_ = quote_lead_ = na_all_ = na_simple_ = na_new_ = na_cont_ = na_blank_ = word_enders_;
+  // Inside a hex escape's digits: every token (special ones and the bits
+  // past the vocabulary too) is a digit run of any length until shown
+  // otherwise below, and risky nowhere.
+  for (int k = 1; k <= kMaxHexDigits; ++k) {
+    hex_digits_[k].assign(static_cast<size_t>(store.mask_words()), ~0u);
+    hex_risky_[k].assign(static_cast<size_t>(store.mask_words()), 0u);
+  }
   for (int32_t t = 0; t < store.vocab_size; ++t) {
     if (store.token_special[t]) continue;
     const std::string_view b = store.TokenBytes(t);
+    {
+      size_t run = 0;
+      while (run < b.size() && HexValue(static_cast<unsigned char>(b[run])) >= 0) ++run;
+      for (int k = 1; k <= kMaxHexDigits; ++k) {
+        const size_t need = std::min(b.size(), static_cast<size_t>(k));
+        if (run < need) hex_digits_[k][t >> 5] &= ~(1u << (t & 31));
+        if (b.find_first_of(kAfterHexRisky, need) != std::string_view::npos) {
+          hex_risky_[k][t >> 5] |= 1u << (t & 31);
+        }
+      }
+    }
     if (HasAboveAscii(b)) {
       na_all_[t >> 5] |= 1u << (t & 31);
       size_t i = 0;
@@ -235,7 +276,10 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       i = j;
     }
     // `global` fails only with a name after it in the same token.
+    // (A backslash and x, u, U or N: an escape that may fail in a string.)
     bool risky = b.find(kDebug) != std::string_view::npos || b.find("\\N") != std::string_view::npos ||
+                 b.find("\\x") != std::string_view::npos || b.find("\\u") != std::string_view::npos ||
+                 b.find("\\U") != std::string_view::npos ||
                  b.find("nonlocal") != std::string_view::npos ||
                  b.find(":=") != std::string_view::npos;
     // `await`, `yield` (and `from` after it), `async`: only a token in which
@@ -298,6 +342,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       fopen_.push_back(t);
     }
     if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
+    if (!b.empty() && (b[0] == 'x' || b[0] == 'u' || b[0] == 'U')) hex_lead_.push_back(t);
     if (leading && runs[0].size() < b.size()) lead.emplace_back(runs[0], t);
     // Runs followed by something in the token (ended there).
     size_t end = 0;
@@ -427,8 +472,9 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
   if (nchars_.need > 0 || HasAboveAscii(word_)) return true;
   // A case pattern (Filter looks only at the tokens that can fail there).
   if (in_pattern_) return true;
-  // Inside a \N{...} escape's name every byte is checked.
-  if (mode_ == Mode::kEscN || mode_ == Mode::kEscName) return true;
+  // Inside a \N{...} escape's name, or a hex escape's digits, every byte is
+  // checked.
+  if (mode_ == Mode::kEscN || mode_ == Mode::kEscName || mode_ == Mode::kEscHex) return true;
   // A name of an open parameter or keyword list being written, or just
   // written (its `=` may follow): any token may finish or commit it.
   if (!frames_.empty() && !frames_.back().names.empty()) {
@@ -709,6 +755,40 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     });
     return;
   }
+  // A token whose bytes from `from` on go into a hex escape (`kind`, `left`
+  // digits still wanted, `value` so far): refused at a byte the escape cannot
+  // take (read as EscHexByte does); standing if it ends inside the escape;
+  // else through a copy of the layer when the rest can fail (a backslash, a
+  // quote, a brace or a line end: in a string's text nothing else is
+  // checked), standing otherwise.
+  auto hex_token = [&](int32_t t, char kind, int8_t left, uint32_t value, size_t from) {
+    const std::string_view b = store.TokenBytes(t);
+    size_t i = from;
+    for (; i < b.size() && left > 0; ++i) {
+      if (!HexDigit(kind, &left, &value, static_cast<unsigned char>(b[i]))) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+        return;
+      }
+    }
+    if (b.find_first_of(kAfterHexRisky, i) != std::string_view::npos) check(t);
+  };
+  if (mode_ == Mode::kEscHex && !dead_) {
+    if (hex_kind_ == 'U' || hex_left_ < 1 || hex_left_ > ScopeTokenIndex::kMaxHexDigits) {
+      // \U: the digits so far bound the value (U+10FFFF).
+      each_allowed([&](int32_t t) { hex_token(t, hex_kind_, hex_left_, hex_value_, 0); });
+      return;
+    }
+    // \x, \u: a token whose first `left` bytes (or all, if fewer) are hex
+    // digits stays, and goes through a copy only if a byte after them can
+    // fail (hex_token's verdict, read from the index's bitsets).
+    const std::vector<uint32_t>& digits = index.hex_digits(hex_left_);
+    const std::vector<uint32_t>& risky = index.hex_risky(hex_left_);
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      mask[w] &= digits[w];
+      for (uint32_t bits = mask[w] & risky[w]; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
+    }
+    return;
+  }
   if (Armed(&at_word, &colon_only)) {
     if (dead_ || mode_ != Mode::kCode || word_.empty()) {
       each_allowed(check);
@@ -732,10 +812,22 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return;
   }
   for (int32_t t : index.risky()) check(t);
-  // After a string's backslash: tokens that open a \N{...} name.
-  if (mode_ == Mode::kStrEsc && !raw_ && !bytes_) {
+  // After a string's backslash: tokens that open a \N{...} name or a hex
+  // escape.
+  if (mode_ == Mode::kStrEsc && (spec_esc_ || !raw_)) {
     if (const auto* ts = index.Finishing("N")) {
       for (int32_t t : *ts) check(t);
+    }
+    // A token that opens a hex escape: its digits read from its bytes.
+    const bool bytes = !spec_esc_ && bytes_;
+    for (int32_t t : index.hex_lead()) {
+      if (!((mask[t >> 5] >> (t & 31)) & 1u)) continue;
+      const char kind = store.TokenBytes(t)[0];
+      if (bytes && kind != 'x') {
+        check(t);  // \u, \U: no escape in bytes
+      } else {
+        hex_token(t, kind, kind == 'x' ? 2 : kind == 'u' ? 4 : 8, 0, 1);
+      }
     }
   }
   // A del statement (or a word that may become `del`): a `*` may start a
@@ -1013,16 +1105,40 @@ void ScopeLayer::Byte(unsigned char c) {
         CodeByte(c);
       }
       return;
-    case Mode::kStrEsc:
+    case Mode::kStrEsc: {
       // (spec_esc_: an escape in an f-string's format spec, which goes back
-      // to the spec.)
-      mode_ = spec_esc_ ? Mode::kFieldSpec : Mode::kString;
-      if (raw_ && fstr_ && (c == '{' || c == '}')) break;  // a raw f-string's field opens
-      if (!raw_ && !bytes_ && c == 'N') {
+      // to the spec; a spec is neither raw nor bytes.)
+      const bool spec = spec_esc_;
+      const bool raw = !spec && raw_, bytes = !spec && bytes_;
+      mode_ = spec ? Mode::kFieldSpec : Mode::kString;
+      if ((spec || fstr_) && (c == '{' || c == '}')) {
+        // In an f-string a backslash before a brace is text, and the brace
+        // opens or closes a field (or is half of `{{` / `}}`): f"\{6}".
+        spec_esc_ = false;
+        if (!spec) break;
+        SpecByte(c);
+        return;
+      }
+      if (!raw && !bytes && c == 'N') {
         mode_ = Mode::kEscN;  // \N{name}
         return;
       }
+      if (!raw && (c == 'x' || (!bytes && (c == 'u' || c == 'U')))) {
+        mode_ = Mode::kEscHex;  // its digits follow (spec_esc_ kept)
+        hex_kind_ = static_cast<char>(c);
+        hex_left_ = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+        hex_value_ = 0;
+        return;
+      }
       spec_esc_ = false;
+      return;
+    }
+    case Mode::kEscHex:
+      if (!EscHexByte(c)) return;
+      if (hex_left_ == 0) {
+        mode_ = spec_esc_ ? Mode::kFieldSpec : Mode::kString;
+        spec_esc_ = false;
+      }
       return;
     case Mode::kEscN:  // the grammar has a `{` here
       mode_ = c == '{' ? Mode::kEscName : spec_esc_ ? Mode::kFieldSpec : Mode::kString;
@@ -1069,26 +1185,9 @@ void ScopeLayer::Byte(unsigned char c) {
     case Mode::kFieldAfter:
       AfterByte(c);
       return;
-    case Mode::kFieldSpec: {  // format spec text: `{` opens a nested field, `}` ends
-      FString& f = fstack_.back();
-      if (c == '\\' && !f.raw) {  // an escape, as in the literal text
-        mode_ = Mode::kStrEsc;
-        spec_esc_ = true;
-        return;
-      }
-      if (c == '{' && f.level == 0) {
-        f.part = FString::kField;
-        f.level = 1;
-        f.pending = 0;
-        f.base_depth = depth_;
-        mode_ = Mode::kCode;
-        prev_kind_ = Lex::kOp;
-        prev_ = "{";
-      } else if (c == '}') {
-        CloseField();
-      }
+    case Mode::kFieldSpec:
+      SpecByte(c);
       return;
-    }
     case Mode::kString:
       break;
   }
@@ -1112,6 +1211,39 @@ void ScopeLayer::Byte(unsigned char c) {
   quote_run_ = 0;
   if (fstr_ && c == '{') mode_ = Mode::kFBrace;
   if (fstr_ && c == '}') mode_ = Mode::kFClose;
+}
+
+// Format spec text: `{` opens a nested field, `}` ends the field.
+void ScopeLayer::SpecByte(unsigned char c) {
+  FString& f = fstack_.back();
+  if (c == '\\' && !f.raw) {  // an escape, as in the literal text
+    mode_ = Mode::kStrEsc;
+    spec_esc_ = true;
+    return;
+  }
+  if (c == '{' && f.level == 0) {
+    f.part = FString::kField;
+    f.level = 1;
+    f.pending = 0;
+    f.base_depth = depth_;
+    mode_ = Mode::kCode;
+    prev_kind_ = Lex::kOp;
+    prev_ = "{";
+  } else if (c == '}') {
+    CloseField();
+  }
+}
+
+// One digit of a \x, \u or \U escape (CPython's unicode_escape and
+// bytes decoders): a hex digit, and for \U a value that can still end at
+// most U+10FFFF.
+bool ScopeLayer::EscHexByte(unsigned char c) {
+  if (HexDigit(hex_kind_, &hex_left_, &hex_value_, c)) return true;
+  Fail(HexValue(c) >= 0    ? "illegal Unicode character"
+       : hex_kind_ == 'x' ? "truncated \\xXX escape"
+       : hex_kind_ == 'u' ? "truncated \\uXXXX escape"
+                          : "truncated \\UXXXXXXXX escape");
+  return false;
 }
 
 // CPython 3.11 reads an f-string as one string token first (it ends at its

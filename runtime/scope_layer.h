@@ -50,6 +50,11 @@
 //     irrefutable case (refused at its first byte); captures bind names;
 //   - a `\N{...}` escape whose name is no character's name
 //     (grammar/base/unicode_names.h), at the byte after which none can begin;
+//     a `\x` escape without two hex digits, `\u` without four, `\U` without
+//     eight or past U+10FFFF (`\u`, `\U` and `\N` are no escapes in bytes;
+//     none in raw strings), at the first byte that is no hex digit or that
+//     takes the value past U+10FFFF (the grammar takes any character after a
+//     backslash: the digit counts cost lexer states, README "Lexer states").
 //   - a name's character above ASCII that CPython 3.11 does not take
 //     (`str.isidentifier()`: XID_Start or `_` first, then XID_Continue;
 //     grammar/base/unicode_idents.h), at the byte that completes it (a
@@ -105,6 +110,16 @@ class ScopeTokenIndex {
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
   // may open an f-string and break its limits or open a field).
   const std::vector<int32_t>& fopen() const { return fopen_; }
+  // Tokens that start with `x`, `u` or `U`: after a string's backslash they
+  // begin a hex escape, which fails without its digits.
+  const std::vector<int32_t>& hex_lead() const { return hex_lead_; }
+  // Inside a hex escape with k digits still to come (1 <= k <= 8), as masks
+  // (mask_words words): hex_digits(k), the tokens whose first k bytes (all
+  // of them, if fewer) are hex digits, special tokens included; hex_risky(k),
+  // those with a backslash, quote, brace or line end after those bytes.
+  static constexpr int kMaxHexDigits = 8;
+  const std::vector<uint32_t>& hex_digits(int k) const { return hex_digits_[k]; }
+  const std::vector<uint32_t>& hex_risky(int k) const { return hex_risky_[k]; }
   // Tokens that end the word being written: they start with a byte that is
   // no name byte (special tokens left out), as a mask (mask_words words).
   const std::vector<uint32_t>& word_enders() const { return word_enders_; }
@@ -154,8 +169,9 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fopen_;
+      fstring_, fopen_, hex_lead_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
+  std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
   std::vector<int32_t> na_other_, na_after_[4];
   std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_;
@@ -384,7 +400,7 @@ class ScopeLayer {
   // Tokenizer.
   enum class Mode { kIndent, kCode, kComment, kBackslash, kStrOpen1, kStrOpen2, kString,
                     kStrEsc, kFBrace, kFClose, kFieldAfter, kFieldSpec,
-                    kEscN, kEscName };
+                    kEscN, kEscName, kEscHex };
   Mode mode_ = Mode::kIndent;
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
@@ -397,6 +413,13 @@ class ScopeLayer {
   int32_t quote_run_ = 0;
   std::string uname_;           // the name of a \N{...} escape being read
   bool spec_esc_ = false;       // the escape being read is in a format spec
+  // A \x, \u or \U escape being read: its letter, the digits still wanted
+  // and the value so far.
+  char hex_kind_ = 0;
+  int8_t hex_left_ = 0;
+  uint32_t hex_value_ = 0;
+  bool EscHexByte(unsigned char c);  // false: c is no digit it can take
+  void SpecByte(unsigned char c);    // a byte of a format spec's text
   // The open f-strings, outermost first.  A field's expression is read as
   // code (kCode, its brackets counted from base_depth); a nested string
   // opens only there, so every f-string but the last is inside a field.

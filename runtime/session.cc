@@ -196,6 +196,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
   thread_local std::vector<HypothesisParser> sims;  // reused: no allocation in steady state
   thread_local std::vector<std::vector<int8_t>> accepts;  // per depth: HypothesisParser::accepts_memo
   int64_t checks = 0, visited = 0, simulated = 0;  // for counters_
+  const int64_t reductions0 = ChainMemo::ForThread().reductions;
   for (const LiveState& l : live_) {
     const int32_t root = s->root_index[l.q];
     if (root < 0) continue;
@@ -286,6 +287,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
     counters_->rows_visited += visited;
     counters_->rows_accepted += static_cast<int64_t>(rows->size());
     counters_->simulated += simulated;
+    counters_->reductions += ChainMemo::ForThread().reductions - reductions0;
   }
   *eos = CanEnd();
 }

@@ -101,6 +101,7 @@ struct StepCounters {
   int64_t rows_accepted = 0;   // rows ORed into the mask
   int64_t simulated = 0;       // simulated tokens walked (CompiledStore::sim_token)
   int64_t filter_ns = 0;       // FillMask's filter (scope layer, exact suffix), wall ns
+  int64_t reductions = 0;      // parser reductions the row checks made (ChainMemo::reductions)
 };
 
 class Session {

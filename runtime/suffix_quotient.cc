@@ -52,24 +52,6 @@ size_t SuffixQuotient::KeyHash::operator()(const Key& k) const {
 
 bool SuffixQuotient::Supported(const CompiledStore& store) { return store.indenter_nl < 0; }
 
-// Lexer modes (parser/lexer_modes.h) show in a store as a boundary candidate
-// listed once per mode (the same terminal twice in a state) or as a Tail
-// whose slot names the mode's foreign terminals.
-bool SuffixQuotient::HasLexerModes(const CompiledStore& store) {
-  for (int32_t q = 0; q < store.num_lex_states; ++q) {
-    for (int32_t c = store.cand_offsets[q]; c + 1 < store.cand_offsets[q + 1]; ++c) {
-      for (int32_t d = c + 1; d < store.cand_offsets[q + 1]; ++d) {
-        if (store.cand_terminal[c] == store.cand_terminal[d]) return true;
-      }
-    }
-  }
-  for (size_t i = 0; i < store.item_kind.size(); ++i) {
-    const int32_t item = static_cast<int32_t>(i);
-    if (store.KindOf(item) == ItemKind::kTail && store.item_slot[item] >= 0) return true;
-  }
-  return false;
-}
-
 SuffixQuotient::SuffixQuotient(const CompiledStore* store, std::string suffix,
                                SuffixQuotientLimits limits, bool estimate)
     : s_(store), suffix_(std::move(suffix)), limits_(limits), G_(store->lr().num_states),
@@ -145,28 +127,30 @@ void SuffixQuotient::CountFeed(int32_t term) {
 }
 
 Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
-                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out) {
+                             SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
+                             SuffixQuotientStats* stats) {
   if (!Supported(*store)) {
     return Status(ErrorCode::kInvalidArgument,
                   "exact suffix masks do not cover grammars with an indenter");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  // The terminal-level middle's hub is the initial lexer state; with lexer
-  // modes the token after a blank starts in the mode the blank was lexed in,
-  // so such a store keeps the byte-level middle (a hub per mode: not built).
-  const bool terminals = limits.middle == SuffixMiddle::kTerminals && !HasLexerModes(*store);
+  const bool terminals = limits.middle == SuffixMiddle::kTerminals;
   if (!terminals) {
-    if (Status st = Fits(store, limits); !st.ok()) return st;
+    if (Status st = Fits(store, limits, stats); !st.ok()) return st;
   }
-  if (Status st = BuildWith(store, suffix, limits, terminals, out); !st.ok()) return st;
-  (*out)->stats_.seconds =
+  const Status st = BuildWith(store, suffix, limits, terminals, out, stats);
+  const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) stats->seconds = seconds;
+  if (!st.ok()) return st;
+  (*out)->stats_.seconds = seconds;
   return Status::Ok();
 }
 
 Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view suffix,
                                  SuffixQuotientLimits limits, bool terminal_middle,
-                                 std::shared_ptr<SuffixQuotient>* out) {
+                                 std::shared_ptr<SuffixQuotient>* out,
+                                 SuffixQuotientStats* stats) {
   std::shared_ptr<SuffixQuotient> q(new SuffixQuotient(store, std::string(suffix), limits));
   q->terminal_middle_ = terminal_middle;
   q->stats_.terminal_middle = terminal_middle;
@@ -176,11 +160,11 @@ Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view su
   Key k{Kind::kLex};
   k.q = store->initial_lex_state;
   k.slots = q->empty_slots_;
-  const int32_t start = q->Intern(k);
-  if (terminal_middle) q->hub_ = start;
+  q->Intern(k);
   q->Generate();
   q->LinkPassthrough();
   q->Saturate();
+  if (stats) *stats = q->stats_;
   if (q->over_) {
     return Status(ErrorCode::kResourceLimit,
                   "the suffix's quotient needs more than " +
@@ -216,6 +200,10 @@ int32_t SuffixQuotient::ItemAt(const Key& k, int32_t idx, int32_t* count) const 
   if (k.cand == -2) {  // a shared Emit of the terminal-level middle
     *count = 1;
     return idx == 0 ? k.rule : -1;
+  }
+  if (k.seq < 0) {  // a candidate's Emit without the byte after it (Boundary)
+    *count = 1;
+    return idx == 0 ? s_->cand_item[k.cand] : -1;
   }
   const int32_t begin = s_->seq_offsets[k.seq], len = s_->seq_offsets[k.seq + 1] - begin;
   if (k.end || k.cand < 0) {
@@ -253,15 +241,38 @@ bool SuffixQuotient::NormalizeKey(Key* key) {
         // a blank ends it in every parser state that scans it, what follows
         // is forgotten: one control per Emit item (cand -2), shared by every
         // text that leads to it.
-        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0;
-        if (k.mid && BlankEndsEverywhere(k.cand, k.slots, item)) {
+        // An %ignore'd terminal feeds nothing: it takes the byte path (the
+        // hub is inside a blank, and the byte that ends the blank there
+        // must be read on, not dropped for the hub again).
+        k.mid = terminal_middle_ && k.layer == 0 && !k.end && k.cand >= 0 && k.idx == 0 &&
+                !s_->terminal_ignored[s_->item_terminal[item]];
+        if (k.mid) {
+          const int32_t kill = SlotsId(KillBits(k, item));
+          const int32_t hub = BlankHubEverywhere(k.cand, k.slots, item, kill);
           const int64_t open = static_cast<int64_t>(slot_sets_[k.slots].size() / words);
           if (open != s_->item_slot[item]) return false;
+          if (hub < 0) {
+            // No blank ends it everywhere: the Emit at the candidate,
+            // without the byte that followed (seq -1).  Its way on reads
+            // that byte again, with every other, from the start of the
+            // next token (RulesOf: the feed returns to Boundary), so the
+            // feeds are made per candidate, not per byte and way on.
+            Key e{Kind::kItems};
+            e.mid = true;
+            e.q = -1;
+            e.cand = k.cand;
+            e.seq = -1;
+            e.slots = k.slots;
+            k = e;
+            return true;
+          }
           Key m{Kind::kItems};
           m.mid = true;
           m.cand = -2;
           m.rule = item;
           m.slots = empty_slots_;
+          m.parent = hub;  // the hub of the mode the blank is lexed in
+          m.q = kill;      // the parser states this byte's Hits kill
           k = m;
         }
         return true;
@@ -379,7 +390,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
     case Kind::kAcc:
       return;
     case Kind::kLex: {
-      if (!estimate_ && k.layer == n) {
+      if (!estimate_ && k.layer == n && k.cand != -3) {
         for (int32_t e = s_->eof_offsets[k.q]; e < s_->eof_offsets[k.q + 1]; ++e) {
           // The end items read the slots, not the lexer state: the
           // lexer states with the same end sequence share its feeds.
@@ -444,7 +455,8 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // middle it would leave Fits more lexer states to walk before its
       // count passes the limit (sql.lark: refused in 0.2 s instead of 45 ms)
       // and the strict Python grammar still 64 times past it.
-      bool slot_read = !terminal_middle_;
+      const bool boundary = !shared && k.seq < 0;  // the Emit without its byte
+      bool slot_read = !terminal_middle_ || boundary;
       if (!slot_read && !shared) {
         const int32_t si = s_->item_slot[item];
         for (int32_t i = k.idx + 1; i < count && !slot_read; ++i) {
@@ -460,26 +472,88 @@ void SuffixQuotient::RulesOf(int32_t c) {
       }
       // The same candidate ended by a blank instead of this byte: its step,
       // and the Hits of that step, read per parser state below.
-      int32_t blank_hits = 0, blank_q = -1;
+      int32_t blank_hits = 0, blank_q = -1, hub = shared ? k.parent : -1;
       if (k.mid && !shared) {
         blank_q = StepOf(*s_, s_->cand_to[k.cand], ' ', &blank_hits);
         if (blank_q >= 0 && s_->compact_to[blank_q] < 0) blank_q = -1;
       }
+      // The parser states whose scanner this byte's own Hits on the new
+      // slot kill (a keyword that wins over a name at its end): no rule.
+      const std::vector<uint64_t> kill =
+          shared ? slot_sets_[k.q]
+                 : (terminal_middle_ ? KillBits(k, item) : std::vector<uint64_t>());
+      bool counted = !k.mid || shared;
+      // An %ignore'd terminal that every state on top at a token's end
+      // scans, into the same way on whatever the state (its slot unread):
+      // one eps rule instead of a swap per state (a swap into a pass-through
+      // state is made again into each state of its frontier).
+      // Scanned by some of them only (a mode's foreign terminals block it
+      // in the others): one eps rule limited to those states (AddEpsOn).
+      if (terminal_middle_ && s_->terminal_ignored[t] && !slot_read && !shared) {
+        bool every = true;
+        std::string on(G_, '\0');
+        for (int32_t p = 0; p < G_; ++p) {
+          if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
+            on[p] = 1;
+          } else if (OnTop(p)) {
+            every = false;
+          }
+        }
+        Key x = k;
+        std::vector<uint64_t> grown = slots;
+        grown.resize(grown.size() + words, 0);
+        x.slots = SlotsId(grown);
+        ++x.idx;
+        x.mid = false;
+        const int32_t y = Normalize(x);
+        if (y < 0) return;
+        if (every) {
+          AddEps(c, y);
+        } else {
+          auto [it, fresh] = state_set_ids_.emplace(on, static_cast<int32_t>(state_sets_.size()));
+          if (fresh) state_sets_.push_back(std::move(on));
+          AddEpsOn(c, y, it->second);
+        }
+        return;
+      }
       for (int32_t p = 0; p < G_; ++p) {
-        if (!scanner.EmitScanned(p, item)) continue;
+        if (!scanner.EmitScanned(p, item) || Killed(kill, p)) continue;
         if (shared || (k.mid && BlankEnds(slots, p, item, blank_q, blank_hits))) {
           // The token ends at a blank that leaves no scanner alive: the
           // middle goes on from the hub (a blank, then any terminal).  This
           // byte's own way on is then one of the hub's.
-          int32_t y = hub_;
-          if (!s_->terminal_ignored[t]) {
-            Key f{Kind::kFeed};
-            f.mid = true;
-            f.term = scanner.EmitType(p, item);
-            y = Intern(f);
-          }
-          AddSwap(c, p, y, p);
+          if (hub < 0) hub = HubAfter(blank_q);
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = hub;
+          AddSwap(c, p, Intern(f), p);
           continue;
+        }
+        if (boundary) {
+          // The way on from the start of the next token, the slot's
+          // scanner cut to what a later Hit can read there (Boundary).
+          std::vector<uint64_t> grown = slots;
+          const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
+          grown.insert(grown.end(), alt, alt + words);
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = Boundary(s_->cand_to[k.cand], grown);
+          if (!counted) {
+            counted = true;
+            std::vector<int64_t>& by_term = stats_.byte_path_emits;
+            if (by_term.size() <= static_cast<size_t>(t)) by_term.resize(t + 1, 0);
+            ++by_term[t];
+          }
+          AddSwap(c, p, Intern(f), p);
+          continue;
+        }
+        if (!counted) {
+          counted = true;
+          std::vector<int64_t>& by_term = stats_.byte_path_emits;
+          if (by_term.size() <= static_cast<size_t>(t)) by_term.resize(t + 1, 0);
+          ++by_term[t];
         }
         std::vector<uint64_t> grown = slots;
         const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * words;
@@ -492,6 +566,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
         x.slots = SlotsId(grown);
         ++x.idx;
         x.mid = false;  // a blank would not end it here: the exact way on
+        if (k.mid && DeadAhead(x)) continue;  // no feed for a way on that dies
         int32_t y;
         if (s_->terminal_ignored[t]) {
           y = Normalize(x);
@@ -532,7 +607,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
           Key x = k;
           x.kind = Kind::kItems;
           x.term = -1;
-          const int32_t y = k.mid ? hub_ : Normalize(x);
+          const int32_t y = k.mid ? k.parent : Normalize(x);
           if (y >= 0) AddPush(c, p, y, shift, p);
           continue;
         }
@@ -667,11 +742,156 @@ bool SuffixQuotient::BlankEnds(const std::vector<uint64_t>& slots, int32_t p, in
   return true;
 }
 
-// BlankEnds for every parser state whose scanner Emits `item`, memoized
-// per (candidate, slots).
-bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item) {
-  const uint64_t key = static_cast<uint64_t>(cand) << 32 | static_cast<uint32_t>(slots_id);
+// Does the way on after an Emit (x: the items after it, the slots with its
+// scanner) die within this byte or at the next one, whatever that byte is?
+// Then no feed is made for it.  A name ended by the first byte of a
+// multi-byte character, where a keyword that only a blank ends would have
+// won (sql.lark's `with` + the first byte of `é`): the character's next byte
+// hits the name's own shadow.  Exact: only ways on that every byte kills
+// are dropped (no end of input, no boundary candidate in between).
+bool SuffixQuotient::DeadAhead(Key x) {
+  x.kind = Kind::kItems;
+  if (!NormalizeKey(&x)) return true;
+  if (x.kind != Kind::kLex) return false;
+  const uint64_t key = static_cast<uint64_t>(x.q) << 32 | static_cast<uint32_t>(x.slots);
+  if (auto it = dead_ahead_.find(key); it != dead_ahead_.end()) return it->second;
+  bool dead = s_->eof_offsets[x.q] == s_->eof_offsets[x.q + 1] &&
+              s_->cand_offsets[x.q] == s_->cand_offsets[x.q + 1];
+  for (int32_t i = s_->step_offsets[x.q]; i < s_->step_offsets[x.q + 1] && dead; ++i) {
+    Key y{Kind::kItems};
+    y.layer = x.layer;
+    y.q = s_->step_to[i];
+    y.slots = x.slots;
+    y.seq = s_->step_hits[i];
+    dead = !NormalizeKey(&y);
+  }
+  dead_ahead_.emplace(key, dead);
+  return dead;
+}
+
+// The control at the start of the next token after an Emit at a boundary
+// candidate (q = the candidate's target, the slots with the new one), as
+// the terminal-level middle's feeds return to it: it reads every byte the
+// lexer can read there, S[0] too, but not the end of the input (the text
+// that ends with the token reads its end from before the token's end, as
+// the session does).  Each slot keeps only the terminals that a Hit can
+// read in it from here on (HitReach): the others are never read, and
+// parser states whose scanners differ only there share one control.
+int32_t SuffixQuotient::Boundary(int32_t q, std::vector<uint64_t> slots) {
+  const int32_t words = s_->scanner_words;
+  for (size_t o = 0; o * words < slots.size(); ++o) {
+    const std::vector<uint64_t>& reach = HitReach(q, static_cast<int32_t>(o));
+    for (int32_t w = 0; w < words; ++w) slots[o * words + w] &= reach[w];
+  }
+  Key l{Kind::kLex};
+  l.q = q;
+  l.slots = SlotsId(slots);
+  l.mid = true;
+  l.cand = -3;
+  return Intern(l);
+}
+
+// The terminals that a Hit on slot o can name from lexer state q on: the
+// Hits of every byte's step (and of every boundary candidate's step) and
+// of the end of the input, following the slot through the compactions
+// until none keeps it.  Past 4,096 states visited: every terminal.
+const std::vector<uint64_t>& SuffixQuotient::HitReach(int32_t q, int32_t o) {
+  const uint64_t key = static_cast<uint64_t>(q) << 32 | static_cast<uint32_t>(o);
+  if (auto it = hit_reach_.find(key); it != hit_reach_.end()) return it->second;
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> reach(words, 0);
+  std::unordered_set<uint64_t> seen;
+  std::vector<std::pair<int32_t, int32_t>> stack = {{q, o}};
+  auto read = [&](int32_t seq, int32_t slot) {
+    for (int32_t i = s_->seq_offsets[seq]; i < s_->seq_offsets[seq + 1]; ++i) {
+      const int32_t h = s_->seq_data[i];
+      if (s_->KindOf(h) == ItemKind::kHit && s_->item_slot[h] == slot) {
+        const int32_t u = s_->item_terminal[h];
+        reach[u / 64] |= uint64_t{1} << (u & 63);
+      }
+    }
+  };
+  bool all = false;
+  while (!stack.empty() && !all) {
+    const auto [x, slot] = stack.back();
+    stack.pop_back();
+    if (!seen.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(slot)).second) {
+      continue;
+    }
+    if (seen.size() > 4096) all = true;
+    for (int32_t e = s_->eof_offsets[x]; e < s_->eof_offsets[x + 1]; ++e) read(s_->eof_seq[e], slot);
+    auto steps_of = [&](int32_t from) {
+      for (int32_t i = s_->step_offsets[from]; i < s_->step_offsets[from + 1]; ++i) {
+        read(s_->step_hits[i], slot);
+        const int32_t to = s_->step_to[i];
+        if (s_->compact_to[to] < 0) continue;
+        const int32_t map = s_->compact_map[to];
+        for (int32_t j = s_->set_offsets[map]; j < s_->set_offsets[map + 1]; ++j) {
+          if ((s_->set_data[j] & 0xFFFF) == slot) {
+            stack.emplace_back(s_->compact_to[to], s_->set_data[j] >> 16);
+          }
+        }
+      }
+    };
+    steps_of(x);
+    for (int32_t ci = s_->cand_offsets[x]; ci < s_->cand_offsets[x + 1]; ++ci) steps_of(s_->cand_to[ci]);
+  }
+  if (all) reach.assign(words, ~uint64_t{0});
+  return hit_reach_.emplace(key, std::move(reach)).first->second;
+}
+
+// Can LR state p be on top of the stack between tokens (the start state,
+// or a state some terminal is shifted to)?  The others are on top only
+// inside a feed, so a rule of a lexer or Emit control on them never fires.
+bool SuffixQuotient::OnTop(int32_t p) {
+  if (on_top_.empty()) {
+    const LrTables lr = s_->lr();
+    on_top_.assign(G_, 0);
+    on_top_[s_->start_state] = 1;
+    for (int32_t u = 0; u < G_; ++u) {
+      for (int32_t a = 0; a < lr.num_terminals; ++a) {
+        const int32_t to = lr.ShiftTo(u, a);
+        if (to >= 0) on_top_[to] = 1;
+      }
+    }
+  }
+  return on_top_[p] != 0;
+}
+
+// The terminals of the Hits on the slot that Emit `item` of control k
+// opens, later in the same byte: a parser state whose scanner holds one of
+// them cannot end the token with this byte (Killed).
+std::vector<uint64_t> SuffixQuotient::KillBits(const Key& k, int32_t item) const {
+  const int32_t words = s_->scanner_words;
+  std::vector<uint64_t> bits(words, 0);
+  int32_t count = 0;
+  ItemAt(k, k.idx, &count);
+  for (int32_t i = k.idx + 1; i < count; ++i) {
+    const int32_t later = ItemAt(k, i, &count);
+    if (s_->KindOf(later) == ItemKind::kHit && s_->item_slot[later] == s_->item_slot[item]) {
+      const int32_t u = s_->item_terminal[later];
+      bits[u / 64] |= uint64_t{1} << (u & 63);
+    }
+  }
+  return bits;
+}
+
+bool SuffixQuotient::Killed(const std::vector<uint64_t>& kill, int32_t p) const {
+  const uint64_t* alt = s_->scanner_alt.data() + static_cast<size_t>(p) * s_->scanner_words;
+  for (size_t w = 0; w < kill.size(); ++w) {
+    if (kill[w] & alt[w]) return true;
+  }
+  return false;
+}
+
+// BlankEnds for every parser state whose scanner Emits `item` and that
+// this byte's Hits (`kill`, a slot set id) do not kill: the hub after the
+// blank, or -1; memoized per (candidate, slots, kill).
+int32_t SuffixQuotient::BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item,
+                                           int32_t kill_id) {
+  const auto key = std::make_tuple(cand, slots_id, kill_id);
   if (auto it = blank_everywhere_.find(key); it != blank_everywhere_.end()) return it->second;
+  const std::vector<uint64_t> kill = slot_sets_[kill_id];
   int32_t hits = 0;
   int32_t q = StepOf(*s_, s_->cand_to[cand], ' ', &hits);
   if (q >= 0 && s_->compact_to[q] < 0) q = -1;
@@ -679,10 +899,34 @@ bool SuffixQuotient::BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t
   const std::vector<uint64_t> slots = slot_sets_[slots_id];
   bool all = q >= 0;
   for (int32_t p = 0; p < G_ && all; ++p) {
-    if (scanner.EmitScanned(p, item)) all = BlankEnds(slots, p, item, q, hits);
+    if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
+      all = BlankEnds(slots, p, item, q, hits);
+    }
   }
-  blank_everywhere_.emplace(key, all);
-  return all;
+  const int32_t hub = all ? HubAfter(q) : -1;
+  blank_everywhere_.emplace(key, hub);
+  return hub;
+}
+
+// The hub a blank leads to: the lexer state after the candidate's step on
+// ' ', compacted, with its slots empty (BlankEnds: none is left alive), as
+// a control of its own (Key::mid) that keeps its transitions.  It is the
+// real configuration after the token and a blank; with lexer modes it
+// holds the mode the blank was lexed in, and the token after the blank
+// starts there (a blank is shared: it keeps the mode).  Without modes it
+// is one state, which reads what the initial lexer state reads.
+int32_t SuffixQuotient::HubAfter(int32_t blank_q) {
+  const int32_t words = s_->scanner_words;
+  size_t n = 0;
+  const int32_t map = s_->compact_map[blank_q];
+  for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+    n = std::max(n, static_cast<size_t>((s_->set_data[i] >> 16) + 1) * words);
+  }
+  Key l{Kind::kLex};
+  l.q = s_->compact_to[blank_q];
+  l.slots = SlotsId(std::vector<uint64_t>(n, 0));
+  l.mid = true;
+  return Intern(l);
 }
 
 // The storing states below each storing state y through pass-through
@@ -698,7 +942,9 @@ void SuffixQuotient::LinkPassthrough() {
   for (const Deferred& d : deferred) {
     const std::vector<int32_t> frontier = Frontier(d.to);
     for (int32_t f : frontier) {
-      if (d.g1 < 0) {
+      if (d.g1 == -2) {
+        AddEpsOn(d.from, f, d.g2);
+      } else if (d.g1 < 0) {
         AddSwap(d.from, d.g, f, d.g2);
       } else {
         AddPush(d.from, d.g, f, d.g1, d.g2);
@@ -753,6 +999,24 @@ const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
     }
   }
   return frontier_.emplace(c, std::move(out)).first->second;
+}
+
+// <from, g> -> <to, g> for every g in the state set `on` (state_sets_):
+// one rule, kept as a link (eps_on_) along which Saturate copies the
+// transitions on those symbols, instead of a swap per state.
+void SuffixQuotient::AddEpsOn(int32_t from, int32_t to, int32_t on) {
+  if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
+    deferred_.push_back(Deferred{from, -1, to, -2, on});
+    return;
+  }
+  CountRule();
+  eps_on_[to].emplace_back(from, on);
+  const std::string& set = state_sets_[on];
+  for (int32_t g : OutSymbols(to)) {
+    if (!set[g]) continue;
+    const std::vector<int32_t> targets = out_[Pair(to, g)];
+    for (int32_t x : targets) AddTrans(from, g, x);
+  }
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
@@ -851,6 +1115,12 @@ void SuffixQuotient::Saturate() {
     if (auto it = up_.find(c); it != up_.end()) {
       const std::vector<int32_t> ups = it->second;
       for (int32_t a : ups) AddTrans(a, g, to);
+    }
+    if (auto it = eps_on_.find(c); it != eps_on_.end()) {
+      const std::vector<std::pair<int32_t, int32_t>> links = it->second;
+      for (auto [a, on] : links) {
+        if (state_sets_[on][g]) AddTrans(a, g, to);
+      }
     }
     if (auto it = swap_by_.find(pair); it != swap_by_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> rules = it->second;

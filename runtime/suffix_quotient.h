@@ -43,13 +43,21 @@
 // boundary candidate that a blank would end in every parser state scanning
 // it (BlankEnds: the candidate's step on ' ', its Hits passed, no slot left
 // alive) forgets what follows: one control per Emit item feeds its terminal
-// into one feed per terminal (Key::mid), whose shift returns to one hub, the
-// lexer at the start of a token with no slot open (the initial lexer state).
-// Its reduction states are made once per terminal.  Exact: the token, a
-// blank, then any token is real text, and a token that another byte ends
-// is followed by the same tokens after a blank.  An Emit that a blank does
-// not end (a comment, which only a newline ends; Python's indentation)
-// takes the exact byte path, per parser state.  Bytes are read for the
+// into one feed per terminal and hub (Key::mid), whose shift returns to the
+// hub, the lexer after the token and a blank (HubAfter; one per lexer mode,
+// since a blank keeps the mode it is lexed in).  Its reduction states are
+// made once per terminal and hub.  Exact: the hub is the real configuration
+// after the token and a blank, and a token that another byte ends is
+// followed by the same tokens after a blank.  An Emit that a blank does not
+// end everywhere (Python's newline, whose indentation a blank extends; a
+// keyword-like name) feeds once per candidate and way on, the way on being
+// the start of the next token (Boundary), which reads the byte that ended
+// the token again, with every other; its slots keep only what a later Hit
+// reads (HitReach).  An %ignore'd terminal (a comment, a blank) feeds
+// nothing and takes the byte path: one eps rule, limited to the states that
+// scan it where a mode's foreign terminals block it (AddEpsOn).  No feed is
+// made where this byte or the next kills the way on (KillBits, DeadAhead).
+// Bytes are read for the
 // hypothesis's current token, for each next token's spelling (from the hub
 // up to its Emit) and for the middle's last token, which may join S's first
 // bytes (S[0] is read from any of these lexer states).  Those lexer states
@@ -65,7 +73,8 @@
 // and the session keeps the prefix mask there; so does a grammar whose
 // automaton passes SuffixQuotientLimits (sql.lark: Fits refuses the
 // byte-level middle in milliseconds, before any saturation; asked for, the
-// terminal-level one goes past the transitions' limit after seconds).
+// terminal-level one now fits its rules but goes past the transitions'
+// limit: 10.6 million, docs/exactness.md).
 //
 // Tested by suffix_quotient_test.cc (against a breadth-first search for a
 // middle on random grammars, both ways, with each middle).
@@ -73,6 +82,7 @@
 #define CFGMASK_RUNTIME_SUFFIX_QUOTIENT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,15 +116,16 @@ struct SuffixQuotientStats {
   int64_t transitions = 0;  // P-automaton transitions
   double seconds = 0;       // building, saturation included
   bool terminal_middle = false;  // the middle layer is the terminal-level one
+  // The terminal-level middle: per terminal (CompiledStore::terminal_names),
+  // the Emit controls of the middle that no blank ends in some parser state
+  // (they feed per candidate and way on: Boundary): where its size comes from.
+  std::vector<int64_t> byte_path_emits;
 };
 
 class SuffixQuotient {
  public:
   // Can the store's grammar get exact suffix masks?  Not with the indenter.
   static bool Supported(const CompiledStore& store);
-  // The store's lexer has modes (parser/lexer_modes.h): the terminal-level
-  // middle, whose hub is the initial lexer state, is not used for it.
-  static bool HasLexerModes(const CompiledStore& store);
 
   // Does the middle layer (the part of the pushdown system that no suffix
   // changes: the controls any text reaches from the initial lexer state,
@@ -134,8 +145,10 @@ class SuffixQuotient {
   // it is pre* of the accepting configurations: Viable says whether a
   // hypothesis can still reach an accepted end at all (the viable-prefix
   // oracle of tests/viable_prefix_test.cc).
+  // `stats` (optional): filled whether the build succeeds or stops.
   static Status Build(const CompiledStore* store, std::string_view suffix,
-                      SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out);
+                      SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
+                      SuffixQuotientStats* stats = nullptr);
 
   // Is there a text m such that hypothesis l, reading m and then the
   // suffix, ends in an accepted input?  Thread-safe (a hypothesis in a lexer
@@ -162,7 +175,7 @@ class SuffixQuotient {
                           SuffixQuotientLimits limits, bool estimate = false);
   static Status BuildWith(const CompiledStore* store, std::string_view suffix,
                           SuffixQuotientLimits limits, bool terminal_middle,
-                          std::shared_ptr<SuffixQuotient>* out);
+                          std::shared_ptr<SuffixQuotient>* out, SuffixQuotientStats* stats);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -179,9 +192,10 @@ class SuffixQuotient {
             parent = -1;
     bool end = false;  // the items are an end-of-input sequence, then $END
     // The terminal-level middle: a boundary candidate's Emit that may go on
-    // at the hub (kItems; with cand == -2 one control per Emit item `rule`,
-    // whatever text led to it), or a feed of `term` whose shift returns to
-    // the hub (kFeed).
+    // at a hub (kItems; with cand == -2 one control per Emit item `rule`, hub
+    // `parent` and set of killing terminals `q` (KillBits), whatever text
+    // led to it), a feed of `term` whose shift
+    // returns to the hub `parent` (kFeed), or a hub (kLex: see HubAfter).
     bool mid = false;
     bool operator==(const Key& o) const;
   };
@@ -248,10 +262,11 @@ class SuffixQuotient {
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> goto_family_;
   void GotoFamily(int32_t c, int32_t a, int32_t g, int32_t y);
   int32_t acc_ = -1;
-  // The terminal-level middle (limits_.middle resolved): its hub, the lexer
-  // at the start of a token after a blank (initial lexer state, no slots).
+  // The terminal-level middle (limits_.middle resolved).  Its hubs: the
+  // lexer after a token and a blank, one per lexer state a blank leads to
+  // (one per lexer mode; HubAfter).
   bool terminal_middle_ = false;
-  int32_t hub_ = -1;
+  int32_t HubAfter(int32_t blank_q);
   int32_t empty_slots_ = -1;
   // The middle's lexer states besides the hub (the rest of the current
   // token, the spelling of the next one) keep no transitions of their own:
@@ -261,18 +276,32 @@ class SuffixQuotient {
   // reach storing state y through them (LinkPassthrough), and a query from
   // one of them starts at its Frontier.
   bool Passthrough(int32_t c) const {
-    return terminal_middle_ && c != hub_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0;
+    return terminal_middle_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0 && !keys_[c].mid;
   }
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
-  bool BlankEndsEverywhere(int32_t cand, int32_t slots_id, int32_t item);
-  std::unordered_map<uint64_t, bool> blank_everywhere_;
+  int32_t BlankHubEverywhere(int32_t cand, int32_t slots_id, int32_t item, int32_t kill_id);
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> blank_everywhere_;
+  std::vector<uint64_t> KillBits(const Key& k, int32_t item) const;
+  bool DeadAhead(Key x);
+  bool OnTop(int32_t p);
+  void AddEpsOn(int32_t from, int32_t to, int32_t on);
+  std::vector<std::string> state_sets_;  // per id: one byte per LR state
+  std::unordered_map<std::string, int32_t> state_set_ids_;
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> eps_on_;  // to -> (from, set)
+  int32_t Boundary(int32_t q, std::vector<uint64_t> slots);
+  const std::vector<uint64_t>& HitReach(int32_t q, int32_t o);
+  std::unordered_map<uint64_t, std::vector<uint64_t>> hit_reach_;
+  std::vector<uint8_t> on_top_;
+  std::unordered_map<uint64_t, bool> dead_ahead_;
+  bool Killed(const std::vector<uint64_t>& kill, int32_t p) const;
   const std::vector<int32_t>& Frontier(int32_t c);
   std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
   std::unordered_set<uint64_t> up_pairs_;
   struct Deferred {
-    int32_t from, g, to, g1, g2;  // a swap (g1 < 0: <from,g> -> <to,g2>) or a push
+    int32_t from, g, to, g1, g2;  // a swap (g1 -1: <from,g> -> <to,g2>), a push, or
+                                  // an AddEpsOn (g1 -2, g2 the state set)
   };
   std::vector<Deferred> deferred_;  // rules into pass-through states, until LinkPassthrough
   // Fits' count: feeds are not expanded; their rules come from CountFeed.

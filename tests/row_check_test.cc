@@ -12,6 +12,9 @@
 // The strict grammar's scope-layer filter (ScopeLayer::Filter: per-vocabulary
 // token lists and masks instead of scans) against its slow reference, every
 // token the grammar's rows allow fed to a copy of the layer: ScopeFilter.
+// The memo of long reduction chains (ChainMemo, maskstore/hypothesis_parser.h)
+// against the same sessions with it off, on generated long tables, and the
+// step's work (reductions, counted) independent of a table's length: ChainMemo.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 
 #include "maskstore/hypothesis_parser.h"
 #include "runtime/scope_layer.h"
+#include "runtime/segment.h"
 #include "runtime/compile/compile.h"
 #include "runtime/tools/sample.h"
 #include "tests/exactness_harness.h"
@@ -206,7 +210,7 @@ TEST(RowCheck, ByteLevelSliceItemOkIsItem) {
 // indexed paths: a declared name a `:` would annotate, a whole `global` /
 // `nonlocal`, a parameter or keyword name written again (and a longer name
 // it begins), await / yield / async words, `__debug__`, `del` with a star,
-// assignment expressions in comprehensions, \N{...} escapes; f-strings
+// assignment expressions in comprehensions, \N{...} and hex escapes; f-strings
 // read by the parser (fields, specs, nested quotes, a prefix word before the
 // quote) and match statements (soft keywords, patterns, guards).
 const char* const kScopePrograms[] = {
@@ -237,6 +241,9 @@ const char* const kScopePrograms[] = {
     "def f(a, b):\n    global G\n    G = a\n    G = {1: a}\n    G [1:2] = b\n    G \\\n        = b\n"
     "    nonlocal_ = b\n    global_ = a\n    dict(a=1, b=G, c=b == a)\n"
     "    return G, nonlocal_, global_\n",
+    "def esc(n, w=8):\n    s = '\\x41\\u00e9\\U0001F600\\x7f' + b'\\xff\\x00\\u12'.hex() + '\\N{BULLET}\\777\\q'\n"
+    "    t = f\"\\x41{n:\\x3e{w}}\\u00e9\\U0010ffff\" + rf'\\x{n}\\U' + f'\\{n}\\}}'\n"
+    "    return s + t + '''\\x0a\\\n\\u0041'''\n",
     // names above ASCII (judged by character, compared after NFKC)
     "# 中文注释 · ，\n"
     "ä = 1\n"
@@ -367,6 +374,187 @@ TEST(ScopeFilter, StrictPythonQwen2FilterIsLayer) {
   const size_t programs = texts.size();
   for (std::string& t : StdlibTexts(6, 300, 6000)) texts.push_back(std::move(t));
   ExpectFiltered("strict python.lark x Qwen2", ForceFilter(store, texts, programs, 2000, 12));
+}
+
+// ---------------------------------------------------------------- chain memo
+
+// A table as data files hold one (idna's uts46data.py: 8,000 tuples), one
+// element a line, `n` elements drawn from `rng` in one of six shapes: a
+// parenthesised tuple, a list, a dict, a call's arguments, an import list,
+// an unparenthesised tuple.  Every comma list of the strict grammar is
+// right-recursive: a terminal checked after element k reduces through all k.
+std::string Table(int n, int shape, std::mt19937_64* rng) {
+  auto num = [&] { return std::to_string((*rng)() % 100000); };
+  auto str = [&] {
+    std::string s = "\"";
+    for (int i = 1 + static_cast<int>((*rng)() % 3); i > 0; --i) s += static_cast<char>('a' + (*rng)() % 26);
+    return s + "\"";
+  };
+  auto element = [&] {
+    switch ((*rng)() % 5) {
+      case 0: return "(0x" + num() + ", " + str() + ")";
+      case 1: return "(" + num() + ", " + str() + ", " + str() + ")";
+      case 2: return "[" + num() + ", -" + num() + "]";
+      case 3: return str();
+      default: return num();
+    }
+  };
+  std::string t = "from typing import Tuple\n\n";
+  const char* open[] = {"table: Tuple = (\n", "table = [\n", "table = {\n", "print(\n",
+                        "from os import (\n", "table = \\\n"};
+  const char* close[] = {")\n", "]\n", "}\n", ")\n", ")\n", "\n"};
+  t += open[shape];
+  for (int i = 0; i < n; ++i) {
+    if (shape == 2) {
+      t += "    " + num() + ": " + element() + ",\n";
+    } else if (shape == 4) {
+      t += "    name" + std::to_string(i) + (i % 3 == 0 ? " as n" + std::to_string(i) : "") + ",\n";
+    } else if (shape == 5) {
+      t += "    " + element() + (i + 1 < n ? ", \\\n" : "");
+    } else {
+      t += "    " + element() + ",\n";
+    }
+  }
+  return t + close[shape] + "x = 1\n";
+}
+
+// The session's mask with this thread's ChainMemo on (as shipped, with a row
+// memo) against a session with it off and no row memo, at a seeded share of
+// the steps of teacher-forced tables and of random walks that leave one;
+// the tables end or leave at the step the memo's answers matter most.
+TEST(ChainMemo, MasksEqualWithoutIt) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_TRUE(store) << st.message();
+  ChainMemo& memo = ChainMemo::ForThread();
+  Segmenter seg(*store);
+  std::mt19937_64 rng(33);
+  int64_t steps = 0, compared = 0;
+  const int64_t hits0 = memo.hits;
+  // The slow session runs with the memo off, its advances included.
+  auto without = [&](auto fn) {
+    memo.enabled = false;
+    auto r = fn();
+    memo.enabled = true;
+    return r;
+  };
+  auto compare = [&](Session* fast, Session* slow, const std::string& where) {
+    const std::vector<uint32_t> a = fast->Mask();
+    const std::vector<uint32_t> b = without([&] { return slow->Mask(); });
+    ++compared;
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (MaskAllows(a, t) != MaskAllows(b, t)) {
+        ADD_FAILURE() << "token " << t << ": with the chain memo " << MaskAllows(a, t)
+                      << ", without " << MaskAllows(b, t) << " at " << where;
+        return;
+      }
+    }
+  };
+  const int tables = TestSanitized() ? 3 : TestQuick() ? 8 : 60;
+  for (int k = 0; k < tables && !testing::Test::HasFailure(); ++k) {
+    const int n = 40 + static_cast<int>(rng() % (TestQuick() ? 40 : 400));
+    std::string text = Table(n, k % 6, &rng);
+    if (k % 6 == 0) {
+      // The same elements again in a list, in a tuple inside a list and
+      // inside a tuple: the stack above the list's start and the bracket
+      // depth equal, the list's start or what is below it not (the row
+      // memo's key must reach it: Rebase reads the node a chain ends on).
+      const size_t from = text.find("(\n") + 2, to = text.rfind("\n)");
+      const std::string e = text.substr(from, to - from);
+      text += "w = [\n" + e + "\n]\ny = [(\n" + e + "\n)]\nz = ((\n" + e + "\n),)\n";
+    }
+    Session fast(store), slow(store, NoMemo());
+    const std::vector<Segment> cut = seg.Cut(text, SegmentMode::kGreedy, nullptr);
+    for (size_t i = 0; i < cut.size() && !testing::Test::HasFailure(); ++i) {
+      ++steps;
+      if (rng() % 6 == 0 || i + 4 >= cut.size()) {
+        compare(&fast, &slow, "table " + std::to_string(k) + " at byte " +
+                                  std::to_string(cut[i].offset) + ":\n" + text.substr(0, cut[i].offset));
+      }
+      const Segment& s = cut[i];
+      const std::string_view bytes = std::string_view(text).substr(s.offset, s.length);
+      ASSERT_TRUE((s.token >= 0 ? fast.Advance(s.token) : fast.AdvanceBytes(bytes)).ok());
+      ASSERT_TRUE(without([&] { return s.token >= 0 ? slow.Advance(s.token) : slow.AdvanceBytes(bytes); }).ok());
+    }
+    // A walk from a point inside the table: tokens drawn from the mask.
+    Session wf(store), ws(store, NoMemo());
+    const size_t stop = cut.size() / 2 + rng() % (cut.size() / 2);
+    for (size_t i = 0; i < stop; ++i) {
+      const std::string_view bytes = std::string_view(text).substr(cut[i].offset, cut[i].length);
+      ASSERT_TRUE(wf.AdvanceBytes(bytes).ok());
+      ASSERT_TRUE(without([&] { return ws.AdvanceBytes(bytes); }).ok());
+    }
+    for (int i = 0; i < 12 && !testing::Test::HasFailure(); ++i) {
+      compare(&wf, &ws, "walk from table " + std::to_string(k) + ":\n" + wf.text());
+      const int32_t t = DrawToken(*store, wf.Mask(), 0.0, &rng, /*ascii_only=*/true);
+      if (t < 0 || store->token_special[t]) break;
+      ASSERT_TRUE(wf.Advance(t).ok());
+      ASSERT_TRUE(without([&] { return ws.Advance(t); }).ok());
+    }
+  }
+  std::printf("chain memo: %lld steps, %lld masks compared, %lld chain memo hits\n",
+              static_cast<long long>(steps), static_cast<long long>(compared),
+              static_cast<long long>(memo.hits - hits0));
+  EXPECT_GT(compared, TestSanitized() ? 50 : TestQuick() ? 300 : 3000);
+  EXPECT_GT(memo.hits - hits0, TestSanitized() ? 100 : 1000);  // the memo answered
+}
+
+// The work of a step does not grow with the table: the parser reductions
+// its checks make (StepCounters::reductions, what `cfgmask bench` reports),
+// counted, not timed.  The largest step of a 10x longer table's last
+// elements stays within the short one's plus a margin; without the memo the
+// same steps reduce through every element (checked too: the count sees it).
+TEST(ChainMemo, StepWorkIndependentOfTableLength) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_TRUE(store) << st.message();
+  Segmenter seg(*store);
+  // The most reductions of one step over the last `tail` steps of the table
+  // (before its closing bracket), with the memo on or off there.
+  auto max_step = [&](int n, int shape, bool memo_on, int tail) {
+    std::mt19937_64 rng(7);
+    const std::string text = Table(n, shape, &rng);
+    const char* const closing[] = {"\n)", "\n]", "\n}", "", "", "\nx = 1"};
+    const size_t end = text.rfind(closing[shape]);
+    ChainMemo::ForThread().Clear();
+    Session session(store);
+    StepCounters counters;
+    session.set_counters(&counters);
+    std::vector<uint32_t> mask(store->mask_words());
+    const std::vector<Segment> cut = seg.Cut(text, SegmentMode::kGreedy, nullptr);
+    size_t last = 0;
+    while (last < cut.size() && cut[last].offset < end) ++last;
+    int64_t most = 0;
+    for (size_t i = 0; i < last; ++i) {
+      // Every step fills its mask (as decoding does); the last `tail` are counted.
+      const bool counted = i + tail >= last;
+      ChainMemo::ForThread().enabled = memo_on || !counted;
+      const int64_t before = counters.reductions;
+      session.FillMask(mask.data());
+      ChainMemo::ForThread().enabled = true;
+      if (counted) most = std::max(most, counters.reductions - before);
+      const std::string_view bytes = std::string_view(text).substr(cut[i].offset, cut[i].length);
+      EXPECT_TRUE(session.AdvanceBytes(bytes).ok());
+    }
+    return most;
+  };
+  // The right-recursive shapes: a tuple, a list, an unparenthesised tuple
+  // (Table).  A dict's items are a left-recursive repetition: its steps hit
+  // the row memo, none reduce through the list.
+  for (int shape : {0, 1, 5}) {
+    if (TestSanitized() && shape != 0) continue;
+    const int64_t short_table = max_step(60, shape, true, 60);
+    const int64_t long_table = max_step(600, shape, true, 60);
+    const int64_t long_without = max_step(600, shape, false, 20);
+    std::printf("shape %d: most reductions in a step: 60 elements %lld, 600 elements %lld, 600 "
+                "without the chain memo %lld\n",
+                shape, static_cast<long long>(short_table), static_cast<long long>(long_table),
+                static_cast<long long>(long_without));
+    EXPECT_LE(long_table, short_table + short_table / 10) << "shape " << shape;
+    EXPECT_GT(long_without, 4 * long_table) << "shape " << shape << ": the count misses the growth";
+  }
 }
 
 }  // namespace

@@ -102,6 +102,12 @@ const char* const kAccepted[] = {
     // \N{...}: a character's name (upper case; CJK unified ideographs by
     // their hex digits), also in f-string text
     "x = '\\N{ZOMBIE}\\N{CJK UNIFIED IDEOGRAPH-2A6DF}' + f'\\N{EM DASH}{y}'\n",
+    // hex escapes with their digits (\U up to U+10FFFF), octal of any value,
+    // \u and \U in bytes and raw strings (no escapes there), invalid escapes
+    "x = '\\x41\\xfF\\u00e9\\U0010FFFF\\U00000000\\777\\q' + b'\\x00\\u12\\U1\\N{x}' + r'\\x' + rb'\\x4'\n",
+    "x = f'\\x41{y:\\x3e\\u0031}\\U0001F600' + rf'\\x{y}\\u'\n",
+    // a backslash before a field's brace in an f-string is text
+    "x = f'\\{y}\\}}\\{{' + f'{y:\\{z}}' + f'{y:\\}'\n",
     // starred targets and del
     "(a, *b) = c\n",
     "[*a] = b\n",
@@ -242,6 +248,18 @@ const char* const kRefused[] = {
     "x = '\\N{EM DAS|}'\n",
     "x = '\\N{CJK UNIFIED IDEOGRAPH-4D|C0}'\n",
     "x = f'\\N{BULLE|}{y}'\n",
+    // hex escapes: the first byte that is no digit, or takes \U past U+10FFFF
+    "x = '\\x4|'\n",
+    "x = '\\x|g0'\n",
+    "x = b'\\x4|'\n",
+    "x = '\\u00e|'\n",
+    "x = u'\\U0000004|'\n",
+    "x = '\\U001|10000'\n",
+    "x = '\\U0|1000000'\n",
+    "x = '''\\x|\n'''\n",
+    "x = f'\\x4|{y}'\n",
+    "x = f'{y:\\u12|}'\n",
+    "x = f'{y:{z}\\x|}'\n",
     // del of a starred target (the grammar reads them as in assignments)
     "del (a, *|b)\n",
     "del [a, [*|b]]\n",
@@ -508,6 +526,10 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "def f():\n    global X, Y\n    X \\\n",
         // inside and before a \N{...} name
         "x = '\\", "x = '\\N", "x = '\\N{EM", "x = '\\N{EM DA", "x = f'a\\N{CJK UNIFIED IDEOGRAPH-4",
+        // inside and before a hex escape's digits (str, bytes, f-string
+        // text and spec), and after a backslash in an f-string
+        "x = '\\x", "x = '\\x4", "x = '\\u00", "x = '\\U0010", "x = '\\U001", "x = b'\\x",
+        "x = b'\\", "x = f'\\", "x = f'\\x", "x = f'{y:\\u", "x = f'{y:\\", "x = rf'\\",
         // the step after a whole `global` / `nonlocal` keyword (judged by a
         // copy with the keyword read), and del statements (a `*` there)
         "def f():\n    x = y + z\n    global", "def f():\n    x = y + z\n    global v, w\n    global",

@@ -106,10 +106,30 @@ class MiddleOracle {
 struct Totals {
   int64_t cases = 0, steps = 0, verdicts = 0, allowed = 0, refused = 0, unknown = 0;
   int64_t exact_cases = 0;
+  int64_t grammars_with_modes = 0;  // stores whose lexer has modes (a hub per mode)
+  int64_t boundary_emits = 0;  // Emit controls that no blank ends everywhere (Boundary)
   double setup_seconds = 0;
   std::vector<std::string> failures;
   std::vector<std::pair<std::string, std::vector<std::string>>> lark;  // grammar, texts
 };
+
+// Lexer modes (parser/lexer_modes.h) show in a store as a boundary
+// candidate listed once per mode (the same terminal twice in a state) or as
+// a Tail whose slot names the mode's foreign terminals.
+bool HasLexerModes(const CompiledStore& store) {
+  for (int32_t q = 0; q < store.num_lex_states; ++q) {
+    for (int32_t c = store.cand_offsets[q]; c + 1 < store.cand_offsets[q + 1]; ++c) {
+      for (int32_t d = c + 1; d < store.cand_offsets[q + 1]; ++d) {
+        if (store.cand_terminal[c] == store.cand_terminal[d]) return true;
+      }
+    }
+  }
+  for (size_t i = 0; i < store.item_kind.size(); ++i) {
+    const int32_t item = static_cast<int32_t>(i);
+    if (store.KindOf(item) == ItemKind::kTail && store.item_slot[item] >= 0) return true;
+  }
+  return false;
+}
 
 // A random sentence of the store's language: a walk of random allowed
 // tokens that stops where the text may end (empty if none in `steps`).
@@ -144,13 +164,12 @@ void CheckCase(const CompiledStore* store, const std::string& label, const std::
     totals->failures.push_back(label + ": no quotient for suffix " + JsonQuote(suffix));
     return;
   }
-  // A store with lexer modes keeps the byte-level middle (its hub is per mode).
-  const bool terminal_middle =
-      middle_kind == SuffixMiddle::kTerminals && !SuffixQuotient::HasLexerModes(*store);
+  const bool terminal_middle = middle_kind == SuffixMiddle::kTerminals;
   if (fim.suffix_quotient()->stats().terminal_middle != terminal_middle) {
     totals->failures.push_back(label + ": the quotient's middle is not the one asked for");
   }
   ++totals->exact_cases;
+  std::shared_ptr<SuffixQuotient> quotient = fim.suffix_quotient();
   MiddleOracle oracle(alphabet, suffix);
   const std::string where = label + ": prefix " + JsonQuote(prefix) + " suffix " + JsonQuote(suffix);
   for (int k = 0; k < steps; ++k) {
@@ -236,6 +255,7 @@ void CheckCase(const CompiledStore* store, const std::string& label, const std::
       break;
     }
   }
+  for (int64_t n : quotient->stats().byte_path_emits) totals->boundary_emits += n;
 }
 
 void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19937& rng,
@@ -253,6 +273,7 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
     ASSERT_NE(st.message().find("conflict"), std::string::npos) << name << ": " << st.ToString();
     return;
   }
+  if (HasLexerModes(store)) ++totals->grammars_with_modes;
   std::vector<std::string> sentences;
   for (int i = 0; i < 4 * cases && static_cast<int>(sentences.size()) < cases + 2; ++i) {
     std::string s = RandomSentence(&store, rng, 14);
@@ -279,13 +300,22 @@ void CheckGrammar(const std::string& name, const std::string& grammar, std::mt19
   totals->lark.emplace_back(gpath, std::move(texts));
 }
 
+// indented_newlines: the newline terminal takes the blanks after it, as
+// Python's does (`NL: /(\n[ ]*)+/`): a blank does not end it.
 void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, uint32_t seed,
-                            SuffixMiddle middle_kind = SuffixMiddle::kBytes) {
+                            SuffixMiddle middle_kind = SuffixMiddle::kBytes,
+                            bool indented_newlines = false) {
   const bool quick = TestQuick();
   std::mt19937 rng(seed);
   Totals totals;
   for (int g = 0; g < grammars; ++g) {
-    const std::string grammar = RandomLarkGrammar(rng, comments);
+    std::string grammar = RandomLarkGrammar(rng, comments);
+    if (indented_newlines) {
+      const std::string nl = "NL: /\\n/\n";
+      const size_t at = grammar.find(nl);
+      ASSERT_NE(at, std::string::npos) << grammar;
+      grammar.replace(at, nl.size(), "NL: /(\\n[ ]*)+/\n");
+    }
     CheckGrammar((comments ? "fimc" : "fim") + std::to_string(g), grammar, rng, cases, steps,
                  quick, middle_kind, &totals);
   }
@@ -306,9 +336,11 @@ void ExpectExactSuffixMasks(bool comments, int grammars, int cases, int steps, u
       ++judged;
     }
   }
-  std::printf("%s middle: %d grammars, %lld cases (%lld exact), %lld steps, %lld verdicts: %lld allowed, "
+  std::printf("%s middle: %d grammars (%lld with lexer modes; %lld Emits no blank ends), %lld cases (%lld exact), %lld steps, %lld verdicts: %lld allowed, "
               "%lld refused, %lld unknown; %lld of %lld texts confirmed by Lark; set-up %.3f s\n",
               middle_kind == SuffixMiddle::kTerminals ? "terminal-level" : "byte-level", grammars,
+              static_cast<long long>(totals.grammars_with_modes),
+              static_cast<long long>(totals.boundary_emits),
               static_cast<long long>(totals.cases),
               static_cast<long long>(totals.exact_cases), static_cast<long long>(totals.steps),
               static_cast<long long>(totals.verdicts), static_cast<long long>(totals.allowed),
@@ -347,6 +379,15 @@ TEST(SuffixQuotient, RandomGrammarsWithCommentsHaveExactSuffixMasksWithTheTermin
                          SuffixMiddle::kTerminals);
 }
 
+// The newline takes the blanks after it (Python's `_NEWLINE` without the
+// indenter), so a blank never ends it: its Emit feeds once per boundary
+// candidate and goes on from the start of the next token (Boundary).
+TEST(SuffixQuotient, RandomGrammarsWithIndentedNewlinesHaveExactSuffixMasksWithTheTerminalMiddle) {
+  const bool quick = TestQuick();
+  ExpectExactSuffixMasks(true, quick ? 8 : 100, quick ? 3 : 6, quick ? 3 : 6, 20261203,
+                         SuffixMiddle::kTerminals, /*indented_newlines=*/true);
+}
+
 // Without a blank between them two names cannot follow one another (they
 // lex as one).  The terminal-level middle goes to its hub only where a
 // blank ends the token; this grammar has none, so it reads every byte as
@@ -372,6 +413,34 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsBytesWhereNoBlankEndsAToken) {
     EXPECT_EQ(s.suffix_quotient()->stats().terminal_middle, kind == SuffixMiddle::kTerminals);
     // "x" + m + "y" would be NAME NAME with nothing between: no middle.
     EXPECT_FALSE(MaskAllows(s.Mask(), a));
+  }
+}
+
+// The hub is the lexer after a token and a blank, inside that blank.  A
+// blank (an %ignore'd terminal) ended by the next byte must read that byte
+// on: sent to a hub again, it dropped the byte, and after the prefix " "
+// with the suffix " " the token " " was refused though ")" completes it
+// (the oracle's first run with a hub per lexer mode).
+TEST(SuffixQuotient, TheTerminalMiddleReadsOnAfterABlank) {
+  const char grammar[] = "start: \")\" | \"(\" \")\"\n%ignore \" \"\n";
+  const std::string gpath = TempPath("blank.lark"), tpath = TempPath("blank.json");
+  WriteTextFile(gpath, grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson({" ", ")", "(", " )"}));
+  CompiledStore store;
+  ASSERT_TRUE(CompileStore(gpath, tpath, CompileOptions{}, &store).ok());
+  for (SuffixMiddle kind : {SuffixMiddle::kBytes, SuffixMiddle::kTerminals}) {
+    Session s(&store);
+    ASSERT_TRUE(s.AdvanceBytes(" ").ok());
+    s.SetSuffix(" ", kind);
+    ASSERT_TRUE(s.suffix_exact());
+    EXPECT_EQ(s.suffix_quotient()->stats().terminal_middle, kind == SuffixMiddle::kTerminals);
+    const std::vector<uint32_t> mask = s.Mask();
+    for (int32_t t = 0; t < store.vocab_size; ++t) {
+      if (store.token_special[t]) continue;
+      // Every token has a middle: " " + t + (")" if needed) + " ".
+      EXPECT_TRUE(MaskAllows(mask, t)) << JsonQuote(std::string(store.TokenBytes(t)));
+    }
+    for (int32_t e : store.eos_ids) EXPECT_FALSE(MaskAllows(mask, e));  // "  " is no text
   }
 }
 

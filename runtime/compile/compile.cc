@@ -86,17 +86,11 @@ Status BuildAutomatonPhase(const Grammar& g, const ParseTables& tables,
   ao.stop = stop;
   std::vector<int32_t> shared(g.ignore.begin(), g.ignore.end());
   if (indenter.used()) shared.push_back(indenter.nl);
-  const LexerModes modes =
+  ao.modes =
       options.lexer_modes
           ? ComputeLexerModes(g, tables, shared, indenter.used() ? indenter.indent : -1,
                               indenter.used() ? indenter.dedent : -1)
           : LexerModes{};
-  ao.modes.num_modes = modes.num_modes;
-  ao.modes.mode_of = modes.mode_of;
-  ao.modes.after = modes.after;
-  ao.modes.initial_mode = modes.initial_mode;
-  ao.modes.foreign = modes.foreign;
-  ao.modes.certain = modes.certain;
   const int32_t indenter_nl = indenter.used() ? indenter.nl : -1;
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));

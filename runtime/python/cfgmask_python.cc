@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -501,6 +502,36 @@ int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
 // `only` when given (steering), and masks `logits` (one row) in place.
 // Returns -1, or the index of the first refused token, with the session
 // left as before the call and nothing masked.
+// A step's engine part, the GIL released by the caller: accepts ids
+// [begin, end) of row 0, fills `row` (`words` words; with `only`, those
+// tokens instead of the mask) and masks row 0 of `l` with it, timing each
+// part (Session.step_times).  -1, or the index from `begin` of the id the
+// grammar refuses.  (Session.step, and the llama.cpp hook on its own row.)
+int64_t AcceptFillMask(PySession& s, const TokenIds& ids, int64_t begin, int64_t end,
+                       const LogitsBuffer& l, uint32_t* row, int64_t words,
+                       const std::vector<int32_t>& only) {
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t taken = 0;
+  const int64_t refused = AcceptTokens(
+      &s.session, end - begin, [&](int64_t i) { return ids.At(0, begin + i); }, &taken);
+  if (refused >= 0) return refused;
+  s.step_ns[0] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  const int32_t need = s.store->mask_words();
+  if (only.empty()) {
+    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(words - need));
+    s.session.FillMask(row);
+  } else {
+    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(words));
+    for (int32_t t : only) row[t >> 5] |= 1u << (t & 31);
+  }
+  s.step_ns[1] = NanosSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row), static_cast<int32_t>(words));
+  s.step_ns[2] = NanosSince(t0);
+  return -1;
+}
+
 int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& logits,
                     const py::buffer& bitmask, const std::vector<int32_t>& only, bool bf16) {
   const TokenIds ids = TokenIdsOf(tokens);
@@ -524,27 +555,270 @@ int64_t SessionStep(PySession& s, const py::buffer& tokens, const py::buffer& lo
   }
   InUse in_use(s);
   py::gil_scoped_release release;
-  uint32_t* row = static_cast<uint32_t*>(mask.data);
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t taken = 0;
-  const int64_t refused =
-      AcceptTokens(&s.session, ids.cols, [&](int64_t i) { return ids.At(0, i); }, &taken);
-  if (refused >= 0) return refused;
-  s.step_ns[0] = NanosSince(t0);
-  t0 = std::chrono::steady_clock::now();
-  if (only.empty()) {
-    std::memset(row + need, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols - need));
-    s.session.FillMask(row);
-  } else {
-    std::memset(row, 0, sizeof(uint32_t) * static_cast<size_t>(mask.cols));
-    for (int32_t t : only) row[t >> 5] |= 1u << (t & 31);
-  }
-  s.step_ns[1] = NanosSince(t0);
-  t0 = std::chrono::steady_clock::now();
-  MaskLogitsRow(l, 0, reinterpret_cast<const int32_t*>(row), static_cast<int32_t>(mask.cols));
-  s.step_ns[2] = NanosSince(t0);
-  return -1;
+  return AcceptFillMask(s, ids, 0, ids.cols, l, static_cast<uint32_t*>(mask.data), mask.cols, only);
 }
+
+// LlamaCppLogitsProcessor.attach's hook (cfgmask.processors), in the engine:
+// llama-cpp-python's `Llama.sample` on one instance is replaced by this
+// callable, which, per call, accepts the ids sampled since the last call
+// (read from the Llama's own `input_ids` buffer up to `n_tokens`), fills the
+// processor's bitmask and masks, in place, the llama.cpp context's own
+// contiguous float32 logits row -- the one `Llama.sample` is about to read,
+// at get_logits(ctx, idx - n_tokens or -1) -- then calls the original
+// `sample` with the same arguments.  No Python code runs between the model's
+// forward pass and the sampler but this call: no numpy view of the row, no
+// ctypes call, no slicing; the GIL is released for the accept, the fill and
+// the masking.  A Python call after the forward pass finds the interpreter's
+// code and objects out of the caches (the weights went through them), so
+// each bytecode the hook saves is worth several of a warm one
+// (docs/performance.md, "A real generation through llama-cpp-python").
+//
+// `get_logits` is the address of llama.cpp's llama_get_logits_ith and `ctx`
+// that of the llama_context (`ctx_object` is the ctypes object that holds
+// it: a call that finds another object, or None, in `llm._ctx.ctx` goes to
+// `fallback`, the processor's Python hook, which reads the context anew).
+// Nothing here links against llama.cpp.  The processor's `prompt_len`,
+// `accepted`, `calls` and `mask_seconds` are kept as its own Python hook
+// keeps them; while its `steer_to_end` is set, calls go to `fallback`.
+// Tested by tests/py/test_package_llama.py (test_attached_hook_matches_session_step:
+// against Session.step on seeded walks; test_attach_masks_llama_cpp_logits_row: a real model).
+using LlamaGetLogitsIth = float* (*)(void* ctx, int32_t i);
+
+// A stand-in for llama_get_logits_ith whose "context" is the row itself
+// (tests and benchmarks drive the hook without a model through it).
+float* LogitsRowStub(void* ctx, int32_t) { return static_cast<float*>(ctx); }
+
+class LlamaSampleHook {
+ public:
+  LlamaSampleHook(py::object processor, py::object session, py::buffer bitmask, py::object llm,
+                  py::object sample, py::object fallback, uintptr_t get_logits,
+                  py::object ctx_object, uintptr_t ctx, int64_t n_vocab, int64_t idx_position)
+      : processor_(std::move(processor)), session_obj_(std::move(session)),
+        bitmask_obj_(bitmask), llm_(std::move(llm)), sample_(std::move(sample)),
+        fallback_(std::move(fallback)), ctx_object_(std::move(ctx_object)),
+        get_logits_(reinterpret_cast<LlamaGetLogitsIth>(get_logits)),
+        ctx_(reinterpret_cast<void*>(ctx)), n_vocab_(n_vocab), idx_position_(idx_position) {
+    session_ = session_obj_.cast<PySession*>();
+    const Buffer2D mask = BitmaskBuffer(bitmask);
+    if (mask.rows != 1) throw EngineError("the hook's bitmask must have one row");
+    if (mask.cols < session_->store->mask_words()) {
+      throw EngineError("bitmask rows have " + std::to_string(mask.cols) +
+                        " words, the vocabulary needs " +
+                        std::to_string(session_->store->mask_words()));
+    }
+    row_ = static_cast<uint32_t*>(mask.data);
+    words_ = mask.cols;
+    if (n_vocab_ < session_->store->vocab_size) {
+      throw EngineError("logits have " + std::to_string(n_vocab_) +
+                        " entries, fewer than the grammar store's vocabulary of " +
+                        std::to_string(session_->store->vocab_size) + ": wrong tokenizer?");
+    }
+    if (get_logits_ == nullptr || ctx_ == nullptr) {
+      throw EngineError("no llama.cpp context to read logits from");
+    }
+    proc_dict_ = processor_.attr("__dict__");
+    llm_dict_ = llm_.attr("__dict__");
+    ctx_holder_ = llm_.attr("_ctx");
+    ctx_dict_ = ctx_holder_.attr("__dict__");
+  }
+
+  // The callable that replaces `Llama.sample`: a builtin function whose
+  // self is this hook's Python object, called by CPython's vectorcall
+  // protocol (METH_FASTCALL | METH_KEYWORDS), and forwarding the call's
+  // arguments to the original method the same way: no tuple, no dict, no
+  // pybind11 dispatch between the generate loop and the sampler.
+  static py::object Function(py::handle self) {
+    static PyMethodDef def = {
+        "sample", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(&Entry)),
+        METH_FASTCALL | METH_KEYWORDS,
+        "Llama.sample, after the attached cfgmask processor masked the context's logits row."};
+    PyObject* f = PyCFunction_NewEx(&def, self.ptr(), nullptr);
+    if (f == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(f);
+  }
+
+  static PyObject* Entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                         PyObject* kwnames) {
+    try {
+      auto* inst = reinterpret_cast<py::detail::instance*>(self);
+      py::detail::value_and_holder vh = inst->get_value_and_holder();
+      if (!vh.holder_constructed()) throw EngineError("this processor hook is not constructed");
+      return static_cast<LlamaSampleHook*>(vh.value_ptr())->Call(args, nargs, kwnames);
+    } catch (py::error_already_set& e) {
+      e.restore();
+    } catch (const py::builtin_exception& e) {
+      e.set_error();
+    } catch (const EngineError& e) {
+      PyErr_SetString(error_type, e.what());
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+  }
+
+  // cfgmask.Error (set when the module registers it).
+  static inline PyObject* error_type = nullptr;
+
+ private:
+  // A borrowed value from an instance's __dict__ (where llama_cpp.Llama and
+  // LlamaCppLogitsProcessor keep these attributes), else getattr.
+  static py::object Get(const py::object& owner, const py::dict& dict, const py::str& key) {
+    PyObject* v = PyDict_GetItemWithError(dict.ptr(), key.ptr());
+    if (v != nullptr) return py::reinterpret_borrow<py::object>(v);
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return owner.attr(key);
+  }
+  static void Set(const py::dict& dict, const py::str& key, py::object value) {
+    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+  }
+  static int64_t Int(const py::object& o) {
+    const long long v = PyLong_AsLongLong(o.ptr());
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return v;
+  }
+
+  PyObject* Call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    if (session_ == nullptr) throw EngineError("this processor hook was cleared (detach it)");
+    const auto start = std::chrono::steady_clock::now();
+    // The context is still the one attached (a closed Llama holds None).
+    const py::object ctx_holder = Get(llm_, llm_dict_, keys_.ctx_holder);
+    if (!ctx_holder.is(ctx_holder_) || !Get(ctx_holder_, ctx_dict_, keys_.ctx).is(ctx_object_) ||
+        PyObject_IsTrue(Get(processor_, proc_dict_, keys_.steer_to_end).ptr()) != 0) {
+      return Forward(fallback_, args, nargs, kwnames);
+    }
+    const int64_t n_tokens = Int(Get(llm_, llm_dict_, keys_.n_tokens));
+    PyObject* idx = nullptr;
+    const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = nkw - 1; k >= 0 && idx == nullptr; --k) {  // idx comes last in generate
+      PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+      if (name == keys_.idx.ptr() || PyUnicode_Compare(name, keys_.idx.ptr()) == 0) {
+        idx = args[nargs + k];
+      }
+    }
+    if (idx == nullptr && idx_position_ >= 0 && nargs > idx_position_) idx = args[idx_position_];
+    int32_t ridx = -1;
+    if (idx != nullptr && idx != Py_None) {
+      ridx = static_cast<int32_t>(Int(py::reinterpret_borrow<py::object>(idx)) - n_tokens);
+    }
+    const py::object prompt_obj = Get(processor_, proc_dict_, keys_.prompt_len);
+    int64_t prompt = n_tokens;
+    if (prompt_obj.is_none()) {
+      Set(proc_dict_, keys_.prompt_len, py::int_(n_tokens));
+    } else {
+      prompt = Int(prompt_obj);
+    }
+    const int64_t begin = prompt + Int(Get(processor_, proc_dict_, keys_.accepted));
+    // The Llama's id buffer (llama_cpp allocates it once; load_state swaps it).
+    const py::object input_ids = Get(llm_, llm_dict_, keys_.input_ids);
+    if (!input_ids.is(ids_object_)) {
+      ids_ = TokenIdsOf(input_ids);
+      ids_object_ = input_ids;
+    }
+    const TokenIds& ids = ids_;
+    if (ids.rows != 1 || begin < 0 || begin > n_tokens || n_tokens > ids.cols) {
+      throw EngineError("token range [" + std::to_string(begin) + ", " +
+                        std::to_string(n_tokens) + ") is outside the Llama's " +
+                        std::to_string(ids.cols) + " ids");
+    }
+    int64_t refused;
+    const auto stepped = std::chrono::steady_clock::now();
+    {
+      InUse in_use(*session_);
+      py::gil_scoped_release release;
+      refused = Step(ids, begin, n_tokens, ridx);
+    }
+    const auto after = std::chrono::steady_clock::now();
+    if (refused == kNoLogits) {
+      throw EngineError("llama.cpp has no logits for row " + std::to_string(ridx));
+    }
+    if (refused >= 0) {
+      py::list before;
+      for (int64_t i = 0; i < refused; ++i) before.append(ids.At(0, begin + i));
+      processor_.attr("_refused")(ids.At(0, begin + refused), before);
+      throw EngineError("the sampler picked a token the grammar refuses");
+    }
+    Set(proc_dict_, keys_.accepted, py::int_(n_tokens - prompt));
+    Set(proc_dict_, keys_.calls, py::int_(Int(Get(processor_, proc_dict_, keys_.calls)) + 1));
+    const auto end = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(end - start).count();
+    const double before_s = Get(processor_, proc_dict_, keys_.mask_seconds).cast<double>();
+    Set(proc_dict_, keys_.mask_seconds, py::float_(before_s + seconds));
+    times_ns_[0] = std::chrono::duration_cast<std::chrono::nanoseconds>(stepped - start).count();
+    times_ns_[1] = std::chrono::duration_cast<std::chrono::nanoseconds>(after - stepped).count();
+    times_ns_[2] = std::chrono::duration_cast<std::chrono::nanoseconds>(end - after).count();
+    return Forward(sample_, args, nargs, kwnames);
+  }
+
+  static PyObject* Forward(const py::object& f, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+    return PyObject_Vectorcall(f.ptr(), args, static_cast<size_t>(nargs), kwnames);
+  }
+
+  struct Keys {
+    py::str ctx_holder{"_ctx"}, ctx{"ctx"}, n_tokens{"n_tokens"}, input_ids{"input_ids"},
+        idx{"idx"}, steer_to_end{"steer_to_end"}, prompt_len{"prompt_len"},
+        accepted{"accepted"}, calls{"calls"}, mask_seconds{"mask_seconds"};
+    Keys() {
+      for (py::str* k : {&ctx_holder, &ctx, &n_tokens, &input_ids, &idx, &steer_to_end,
+                         &prompt_len, &accepted, &calls, &mask_seconds}) {
+        PyObject* p = k->release().ptr();
+        PyUnicode_InternInPlace(&p);
+        *k = py::reinterpret_steal<py::str>(p);
+      }
+    }
+  };
+
+ private:
+  static constexpr int64_t kNoLogits = -2;
+
+
+  // Accept, fill, mask; -1, the refused index from `begin`, or kNoLogits.
+  int64_t Step(const TokenIds& ids, int64_t begin, int64_t end, int32_t ridx) {
+    float* logits = get_logits_(ctx_, ridx);
+    if (logits == nullptr) return kNoLogits;
+    LogitsBuffer l;
+    l.data = reinterpret_cast<char*>(logits);
+    l.rows = 1;
+    l.cols = n_vocab_;
+    l.col_stride = 1;
+    return AcceptFillMask(*session_, ids, begin, end, l, row_, words_, {});
+  }
+
+  py::object processor_, session_obj_, bitmask_obj_, llm_, sample_, fallback_, ctx_object_;
+  py::object ctx_holder_, ids_object_;
+  py::dict proc_dict_, llm_dict_, ctx_dict_;
+  Keys keys_;
+  TokenIds ids_;
+
+ public:
+  // Nanoseconds of the last call's parts: before the engine (reading the
+  // Llama's and the processor's state), the engine's part (Session.step's
+  // step_times and the row, the hold and the GIL around them), after it.
+  py::tuple Times() const { return py::make_tuple(times_ns_[0], times_ns_[1], times_ns_[2]); }
+  int64_t times_ns_[3] = {0, 0, 0};
+
+  int Traverse(visitproc visit, void* arg) {
+    for (py::object* o : Held()) Py_VISIT(o->ptr());
+    return 0;
+  }
+  void Clear() {
+    session_ = nullptr;
+    row_ = nullptr;
+    for (py::object* o : Held()) *o = py::object();
+  }
+
+ private:
+  std::array<py::object*, 12> Held() {
+    return {&processor_, &session_obj_, &bitmask_obj_, &llm_, &sample_, &fallback_,
+            &ctx_object_, &ctx_holder_, &ids_object_, &proc_dict_, &llm_dict_, &ctx_dict_};
+  }
+  PySession* session_ = nullptr;
+  LlamaGetLogitsIth get_logits_;
+  void* ctx_;
+  int64_t n_vocab_, idx_position_;
+  uint32_t* row_ = nullptr;
+  int64_t words_ = 0;
+};
 
 class PyBatchMatcher {
  public:
@@ -713,7 +987,8 @@ void ApplyBitmask(const py::buffer& logits, const py::buffer& bitmask) {
 PYBIND11_MODULE(_core, m) {
   using namespace cfgmask;
   m.doc() = "cfgmask engine: compiled mask stores, decoding sessions, batch masks";
-  py::register_exception<EngineError>(m, "Error", PyExc_ValueError);
+  LlamaSampleHook::error_type =
+      py::register_exception<EngineError>(m, "Error", PyExc_ValueError).ptr();
   m.attr("STORE_FORMAT_VERSION") = kStoreFormatVersion;
   m.attr("MAX_SUFFIX_BYTES") = kMaxSuffixBytes;
   // maskstore/defaults.h, for the package's signatures (cfgmask/__init__.py).
@@ -968,4 +1243,37 @@ PYBIND11_MODULE(_core, m) {
                              "(accept, fill, mask) nanoseconds of the last step");
 
   m.def("apply_token_bitmask_inplace", &ApplyBitmask, py::arg("logits"), py::arg("bitmask"));
+  // LlamaCppLogitsProcessor.attach's hook (cfgmask.processors); not a public API.
+  // It holds the Llama whose `sample` it replaces (a cycle): the garbage
+  // collector sees its references (tp_traverse) and can break it (tp_clear).
+  py::class_<LlamaSampleHook>(
+      m, "_LlamaSampleHook", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+        PyTypeObject* type = &heap_type->ht_type;
+        type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+        type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+          Py_VISIT(Py_TYPE(self));
+          if (!reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder()
+                   .holder_constructed()) {
+            return 0;
+          }
+          return py::cast<LlamaSampleHook&>(py::handle(self)).Traverse(visit, arg);
+        };
+        type->tp_clear = [](PyObject* self) {
+          if (reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder()
+                  .holder_constructed()) {
+            py::cast<LlamaSampleHook&>(py::handle(self)).Clear();
+          }
+          return 0;
+        };
+      }))
+      .def(py::init<py::object, py::object, py::buffer, py::object, py::object, py::object,
+                    uintptr_t, py::object, uintptr_t, int64_t, int64_t>(),
+           py::arg("processor"), py::arg("session"), py::arg("bitmask"), py::arg("llm"),
+           py::arg("sample"), py::arg("fallback"), py::arg("get_logits"), py::arg("ctx_object"),
+           py::arg("ctx"), py::arg("n_vocab"), py::arg("idx_position"))
+      .def("function", [](py::object self) { return LlamaSampleHook::Function(self); },
+           "the callable that replaces Llama.sample")
+      .def_property_readonly("times", &LlamaSampleHook::Times,
+                             "(before, engine, after) nanoseconds of the last call");
+  m.attr("_logits_row_stub") = py::int_(reinterpret_cast<uintptr_t>(&LogitsRowStub));
 }

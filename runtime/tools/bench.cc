@@ -65,6 +65,8 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
       cpu_us.push_back(cpu);
       if (us - cpu > 1000) ++preempted;
       const bool miss = session.memo_misses() != misses;
+      report->max_step_reductions =
+          std::max(report->max_step_reductions, counters.reductions - before.reductions);
       (miss ? miss_us : hit_us).push_back(us);
       if (slow.size() < BenchReport::kSlowestSteps || cpu > slow.back().cpu_us) {
         BenchReport::SlowStep s;
@@ -76,6 +78,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
         s.filter_us = (counters.filter_ns - before.filter_ns) / 1e3;
         s.parser_checks = counters.parser_checks - before.parser_checks;
         s.rows_visited = counters.rows_visited - before.rows_visited;
+        s.reductions = counters.reductions - before.reductions;
         for (uint32_t w : mask) s.allowed += __builtin_popcount(w);
         auto at = std::upper_bound(slow.begin(), slow.end(), s,
                                    [](const auto& a, const auto& b) { return a.cpu_us > b.cpu_us; });
@@ -112,6 +115,7 @@ void RunBench(const CompiledStore& store, const BenchInput& input, BenchReport* 
   report->filter_seconds = counters.filter_ns / 1e9;
   report->parser_checks = counters.parser_checks;
   report->rows_visited = counters.rows_visited;
+  report->reductions = counters.reductions;
   for (auto* v : {&report->mask_us, &report->mask_us_hit, &report->mask_us_miss,
                   &report->mask_us_first, &report->mask_cpu_us}) {
     std::sort(v->begin(), v->end());

@@ -280,17 +280,20 @@ std::string BenchReportText(const BenchReport& r) {
     line("with a miss", r.mask_us_miss);
   }
   if (!s.empty()) {
-    out += Format("  per step         %.1f parser checks, %.1f rows walked, %.1f µs in the "
-                  "filter after the rows (mean, wall time)\n",
+    out += Format("  per step         %.1f parser checks, %.1f rows walked, %.1f parser reductions "
+                  "(max %" PRId64 "), %.1f µs in the filter after the rows (mean, wall time)\n",
                   static_cast<double>(r.parser_checks) / s.size(),
-                  static_cast<double>(r.rows_visited) / s.size(), r.filter_seconds * 1e6 / s.size());
+                  static_cast<double>(r.rows_visited) / s.size(),
+                  static_cast<double>(r.reductions) / s.size(), r.max_step_reductions,
+                  r.filter_seconds * 1e6 / s.size());
   }
   for (size_t i = 0; i < r.slowest.size(); ++i) {
     const BenchReport::SlowStep& st = r.slowest[i];
     out += Format("  %-16s %s: %.1f µs CPU (%.1f wall, of it %.1f in the filter)%s, %" PRId64
-                  " parser checks, %" PRId64 " tokens allowed\n",
+                  " parser checks, %" PRId64 " reductions, %" PRId64 " tokens allowed\n",
                   i == 0 ? "slowest steps" : "", st.where.c_str(), st.cpu_us, st.wall_us,
-                  st.filter_us, st.memo_miss ? ", memo miss" : "", st.parser_checks, st.allowed);
+                  st.filter_us, st.memo_miss ? ", memo miss" : "", st.parser_checks,
+                  st.reductions, st.allowed);
   }
   if (r.files_not_finished) {
     out += Format("  %" PRId64 " files not teacher-forced to the end\n", r.files_not_finished);
@@ -339,6 +342,8 @@ std::string BenchReportJson(const BenchReport& r) {
                {"with_miss_us", quantiles(r.mask_us_miss)}};
   j["parser_checks"] = r.parser_checks;
   j["rows_visited"] = r.rows_visited;
+  j["reductions"] = r.reductions;
+  j["max_step_reductions"] = r.max_step_reductions;
   j["filter_seconds"] = Round(r.filter_seconds, 1e6);
   j["slowest_steps"] = ordered_json::array();
   for (const BenchReport::SlowStep& st : r.slowest) {
@@ -349,6 +354,7 @@ std::string BenchReportJson(const BenchReport& r) {
                                   {"memo_miss", st.memo_miss},
                                   {"parser_checks", st.parser_checks},
                                   {"rows_visited", st.rows_visited},
+                                  {"reductions", st.reductions},
                                   {"allowed", st.allowed}});
   }
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

@@ -110,12 +110,16 @@ struct BenchReport {
     int64_t allowed = 0;    // tokens the mask allowed
     double filter_us = 0;   // of it, the filter after the rows (the scope layer's), wall time
     int64_t parser_checks = 0, rows_visited = 0;  // the row walk's (StepCounters)
+    int64_t reductions = 0;  // the parser reductions its checks made (StepCounters)
   };
   static constexpr size_t kSlowestSteps = 5;
   // Over all steps: wall time in the filter after the rows, and the row
   // walk's counts (StepCounters).
   double filter_seconds = 0;
-  int64_t parser_checks = 0, rows_visited = 0;
+  int64_t parser_checks = 0, rows_visited = 0, reductions = 0;
+  // The most reductions one step's checks made: what grows if a check's
+  // cost grows with the stack (a long list); ChainMemo keeps it bounded.
+  int64_t max_step_reductions = 0;
   std::vector<SlowStep> slowest;
 };
 

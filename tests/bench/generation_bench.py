@@ -22,11 +22,17 @@ compared with that step's replay: the ratio's p50, p99 and max, and the
 steps over 1.5x, are what the performance page's processor target reads.
 A third run of each generation attaches the processor instead
 (``LlamaCppLogitsProcessor.attach``: the context's contiguous logits row is
-masked before llama.cpp builds its records), timed and compared the same way.
+masked before llama.cpp builds its records), timed from the entry of the
+wrapped ``Llama.sample`` to the start of the original one (everything the
+processor puts between the forward pass and the sampler) and compared the
+same way; with ``--baseline`` another processors module's attach runs on the
+same steps (before/after in one run), and each prompt is run once more with
+no processor through the same timing wrapper (the timing's own floor).
 
     python tests/bench/generation_bench.py --model M.gguf --store S.cfgm
         [--package jinja2 --package packaging ...] [--functions 12]
-        [--max-tokens 120] [--threads 1] [--json out.json]
+        [--max-tokens 120] [--threads 1] [--baseline OLD_PROCESSORS.py]
+        [--json out.json]
 
 The store must be compiled with the model's own tokenizer (checked).  Not a
 test: it prints a table.  Tested by nothing; the processor by
@@ -47,6 +53,7 @@ import numpy as np
 
 import cfgmask
 from cfgmask.generate import load_model, stop_token_ids, vocabulary_mismatches
+from cfgmask import processors as processors_module
 from cfgmask.processors import LlamaCppLogitsProcessor
 
 # Packages installed beside the test tools that no test corpus reads
@@ -148,21 +155,84 @@ class TimedProcessor:
         return out
 
 
-def generate_one(llm, store, prefix, max_tokens, stops, contiguous=False, attach=False):
-    """One greedy generation.  With `attach`, the processor masks the
-    context's own contiguous logits row before llama.cpp builds its records
-    (LlamaCppLogitsProcessor.attach, through this timing wrapper) instead of
-    being a logits_processor."""
+class TimedHook:
+    """An attached processor (LlamaCppLogitsProcessor.attach) timed as
+    llama-cpp-python's generate loop meets it: from the entry of the
+    `Llama.sample` call the attach wrapped to the moment the original
+    `sample` starts, i.e. everything the processor adds between the forward
+    pass and the sampler (reading the row, the ids, the accept, fill and
+    masking, and its Python or C++ wrapper).  The original method is timed
+    through a class-level wrapper set only while attach captures it."""
+
+    def __init__(self, llm, proc, module):
+        import functools
+        self.p = proc
+        self.rows = []
+        self._end = None
+        self._real_start = None
+        cls = type(llm)
+        orig = cls.sample
+
+        @functools.wraps(orig)
+        def timed_real(this, *args, **kwargs):
+            self._real_start = time.perf_counter()
+            return orig(this, *args, **kwargs)
+
+        if module is None:  # no processor: the floor of this way of timing
+            hook = timed_real.__get__(llm)
+        else:
+            cls.sample = timed_real
+            try:
+                module.LlamaCppLogitsProcessor.attach(proc, llm)
+            finally:
+                cls.sample = orig
+            hook = llm.sample
+
+        def outer(*args, **kwargs):
+            start = time.perf_counter()
+            tok = hook(*args, **kwargs)
+            if proc is None:
+                accept = fill = mask = allowed = 0
+            else:
+                accept, fill, mask = proc.matcher._session.step_times
+                allowed = int(np.unpackbits(proc.bitmask.view(np.uint8)).sum())
+            model = (start - self._end) if self._end is not None else float("nan")
+            row = {"call_us": (self._real_start - start) * 1e6,
+                   "accept_us": accept / 1e3, "fill_us": fill / 1e3,
+                   "mask_us": mask / 1e3, "allowed": allowed, "model_ms": model * 1e3}
+            # the engine's hook (a builtin function of the hook object): its parts
+            parts = getattr(getattr(hook, "__self__", None), "times", None)
+            if parts is not None:
+                row["hook_before_us"], row["hook_engine_us"], row["hook_after_us"] = (
+                    x / 1e3 for x in parts)
+            self.rows.append(row)
+            self._end = time.perf_counter()
+            return tok
+
+        llm.sample = outer
+
+
+def generate_one(llm, store, prefix, max_tokens, stops, contiguous=False, attach=None):
+    """One greedy generation.  With `attach` (a processors module), the
+    processor masks the context's own contiguous logits row before llama.cpp
+    builds its records (that module's LlamaCppLogitsProcessor.attach, timed
+    by TimedHook) instead of being a logits_processor."""
     import llama_cpp
     matcher = cfgmask.GrammarMatcher(store, prefix=prefix.encode("utf-8"))
-    proc = TimedProcessor(LlamaCppLogitsProcessor(matcher), contiguous)
     prompt = llm.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
     tokens = []
     llm.reset()  # no reuse of the last prompt's cache: the same logits on a rerun
-    kwargs = {"logits_processor": llama_cpp.LogitsProcessorList([proc])}
-    if attach:
-        LlamaCppLogitsProcessor.attach(proc, llm)  # it calls proc(input_ids, row)
+    raw = None
+    if attach == "floor":  # no processor: what the timing itself costs
+        proc = TimedHook(llm, None, None)
         kwargs = {}
+    elif attach is not None:
+        raw = attach.LlamaCppLogitsProcessor(matcher)
+        proc = TimedHook(llm, raw, attach)
+        kwargs = {}
+    else:
+        proc = TimedProcessor(LlamaCppLogitsProcessor(matcher), contiguous)
+        kwargs = {"logits_processor": llama_cpp.LogitsProcessorList([proc])}
     try:
         for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True, **kwargs):
             if tok in stops:
@@ -171,8 +241,9 @@ def generate_one(llm, store, prefix, max_tokens, stops, contiguous=False, attach
             if len(tokens) >= max_tokens:
                 break
     finally:
-        if attach:
-            LlamaCppLogitsProcessor.detach(proc)
+        if raw is not None:
+            raw.detach()
+        vars(llm).pop("sample", None)
     return tokens, proc.rows
 
 
@@ -206,8 +277,17 @@ def main():
     ap.add_argument("--functions", type=int, default=12, help="generations in all")
     ap.add_argument("--max-tokens", type=int, default=120)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--baseline", help="another processors.py whose attach is timed too "
+                    "(e.g. `git show REV:runtime/python/cfgmask/processors.py > old.py`)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    baseline = None
+    if args.baseline:
+        import importlib.util as iu
+        spec = iu.spec_from_file_location("cfgmask._baseline_processors", args.baseline)
+        baseline = iu.module_from_spec(spec)
+        baseline.__package__ = "cfgmask"
+        spec.loader.exec_module(baseline)
 
     store = cfgmask.Store.load(args.store)
     llm = load_model(args.model, n_ctx=4096, n_threads=args.threads)
@@ -234,7 +314,7 @@ def main():
         if len(cuts) >= args.functions:
             break
 
-    steps, gens = [], []
+    steps, gens, floor_rows = [], [], []
     for i, (label, prefix) in enumerate(cuts):
         # strided and contiguous runs alternate which goes first (the second
         # finds the process warmer: the store's pages, the allocator)
@@ -247,13 +327,35 @@ def main():
             again, flat = generate_one(llm, store, prefix, args.max_tokens, stops, contiguous=True)
         if again != tokens:   # greedy: the same tokens, so the steps pair up
             raise SystemExit(f"{label}: the contiguous rerun sampled other tokens")
-        third, attached = generate_one(llm, store, prefix, args.max_tokens, stops, attach=True)
-        if third != tokens:
-            raise SystemExit(f"{label}: the attached run sampled other tokens")
+        # attached: this tree's processor and the baseline's, alternating
+        # which goes first
+        order = [("", processors_module)] + ([("base_", baseline)] if baseline else [])
+        if i % 2:
+            order.reverse()
+        att = {}
+        for key, module in order:
+            third, att[key] = generate_one(llm, store, prefix, args.max_tokens, stops,
+                                           attach=module)
+            if third != tokens:
+                raise SystemExit(f"{label}: the attached run ({key or 'this tree'}) sampled "
+                                 "other tokens")
+        attached = att[""]
+        # the same prompt with no processor (other tokens): the timing's floor
+        floor_rows += generate_one(llm, store, prefix, args.max_tokens, stops, attach="floor")[1]
         rep = replay(store, prefix, tokens, len(rows))
-        for r, c, q, a in zip(rows, flat, rep, attached):
+        for k, (r, c, q, a) in enumerate(zip(rows, flat, rep, attached)):
             r["attached_call_us"] = a["call_us"]
             r["attached_mask_us"] = a["mask_us"]
+            r["attached_engine_us"] = a["accept_us"] + a["fill_us"] + a["mask_us"]
+            for part in ("hook_before_us", "hook_engine_us", "hook_after_us"):
+                if part in a:
+                    r[part] = a[part]
+            if baseline:
+                b = att["base_"][k]
+                r["base_attached_call_us"] = b["call_us"]
+                r["base_attached_engine_us"] = b["accept_us"] + b["fill_us"] + b["mask_us"]
+                r["ratio_base_attached"] = b["call_us"] / max(c["accept_us"] + c["fill_us"] +
+                                                              c["mask_us"], 1e-3)
             r["contiguous_call_us"] = c["call_us"]
             r["contiguous_engine_us"] = c["accept_us"] + c["fill_us"] + c["mask_us"]
             r["contiguous_mask_us"] = c["mask_us"]
@@ -275,7 +377,8 @@ def main():
               "sparse (<= 1% allowed)": [r for r in steps if r["allowed"] <= vocab / 100]}
     report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               "load": os.getloadavg(), "vocab": vocab, "generations": len(gens),
-              "tokens": sum(g["tokens"] for g in gens), "groups": {}}
+              "tokens": sum(g["tokens"] for g in gens), "groups": {},
+              "floor_us": stats([r["call_us"] for r in floor_rows])}
     for name, rows in groups.items():
         if not rows:
             continue
@@ -295,6 +398,9 @@ def main():
             "attached_mask_us": stats([r["attached_mask_us"] for r in rows]),
             "ratio_attached": stats([r["ratio_attached"] for r in rows]),
             "attached_steps_over_1.5x": sum(r["ratio_attached"] > 1.5 for r in rows),
+            "attached_engine_us": stats([r["attached_engine_us"] for r in rows]),
+            **{part: stats([r[part] for r in rows if part in r])
+               for part in ("hook_before_us", "hook_engine_us", "hook_after_us")},
             "model_ms": stats([r["model_ms"] for r in rows if r["model_ms"] == r["model_ms"]]),
         }
     print(f"{report['machine']}, load {report['load'][0]:.1f}; vocabulary {vocab:,}; "
@@ -324,6 +430,45 @@ def main():
         print(f"| {name} | {g['steps']:,} | {a['mean']:.1f} / {a['p50']:.1f} / {a['p99']:.1f} / "
               f"{a['max']:.1f} | {am['p50']:.1f} / {am['p99']:.1f} | {ra['p50']:.2f} / "
               f"{ra['p99']:.2f} / {ra['max']:.2f} | {g['attached_steps_over_1.5x']} |")
+    if baseline:
+        for name, rows in groups.items():
+            if rows:
+                report["groups"][name].update({
+                    "base_attached_call_us": stats([r["base_attached_call_us"] for r in rows]),
+                    "base_attached_engine_us": stats([r["base_attached_engine_us"] for r in rows]),
+                    "ratio_base_attached": stats([r["ratio_base_attached"] for r in rows]),
+                    "base_attached_steps_over_1.5x": sum(r["ratio_base_attached"] > 1.5
+                                                         for r in rows)})
+        fl = report["floor_us"]
+        print()
+        print(f"The timing's floor (the same wrapper and prompts, no processor; {fl['n']} calls): "
+              f"p50 {fl['p50']:.1f} µs, p99 {fl['p99']:.1f}, max {fl['max']:.1f}")
+        print(f"Attached, before ({args.baseline}) and after (this tree), the same steps; "
+              "call = the wrapped Llama.sample's entry to the original sample's start; "
+              "÷ the contiguous-copy run's engine time of the step:")
+        print("| steps | n | contiguous engine p50 / p99 | before: call p50 / p99 / max | "
+              "engine in it p50 | ÷ p50 / p99 | over 1.5× | after: call p50 / p99 / max | "
+              "engine in it p50 | ÷ p50 / p99 | over 1.5× |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for name, g in report["groups"].items():
+            ce, b, be, rb = (g["contiguous_engine_us"], g["base_attached_call_us"],
+                             g["base_attached_engine_us"], g["ratio_base_attached"])
+            a, ae, ra = g["attached_call_us"], g["attached_engine_us"], g["ratio_attached"]
+            print(f"| {name} | {g['steps']:,} | {ce['p50']:.1f} / {ce['p99']:.1f} | "
+                  f"{b['p50']:.1f} / {b['p99']:.1f} / {b['max']:.1f} | {be['p50']:.1f} | "
+                  f"{rb['p50']:.2f} / {rb['p99']:.2f} | {g['base_attached_steps_over_1.5x']} | "
+                  f"{a['p50']:.1f} / {a['p99']:.1f} / {a['max']:.1f} | {ae['p50']:.1f} | "
+                  f"{ra['p50']:.2f} / {ra['p99']:.2f} | {g['attached_steps_over_1.5x']} |")
+    print()
+    print("The engine's hook, its parts (µs p50 / p99): before the engine (the Llama's and "
+          "the processor's state), the engine's part (accept + fill + masking, the row, the "
+          "hold and the GIL around them), after it (the processor's counters):")
+    for name, g in report["groups"].items():
+        hb, he, ha = g["hook_before_us"], g["hook_engine_us"], g["hook_after_us"]
+        if hb["n"]:
+            print(f"  {name}: before {hb['p50']:.1f} / {hb['p99']:.1f}, engine part "
+                  f"{he['p50']:.1f} / {he['p99']:.1f} (accept + fill + masking "
+                  f"{g['attached_engine_us']['p50']:.1f}), after {ha['p50']:.1f} / {ha['p99']:.1f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"report": report, "generations": gens, "steps": steps}, fh, indent=1)

@@ -8,6 +8,10 @@ LlamaCppLogitsProcessor (numpy input_ids and the strided float32 view of a
 token-data record array, as llama-cpp-python hands them; and, as
 "llama-cpp attached", a contiguous float32 row, as
 LlamaCppLogitsProcessor.attach hands it llama.cpp's own logits) and
+the processor attached (LlamaCppLogitsProcessor.attach) to a stand-in
+Llama with no model, as "llama-cpp hook": each call is the generate loop's
+`llm.sample(idx=...)`, the hook reading the ids from the Llama's buffer and
+masking its contiguous row (needs llama_cpp importable); and
 HFLogitsProcessor (CPU torch tensors of shape (1, length) and (1, vocab), or
 numpy arrays where torch is missing).  Per call it records the call's time
 and, from the same call, the engine's accept, fill and masking-kernel times
@@ -35,6 +39,7 @@ tests/py/test_transformers.py.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import os
@@ -96,14 +101,86 @@ def run_llama(module, store, toks_list, logits, timed_engine, attached=False):
             cur = ids[:len(prompt) + n]
             t0 = time.perf_counter_ns()
             proc(cur, view)
-            dt = time.perf_counter_ns() - t0
-            calls.append(dt / 1e3)
-            parts["allowed"].append(allowed_count(proc.bitmask))
-            if timed_engine:
-                a, f, m = proc.matcher._session.step_times
-                parts["accept"].append(a / 1e3)
-                parts["fill"].append(f / 1e3)
-                parts["mask"].append(m / 1e3)
+            record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                   proc.matcher._session.step_times if timed_engine else None)
+    return calls, parts
+
+
+def record(calls, parts, bitmask, ns, step_times=None):
+    """One call's figures: its time (µs), the mask's allowed count and, given
+    the engine's (accept, fill, mask) ns of the step, those."""
+    calls.append(ns / 1e3)
+    parts["allowed"].append(allowed_count(bitmask))
+    if step_times is not None:
+        a, f, m = step_times
+        parts["accept"].append(a / 1e3)
+        parts["fill"].append(f / 1e3)
+        parts["mask"].append(m / 1e3)
+
+
+class StubLlama:
+    """What LlamaCppLogitsProcessor.attach reads of a llama_cpp.Llama, with
+    no model: `input_ids` and `n_tokens`, `_ctx.ctx` (here the address of a
+    float32 row, which llama_get_logits_ith -- replaced by
+    cfgmask._core._logits_row_stub while attach runs -- hands back as the
+    logits) and a `sample` that returns 0."""
+
+    def __init__(self, row, ids):
+        import types
+        self._row = row
+        self.input_ids = ids
+        self.n_tokens = 0
+        self._ctx = types.SimpleNamespace(ctx=ctypes.c_void_p(row.ctypes.data))
+
+    @property
+    def _input_ids(self):
+        return self.input_ids[:self.n_tokens]
+
+    def n_vocab(self):
+        return len(self._row)
+
+    def sample(self, idx=None):
+        return 0
+
+
+def attach_stub(module, proc, llm):
+    """module.LlamaCppLogitsProcessor.attach(proc, llm) with llama.cpp's
+    llama_get_logits_ith replaced by the stub that reads the row."""
+    import llama_cpp
+    real = llama_cpp.llama_get_logits_ith
+    stub = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_int32)(
+        cfgmask._core._logits_row_stub)
+    llama_cpp.llama_get_logits_ith = stub
+    try:
+        module.LlamaCppLogitsProcessor.attach(proc, llm)
+    finally:
+        llama_cpp.llama_get_logits_ith = real
+
+
+def run_hook(module, store, toks_list, logits, timed_engine):
+    """The processor attached to a StubLlama: each call is `llm.sample(idx=...)`
+    as llama-cpp-python's generate loop makes it, the hook reading the ids
+    from the Llama's buffer and masking its contiguous row."""
+    calls, parts = [], {"accept": [], "fill": [], "mask": [], "allowed": []}
+    prompt = np.array([1, 2, 3], dtype=np.intc)
+    for toks in toks_list:
+        proc = module.LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(store))
+        ids = np.zeros(len(prompt) + len(toks) + 1, dtype=np.intc)
+        ids[:len(prompt)] = prompt
+        ids[len(prompt):len(prompt) + len(toks)] = toks
+        row = np.empty(store.vocab_size, dtype=np.float32)
+        llm = StubLlama(row, ids)
+        attach_stub(module, proc, llm)
+        try:
+            for n in range(len(toks)):
+                row[:] = logits  # what llama.cpp writes before each call
+                llm.n_tokens = len(prompt) + n
+                t0 = time.perf_counter_ns()
+                llm.sample(idx=llm.n_tokens - 1)
+                record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                       proc.matcher._session.step_times if timed_engine else None)
+        finally:
+            proc.detach()
     return calls, parts
 
 
@@ -123,14 +200,8 @@ def run_hf(module, store, toks_list, logits, timed_engine, torch):
                 scores = src.copy()
             t0 = time.perf_counter_ns()
             proc(ids, scores)
-            dt = time.perf_counter_ns() - t0
-            calls.append(dt / 1e3)
-            parts["allowed"].append(allowed_count(proc.bitmask))
-            if timed_engine:
-                a, f, m = proc.batch._batch.step_times
-                parts["accept"].append(a / 1e3)
-                parts["fill"].append(f / 1e3)
-                parts["mask"].append(m / 1e3)
+            record(calls, parts, proc.bitmask, time.perf_counter_ns() - t0,
+                   proc.batch._batch.step_times if timed_engine else None)
     return calls, parts
 
 
@@ -243,12 +314,17 @@ def main():
         toks_list = streams(store, STDLIB_FILES[:args.files], args.max_tokens)
         rng = np.random.default_rng(1)
         logits = rng.standard_normal(store.vocab_size).astype(np.float32)
-        for proto in ("llama-cpp", "llama-cpp attached", "hf"):
+        protocols = ["llama-cpp", "llama-cpp attached", "hf"]
+        if importlib.util.find_spec("llama_cpp") is not None:
+            protocols.insert(2, "llama-cpp hook")
+        for proto in protocols:
             for name, module in (("cfgmask", current), ("baseline", baseline)):
                 if module is None:
                     continue
                 timed = module is current
-                if proto.startswith("llama-cpp"):
+                if proto == "llama-cpp hook":
+                    calls, parts = run_hook(module, store, toks_list, logits, timed)
+                elif proto.startswith("llama-cpp"):
                     calls, parts = run_llama(module, store, toks_list, logits, timed,
                                              attached=proto != "llama-cpp")
                 else:

@@ -110,18 +110,31 @@ int main(int argc, char** argv) {
         SuffixQuotientLimits limits;
         limits.middle = kind;
         if (limit > 0) limits.max_rules = limits.max_transitions = limit;
-        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q);
+        const Status b = SuffixQuotient::Build(&store, suffix, limits, &q, &st);
         setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
         if (!b.ok()) {
           verdict = b.message();
           break;
         }
-        st = q->stats();
       }
       std::printf("%-9zu %9zu %10.1f %10lld %12lld %12lld %8s %s\n", want, suffix.size(),
                   Pct(setup, 0.5), static_cast<long long>(st.controls),
                   static_cast<long long>(st.rules), static_cast<long long>(st.transitions),
                   st.terminal_middle ? "terms" : "bytes", verdict.c_str());
+      if (!st.byte_path_emits.empty()) {  // the terminal-level middle's Boundary Emits
+        std::vector<std::pair<int64_t, size_t>> by;
+        for (size_t t = 0; t < st.byte_path_emits.size(); ++t) {
+          if (st.byte_path_emits[t] > 0) by.emplace_back(-st.byte_path_emits[t], t);
+        }
+        std::sort(by.begin(), by.end());
+        std::printf("  Emits that no blank ends (per terminal):");
+        for (size_t i = 0; i < by.size() && i < 12; ++i) {
+          const size_t t = by[i].second;
+          std::printf(" %s %lld", t < store.terminal_names.size() ? store.terminal_names[t].c_str() : "?",
+                      static_cast<long long>(-by[i].first));
+        }
+        std::printf("\n");
+      }
     }
     return 0;
   }

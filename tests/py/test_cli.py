@@ -520,3 +520,6 @@ def test_bench_json(store, json_files):
     assert slow[0]["cpu_us"] == b["mask_cpu_us"]["max"]
     assert all(s["where"].count(":") >= 2 and s["allowed"] > 0 for s in slow)
     assert b["parser_checks"] >= 0 and b["rows_visited"] >= 0 and b["filter_seconds"] >= 0
+    # the parser reductions of the row checks, and the most in one step
+    assert 0 <= b["max_step_reductions"] <= b["reductions"]
+    assert all(0 <= s["reductions"] <= b["max_step_reductions"] for s in slow)

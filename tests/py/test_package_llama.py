@@ -191,3 +191,152 @@ def test_attach_masks_llama_cpp_logits_row(store, llm):
     finally:
         p.detach()
     assert "sample" not in vars(llm)
+
+
+class _StubLlama:
+    """What LlamaCppLogitsProcessor.attach reads of a llama_cpp.Llama, with no
+    model: the id buffer, n_tokens, `_ctx.ctx` (the address of a float32 row
+    that the stand-in for llama_get_logits_ith hands back) and a sample that
+    returns the argmax of the row it finds (the masked one)."""
+
+    def __init__(self, vocab, n_ctx=512):
+        import ctypes
+        import types
+
+        import numpy as np
+        self.row = np.zeros(vocab, dtype=np.float32)
+        self.input_ids = np.zeros(n_ctx, dtype=np.intc)
+        self.n_tokens = 0
+        self._ctx = types.SimpleNamespace(ctx=ctypes.c_void_p(self.row.ctypes.data))
+        self.sampled = []
+
+    @property
+    def _input_ids(self):
+        return self.input_ids[:self.n_tokens]
+
+    def n_vocab(self):
+        return len(self.row)
+
+    def sample(self, top_k=40, temp=0.8, idx=None):
+        self.sampled.append(idx)
+        return int(self.row.argmax())
+
+
+def _attach_stub(proc, llm):
+    import ctypes
+
+    import llama_cpp
+    real = llama_cpp.llama_get_logits_ith
+    llama_cpp.llama_get_logits_ith = ctypes.CFUNCTYPE(
+        ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_int32)(
+        cfgmask._core._logits_row_stub)
+    try:
+        return proc.attach(llm)
+    finally:
+        llama_cpp.llama_get_logits_ith = real
+
+
+def test_attached_hook_matches_session_step(store):
+    """The engine's hook (attach's fast path: ids read from the Llama's
+    buffer, accept, fill and masking in one call) against Session.step on a
+    contiguous row, on seeded walks: the same masked row and bitmask at every
+    step, one to three ids added between calls, the processor's counters as
+    its Python path keeps them; steer_to_end goes through __call__ and back;
+    a refused id raises and leaves the matcher and the row untouched."""
+    import gc
+    import weakref
+
+    import numpy as np
+    from cfgmask.processors import LlamaCppLogitsProcessor
+    s, _ = store
+    prefix = "def f(a, b):\n    "
+    prompt = [1, 2, 3, 4]
+    steered_steps = 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        llm = _StubLlama(s.vocab_size)
+        proc = LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(s, prefix=prefix.encode()))
+        _attach_stub(proc, llm)
+        assert type(vars(llm)["sample"]).__name__ == "builtin_function_or_method"
+        ref = cfgmask.GrammarMatcher(s, prefix=prefix.encode())._session
+        ref_mask = cfgmask.allocate_token_bitmask(1, s.vocab_size)
+        llm.input_ids[:len(prompt)] = prompt
+        llm.n_tokens = len(prompt)
+        new = []
+        steps = 0
+        while steps < 40:
+            logits = rng.standard_normal(s.vocab_size).astype(np.float32)
+            llm.row[:] = logits
+            expect = logits.copy()
+            if seed == 3 and steps == 10:
+                proc.steer_to_end = True  # the Python path, then back
+            if seed == 3 and steps == 12:
+                proc.steer_to_end = False
+                proc._steering = type(proc._steering)()
+            steered = proc.steer_to_end
+            tok = llm.sample(top_k=1, idx=llm.n_tokens - 1)
+            assert llm.sampled[-1] == llm.n_tokens - 1
+            if not steered:
+                assert ref.step(np.asarray(new, dtype=np.int32), expect, ref_mask) == -1
+                np.testing.assert_array_equal(llm.row, expect)
+                np.testing.assert_array_equal(proc.bitmask, ref_mask)
+            else:
+                steered_steps += 1
+                for t in new:
+                    assert ref.advance(int(t))
+                new = []
+            steps += 1
+            assert proc.calls == steps
+            assert proc.prompt_len == len(prompt)
+            assert proc.accepted == llm.n_tokens - len(prompt)
+            if not np.isfinite(llm.row[tok]) or tok in s.eos_ids:
+                break
+            # one to three ids before the next call: the sampled one, then
+            # ids of the mask that follow it (the reference walks them too)
+            new = [tok]
+            probe = ref.fork()
+            assert probe.advance(tok)
+            for _ in range(int(rng.integers(0, 3))):
+                m = cfgmask.allocate_token_bitmask(1, s.vocab_size)
+                probe.fill_mask(m)
+                allowed = np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little"))
+                allowed = [t for t in allowed[allowed < s.vocab_size] if t not in s.eos_ids]
+                if not allowed:
+                    break
+                t = int(rng.choice(allowed))
+                assert probe.advance(t)
+                new.append(t)
+            llm.input_ids[llm.n_tokens:llm.n_tokens + len(new)] = new
+            llm.n_tokens += len(new)
+        assert steps > 5
+        # a refused id: an Error, the matcher and the row as they were
+        text = proc.matcher.text
+        m = cfgmask.allocate_token_bitmask(1, s.vocab_size)
+        ref.fill_mask(m)
+        bits = np.unpackbits(m.view(np.uint8), bitorder="little")[:s.vocab_size]
+        bad = int(np.flatnonzero(bits == 0)[0])
+        llm.input_ids[llm.n_tokens] = bad
+        llm.n_tokens += 1
+        llm.row[:] = 1.0
+        with pytest.raises(cfgmask.Error, match="refuses"):
+            llm.sample(idx=llm.n_tokens - 1)
+        assert proc.matcher.text == text
+        assert (llm.row == 1.0).all()
+        proc.detach()
+        assert "sample" not in vars(llm)
+    assert steered_steps == 2
+    # Attached and dropped without detach: the garbage collector frees the
+    # Llama (the hook's references are visible to it).
+    llm = _StubLlama(s.vocab_size)
+    _attach_stub(LlamaCppLogitsProcessor(cfgmask.GrammarMatcher(s)), llm)
+    gone = weakref.ref(llm)
+    del llm
+    gc.collect()
+    assert gone() is None
+
+    class Sub(LlamaCppLogitsProcessor):  # subclasses keep the Python hook
+        pass
+    llm = _StubLlama(s.vocab_size)
+    p = _attach_stub(Sub(cfgmask.GrammarMatcher(s)), llm)
+    assert type(vars(llm)["sample"]).__name__ == "function"
+    p.detach()

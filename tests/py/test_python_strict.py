@@ -194,7 +194,7 @@ SNIPPETS = [
     ("x\u00b2 = 1\n", True),  # the grammar takes any character above ASCII; the layer refuses it (PROBE)
     ("'\\N{foo}'\n", False), ("b'\u00e9'\n", False), ("ur''\n", False), ("x = '\\d'\n", True),
     ("x = r'\\d' + b'\\x41' + rb'\\d' + '\\u1234\\U0010ffff\\47\\n'\n", True),
-    ("x = b'\\x4'\n", False), ("x = '\\U00110000'\n", False), ("x = '\\477'\n", True),
+    ("x = '\\477'\n", True),
     ("x = 'a' b'c'\n", False), ("x = '''a\n'b''' \"\"\"c\"\"\"\n", True), ("x = 'a\rb'\n", False),
     ("1 <> 2\n", False), ("1 != 2\n", True),
     # await anywhere in an expression; where it may stand is the scope
@@ -391,6 +391,26 @@ PROBE = [
     ("an invalid escape in bytes, \\N and \\u there", 'x = b"\\(" + b"\\N{a}" + b"\\u12"\n'),
     ("an invalid escape in an f-string's text and spec", 'x = f"\\(a{1:\\(}"\n'),
     ("a truncated \\x escape", 'x = "\\x4"\n'),
+    # Hex escapes: the grammar takes any character after a backslash, the
+    # scope layer counts the digits (both ways, per kind of literal).
+    ("hex escapes in str, bytes, f-string text and spec",
+     'x = "\\x41\\u00e9\\U0010ffff" + b"\\x4f\\xFF" + f"\\x41{1:\\x3e3}\\u00e9"\n'),
+    ("a truncated \\x escape in bytes", "x = b'\\x4'\n"),
+    ("a \\x escape with a non-hex digit", "x = '\\xg0'\n"),
+    ("a truncated \\x escape in an f-string's text", 'x = f"\\x4{1}"\n'),
+    ("a truncated \\x escape in an f-string's spec", 'x = f"{1:\\x4}"\n'),
+    ("a truncated \\u escape", 'x = "\\u00e"\n'),
+    ("a truncated \\U escape", 'x = "\\U0000004"\n'),
+    ("a \\U escape past U+10FFFF", "x = '\\U00110000'\n"),
+    ("a \\U escape far past U+10FFFF", "x = '\\U0100000'\n"),
+    ("\\x, \\u, \\U in raw strings and \\u, \\U in bytes", 'x = r"\\x4" + rf"\\u1{2}" + b"\\u12\\U1" + rb"\\x"\n'),
+    ("octal escapes of any value", 'x = "\\777\\0\\1234" + b"\\400"\n'),
+    ("backslash before a field in an f-string", 'x = f"\\{6}" + f"\\}}" + f"{1:\\{2}}" + f"{1:\\}"\n'),
+    ("backslash before a single } in an f-string", 'x = f"\\}"\n'),
+    ("newline in a single-quoted f-string's text", "x = f'a\nb'\n"),
+    ("newline in a single-quoted f-string's spec", "x = f'{1:\n}'\n"),
+    ("carriage return in a single-quoted f-string", "x = f'a\rb' + (f'{1:\r}')\n"),
+    ("carriage return in a triple-quoted f-string", "x = f'''a\rb{1:\r}'''\n"),
     ("a \\N without its name", 'x = "\\N"\n'),
     ("docstring, comments, blank lines before future imports",
      '"""Doc."""\n# c\n\nfrom __future__ import annotations\nfrom __future__ import (division,\n'

@@ -143,7 +143,15 @@ class LlamaCppLogitsProcessor:
         ``create_completion`` and ``__call__`` all sample through it.  The
         processor is then not given as a ``logits_processor`` (other
         processors there see the masked logits).  Wraps ``llm.sample`` on
-        this instance only; :meth:`detach` restores it.  Returns self."""
+        this instance only; :meth:`detach` restores it.  Returns self.
+
+        The wrapper is the engine's own callable (``_core._LlamaSampleHook``):
+        between the model's forward pass and the sampler one call reads the
+        new ids from ``llm.input_ids``, accepts them, fills the mask and
+        masks the row, with no Python code in between (after a forward pass
+        every line of Python runs from cold caches).  While
+        ``steer_to_end`` is set, and for subclasses, the call goes through
+        ``__call__`` instead."""
         import llama_cpp  # only where a model is attached
         if "sample" in vars(llm):
             raise Error("this Llama already has a processor attached (detach it first)")
@@ -151,6 +159,7 @@ class LlamaCppLogitsProcessor:
         names = list(inspect.signature(real).parameters)
         idx_at = names.index("idx") if "idx" in names else None
         n_vocab = llm.n_vocab()
+        check_logits_width(n_vocab, self.matcher.vocab_size)
         get_logits = llama_cpp.llama_get_logits_ith
         addressof, row_type = ctypes.addressof, ctypes.c_float * n_vocab
         rows = {}  # the row's address -> a numpy view of it (np.ctypeslib.as_array
@@ -174,7 +183,15 @@ class LlamaCppLogitsProcessor:
             self(llm._input_ids, row)
             return real(*args, **kwargs)
 
-        llm.sample = sample
+        hook = sample
+        ctx = llm._ctx.ctx
+        if type(self) is LlamaCppLogitsProcessor and ctx is not None:
+            hook = _core._LlamaSampleHook(
+                self, self.matcher._session, self.bitmask, llm, real, sample,
+                ctypes.cast(get_logits, ctypes.c_void_p).value, ctx,
+                ctypes.cast(ctx, ctypes.c_void_p).value, n_vocab,
+                -1 if idx_at is None else idx_at).function()
+        llm.sample = hook
         self._attached = llm
         return self
 
