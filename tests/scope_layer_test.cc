@@ -599,7 +599,8 @@ const char* const kAboveAsciiRefused[] = {
     "x\xe3\x82|\x9b = 1\n",                // U+309B goes on no name
     "x = 1 + \xef\xbc|\x8c\n",             // fullwidth comma
     "\xef\xbc|\xbf\xef\xbc\xbf" "debug = 1\n",  // fullwidth low line
-    "x = 1\xc3|\xa4\n",                    // a number goes on with a letter
+    "x = 1|\xc3\xa4\n",                    // a number goes on with a letter (no completion fits)
+    "x = a\xe2|\x88\x80\n",                // U+2200-U+223F: no completion goes on a name
     "x\xc3|(\n",                           // not UTF-8
     "x = \xed|\xa0\x80\n",                 // a surrogate
     "x = |\xc0\n",                         // an overlong lead byte
