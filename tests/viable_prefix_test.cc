@@ -838,7 +838,9 @@ TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
 // text can come next.
 TEST(ViablePrefix, RandomGrammarsWithCommentsHaveNoDeadEnds) {
   const bool quick = TestQuick();
-  const int grammars = quick ? 30 : 300;
+  // CI size: 20 (the grammars with classes above ASCII below are of the
+  // same class, with comments, and take the other 10's time).
+  const int grammars = quick ? 20 : 300;
   std::mt19937 rng(20261126);
   std::vector<Case> cases;
   for (int i = 0; i < grammars; ++i) {
