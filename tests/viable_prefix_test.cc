@@ -19,7 +19,9 @@
 // operator that needs its operand on the same line; a greedy terminal that
 // swallows its only successor), and random grammars of keywords that are
 // prefixes of one another and of NAME, punctuation, NAME and NUMBER,
-// `%ignore " "`, some with a newline terminal and an %ignore'd comment; each over a small byte-level vocabulary of its
+// `%ignore " "`, some with a newline terminal and an %ignore'd comment (and
+// some of those with classes above ASCII in NAME and the comment: what may
+// follow a comment is judged on whole characters); each over a small byte-level vocabulary of its
 // alphabet's bytes, literals, literals after a space and random strings.
 // Random masked walks (fixed seeds) check every allowed token of every
 // step, on the store as compiled and as streamlined (streamlining folds
