@@ -253,10 +253,30 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       core = core || FBeforeQuote(b, &lead);
       if (core) {
         fstring_core_.push_back(t);
+        const size_t cut = b.find_first_of("}:"), hash = b.find('#'), eol = b.find_first_of("\n\r");
+        uint8_t kind = 0;
+        if (b.find('\\') < cut) kind |= kCoreBackslash;
+        if (eol < cut) kind |= kCoreLineEnd;
+        if (eol < b.find_first_of("'\"\\")) kind |= kCoreLineEndFirst;
+        if (hash != std::string_view::npos && b.find_first_of("'\"}:=!") > hash) kind |= kCoreHash;
+        if (b.find_first_of("'\"\\{}\n\r") == std::string_view::npos) kind |= kCoreText;
+        fstring_core_kind_.push_back(kind);
       } else {
         if (lead) fstring_lead_.push_back(t);
-        if (b.find('\'') != std::string_view::npos) fstring_sq_.push_back(t);
-        if (b.find('"') != std::string_view::npos) fstring_dq_.push_back(t);
+        // (*_field: no `}` or `:` before the first such quote.)
+        const size_t sq = b.find('\''), dq = b.find('"');
+        if (sq != std::string_view::npos) {
+          fstring_sq_.push_back(t);
+          if (b.substr(0, sq).find_first_of("}:") == std::string_view::npos) {
+            fstring_sq_field_.push_back(t);
+          }
+        }
+        if (dq != std::string_view::npos) {
+          fstring_dq_.push_back(t);
+          if (b.substr(0, dq).find_first_of("}:") == std::string_view::npos) {
+            fstring_dq_field_.push_back(t);
+          }
+        }
       }
     }
     // A quote may open an f-string (its prefix in the token or the word
@@ -689,7 +709,35 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       sq = sq || f.quote == '\'';
       dq = dq || f.quote == '"';
     }
-    for (int32_t t : index.fstring_core()) check(t);
+    // The core tokens whose bytes the f-strings open here refuse (an
+    // f-string inside a field is left only at a `}` or `:`, a single-quoted
+    // one only at a quote; FCheck) are refused without a copy; text in a
+    // string's content cannot fail; the others one by one.  Likewise a
+    // token that reaches the quote of a single-quoted f-string inside a
+    // field before any `}` or `:`.
+    uint8_t refused = 0;
+    if (FStringInField(0, false)) refused |= ScopeTokenIndex::kCoreBackslash;
+    if (FStringInField(0, true)) refused |= ScopeTokenIndex::kCoreLineEnd;
+    if (mode_ != Mode::kStrEsc && SingleQuotedFString()) refused |= ScopeTokenIndex::kCoreLineEndFirst;
+    if (mode_ == Mode::kCode && fstack_.back().part == FString::kField && fstack_.back().pending == 0) {
+      refused |= ScopeTokenIndex::kCoreHash;
+    }
+    const uint8_t text = mode_ == Mode::kString ? ScopeTokenIndex::kCoreText : 0;
+    const std::vector<int32_t>& core = index.fstring_core();
+    const std::vector<uint8_t>& kind = index.fstring_core_kind();
+    for (size_t i = 0; i < core.size(); ++i) {
+      const int32_t t = core[i];
+      if (kind[i] & refused) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+      } else if (!(kind[i] & text)) {
+        check(t);
+      }
+    }
+    auto refuse = [&](const std::vector<int32_t>& ts) {
+      for (int32_t t : ts) mask[t >> 5] &= ~(1u << (t & 31));
+    };
+    if (sq && FStringInField('\'', true)) refuse(index.fstring_sq_field());
+    if (dq && FStringInField('"', true)) refuse(index.fstring_dq_field());
     if (f_word) {
       for (int32_t t : index.fstring_lead()) check(t);
     }
@@ -1115,9 +1163,7 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   const size_t n = fstack_.size();
   for (size_t i = from; i < n; ++i) {
     FString& f = fstack_[i];
-    // Every f-string but the last is inside a field; the last is when its
-    // part says so (the format spec is literal text, the grammar's).
-    const bool in_field = i + 1 < n || f.part == FString::kField || f.part == FString::kAfter;
+    const bool in_field = InField(i);
     // (In the literal text too: the grammar's text has no newline there, but
     // inside brackets the indenter drops the newline token.)
     if (!f.triple && (c == '\n' || c == '\r') && !(i + 1 == n && mode_ == Mode::kStrEsc)) {
@@ -1145,6 +1191,32 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   if (c == '#' && mode_ == Mode::kCode && fstack_.back().part == FString::kField) {
     Fail("f-string expression part cannot include '#'");
   }
+}
+
+bool ScopeLayer::InField(size_t i) const {
+  // (The format spec is literal text, the grammar's.)
+  const FString::Part part = fstack_[i].part;
+  return i + 1 < fstack_.size() || part == FString::kField || part == FString::kAfter;
+}
+
+// A byte takes f-string i out of its field only where it is the last one:
+// FieldCode's `}` and `:` at the field's top, AfterByte's `:` and `}`,
+// SpecByte's and CloseField's `}`; popping an inner f-string (its closing
+// quote) leaves i the last one in the field that held it.  So from here to
+// the next `}` or `:` a byte is read inside i's field.
+bool ScopeLayer::FStringInField(char q, bool single) const {
+  for (size_t i = 0; i < fstack_.size(); ++i) {
+    const FString& f = fstack_[i];
+    if ((q == 0 || f.quote == q) && !(single && f.triple) && InField(i)) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::SingleQuotedFString() const {
+  for (const FString& f : fstack_) {
+    if (!f.triple) return true;
+  }
+  return false;
 }
 
 // Is the text at the top of a field's expression (no bracket open in it),

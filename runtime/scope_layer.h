@@ -110,6 +110,29 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& fstring_lead() const { return fstring_lead_; }
   const std::vector<int32_t>& fstring_sq() const { return fstring_sq_; }
   const std::vector<int32_t>& fstring_dq() const { return fstring_dq_; }
+  // Of fstring_sq (fstring_dq): the tokens whose bytes before their first '
+  // (") hold neither `}` nor `:`.  A field of an f-string is left only at a
+  // `}` or a `:` (ScopeLayer::FStringInField), so while a single-quoted
+  // f-string of that quote is inside a field each of them reaches the quote
+  // there, which ends the f-string too soon: refused without a copy.
+  const std::vector<int32_t>& fstring_sq_field() const { return fstring_sq_field_; }
+  const std::vector<int32_t>& fstring_dq_field() const { return fstring_dq_field_; }
+  // What fstring_core's tokens (in its order) do inside an f-string, read
+  // from their bytes: kCoreBackslash, a backslash before the first `}` or
+  // `:`, refused while an f-string is inside a field; kCoreLineEnd, a line
+  // end so, refused while a single-quoted one is; kCoreLineEndFirst, a line
+  // end before any quote or backslash, refused while a single-quoted one is
+  // open at all (no quote can close it first); kCoreHash, a `#` before any
+  // quote, `}`, `:`, `=` or `!`, refused in a field's code; kCoreText, none
+  // of a quote, backslash, brace or line end: text in a string's content.
+  enum CoreKind : uint8_t {
+    kCoreBackslash = 1,     // a backslash before the first `}` or `:`
+    kCoreLineEnd = 2,       // a line end before the first `}` or `:`
+    kCoreLineEndFirst = 4,  // a line end before any quote or backslash
+    kCoreHash = 8,          // a `#` before any quote, `}`, `:`, `=` or `!`
+    kCoreText = 16,         // no quote, backslash, brace or line end
+  };
+  const std::vector<uint8_t>& fstring_core_kind() const { return fstring_core_kind_; }
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
   // may open an f-string and break its limits or open a field), whose own
   // letters before a quote hold an `f`, or with a backslash after the
@@ -161,8 +184,9 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fopen_, fopen_lead_,
-      hex_lead_;
+      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fstring_sq_field_,
+      fstring_dq_field_, fopen_, fopen_lead_, hex_lead_;
+  std::vector<uint8_t> fstring_core_kind_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
@@ -236,6 +260,17 @@ class ScopeLayer {
   void FieldCode(unsigned char c);
   void CloseField();
   bool InFieldTop() const;
+  // Is f-string i of fstack_ inside a field (every one but the last is; the
+  // last in its field's code or after its `=` / conversion)?
+  bool InField(size_t i) const;
+  // Is an f-string inside a field: of quote q (0: any quote), single-quoted
+  // if `single`?  Only a `}` or a `:` can take it out (CloseField, the
+  // format spec); a backslash read there fails, and so do a line end (while
+  // a single-quoted one is open) and its own quote if single-quoted (FCheck).
+  bool FStringInField(char q, bool single) const;
+  // Is a single-quoted f-string open (a line end anywhere in it fails, but
+  // after a backslash in the innermost one's text)?
+  bool SingleQuotedFString() const;
   void LineStart(int32_t col);
   void Lexeme(Lex kind, const std::string& text);
   void Fail(std::string why);

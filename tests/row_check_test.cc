@@ -359,6 +359,16 @@ const char* const kScopePrograms[] = {
     "def esc(n, w=8):\n    s = '\\x41\\u00e9\\U0001F600\\x7f' + b'\\xff\\x00\\u12'.hex() + '\\N{BULLET}\\777\\q'\n"
     "    t = f\"\\x41{n:\\x3e{w}}\\u00e9\\U0010ffff\" + rf'\\x{n}\\U' + f'\\{n}\\}}'\n"
     "    return s + t + '''\\x0a\\\n\\u0041'''\n",
+    // Quotes, `#` and line ends inside the fields of f-strings: of the other
+    // quote, of the same quote triple-quoted, nested f-strings, format specs
+    // (short programs: CI size forces 100 steps of each).
+    "def report(rows, w=4, d=None):\n"
+    "    return f\"{rows[0]['name']:>{w}} {rows[1:3]!r} {d.get('k', 0)=} {w:{w}}\"\n",
+    "def report(rows, w=4, d=None):\n"
+    "    return f\"{', '.join(f'{r}' for r in rows)}\" + f'{d[\"k\"]!s:{w}}' + f\"{d['#']}\"\n",
+    "def report(rows, w=4, d=None):\n"
+    "    c = f\"\"\"{d.get(\n        'k', w)} {rows[-1:]}\"\"\" + f'''{d[\"k\"]} {d.get(\"k\")!r}'''\n"
+    "    return c + f\"\"\"{d[\"k\"]} {rows[-1:]}\"\"\" + f\"{f'{w}'}\"\n",
 };
 
 struct FilterCounts {
