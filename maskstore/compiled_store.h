@@ -28,6 +28,7 @@
 #include "grammar/base/status.h"
 #include "maskstore/store_array.h"
 #include "parser/lr_core.h"
+#include "parser/stack_viability.h"
 
 namespace cfgmask {
 
@@ -202,6 +203,13 @@ struct CompiledStore {
     std::unique_ptr<std::atomic<uint8_t>[]> state;  // 0 unchecked, 1 ok, 2 damaged
   };
   std::shared_ptr<RowCheck> row_check;
+
+  // Which LR stacks can still complete (parser/stack_viability.h), made from
+  // the tables when the store is built or read (not written to the file);
+  // null when every stack the tables build completes, and then nothing is
+  // checked.  Read by HypothesisParser (maskstore/hypothesis_parser.h).
+  std::shared_ptr<const StackViability> viability;
+  void ComputeViability();
 
  private:
   bool CheckRootRows(int32_t root) const;

@@ -308,8 +308,18 @@ struct HypothesisParser {
   // For $END, true once the input is accepted.
   bool Feed(int32_t t) {
     accepts_memo = nullptr;  // its answers were for the stack before
+    if (s->viability && !s->viability->Takes(ViabilityState(), t)) return false;
     if (trace) trace->push_back(t);
     return LrTaken(ChainFeed(lr, t, &stack));
+  }
+  // The stack-viability state of the view (CompiledStore::viability, set):
+  // a terminal is taken only into a stack that can still complete.  It
+  // reads the whole stack, so a row memo's key (runtime/row_memo.h) is then
+  // the whole stack.
+  int32_t ViabilityState() const {
+    if (size_t* low = stack.low()) *low = 0;
+    return s->viability->ViewState(stack.base(), stack.overlay().data(),
+                                   static_cast<int32_t>(stack.overlay().size()));
   }
   bool Newline(int32_t col) {
     if (paren > 0) return true;  // Lark's indenter drops newlines inside brackets
@@ -327,10 +337,14 @@ struct HypothesisParser {
   // Would terminal t be shifted now?  Simulated on a scratch overlay:
   // nothing is copied or allocated.
   bool Accepts(int32_t t) const {
-    if (!accepts_memo) return ChainWouldTake(lr, stack, t);
+    if (!accepts_memo) return Takes(t);
     int8_t& a = accepts_memo[t];
-    if (a < 0) a = ChainWouldTake(lr, stack, t) ? 1 : 0;
+    if (a < 0) a = Takes(t) ? 1 : 0;
     return a == 1;
+  }
+  bool Takes(int32_t t) const {
+    if (s->viability) return s->viability->Takes(ViabilityState(), t);
+    return ChainWouldTake(lr, stack, t);
   }
   bool TailOk(int32_t item) const {
     return ItemScanner(*s).TailOk(

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "grammar/base/check.h"
+
 namespace cfgmask {
 
 class IdIndex {
@@ -19,40 +21,54 @@ class IdIndex {
   // `count` entries of the list; when there is none, `add()` appends the
   // entry to the list and its id, `count`, is returned (*added set).
   // `hash_of(id)` gives the hash of an entry already listed (for growing).
+  // A slot holds id + 1 in the bits below the table's size and the hash's
+  // high bits above them, so a probe that meets another entry is mostly
+  // told apart by the slot alone: `equal` (which reads the caller's list,
+  // usually a cache miss) runs only where those bits agree.
   template <class Equal, class Add, class HashOf>
   int32_t FindOrAdd(uint64_t h, size_t count, const Equal& equal, const Add& add,
                     const HashOf& hash_of, bool* added = nullptr) {
     if ((count + 1) * 2 > table_.size()) Grow(count, hash_of);
     const size_t mask = table_.size() - 1;
+    const uint32_t tag = Tag(h, mask);
     for (size_t i = h & mask;; i = (i + 1) & mask) {
-      const int32_t id = table_[i];
-      if (id < 0) {
-        table_[i] = static_cast<int32_t>(count);
+      const uint32_t slot = table_[i];
+      if (slot == 0) {
+        table_[i] = tag | static_cast<uint32_t>(count + 1);
         add();
         if (added) *added = true;
-        return table_[i];
+        return static_cast<int32_t>(count);
       }
+      if ((slot & ~static_cast<uint32_t>(mask)) != tag) continue;
+      const int32_t id = static_cast<int32_t>((slot & mask) - 1);
       if (equal(id)) {
         if (added) *added = false;
         return id;
       }
     }
   }
-  void Clear() { std::vector<int32_t>().swap(table_); }
-  size_t bytes() const { return table_.capacity() * sizeof(int32_t); }
+  void Clear() { std::vector<uint32_t>().swap(table_); }
+  size_t bytes() const { return table_.capacity() * sizeof(uint32_t); }
 
  private:
+  // The hash's high 32 bits above the table's index bits (id + 1 <= count
+  // < size / 2 fits below them).
+  static uint32_t Tag(uint64_t h, size_t mask) {
+    return static_cast<uint32_t>(h >> 32) & ~static_cast<uint32_t>(mask);
+  }
   template <class HashOf>
   void Grow(size_t count, const HashOf& hash_of) {
-    table_.assign(std::max<size_t>(16, table_.size() * 2), -1);
+    CFGMASK_CHECK(count < (size_t{1} << 31));
+    table_.assign(std::max<size_t>(16, table_.size() * 2), 0);
     const size_t mask = table_.size() - 1;
     for (size_t id = 0; id < count; ++id) {
-      size_t i = hash_of(static_cast<int32_t>(id)) & mask;
-      while (table_[i] >= 0) i = (i + 1) & mask;
-      table_[i] = static_cast<int32_t>(id);
+      const uint64_t h = hash_of(static_cast<int32_t>(id));
+      size_t i = h & mask;
+      while (table_[i] != 0) i = (i + 1) & mask;
+      table_[i] = Tag(h, mask) | static_cast<uint32_t>(id + 1);
     }
   }
-  std::vector<int32_t> table_;  // ids; -1: empty; size a power of two
+  std::vector<uint32_t> table_;  // 0: empty; size a power of two, at most half full
 };
 
 }  // namespace cfgmask

@@ -168,6 +168,7 @@ void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAu
 
   PruneUnlexableLookaheads(g, a, &s);
   CloseDeadStates(s.lr(), s.action.data());
+  s.ComputeViability();
 }
 
 }  // namespace cfgmask

@@ -465,6 +465,7 @@ Status ReadStoreFile(const std::string& path, CompiledStore* out, const StoreRea
   }
   s.mapping = std::move(mapping);
   s.row_check = std::make_shared<CompiledStore::RowCheck>(static_cast<size_t>(s.num_roots));
+  s.ComputeViability();
   if (options.verify && !s.AllRowsOk()) {
     return Status(ErrorCode::kStoreFile, path + ": inconsistent store (rows)");
   }
@@ -497,6 +498,10 @@ bool CompiledStore::CheckRootRows(int32_t root) const {
 std::string DamagedRowsMessage() {
   return "the store's rows are damaged (a row's checksum or ids are wrong): recompile it, or "
          "check it with cfgmask stats --verify";
+}
+
+void CompiledStore::ComputeViability() {
+  viability = StackViability::Build(lr(), start_state, StackViabilityLimits{}, nullptr);
 }
 
 bool CompiledStore::AllRowsOk() const {

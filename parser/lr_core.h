@@ -162,6 +162,9 @@ class LrStack {
     uint64_t hash;   // of the states from the bottom to here
     const Node* parent;
     mutable std::atomic<uint32_t> refs;
+    // The stack-viability DFA's state of the stack ending here, -1 until
+    // asked (parser/stack_viability.h; a node belongs to one store's stacks).
+    mutable std::atomic<int32_t> viability{-1};
   };
 
   LrStack() = default;  // empty: only assigned to

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+
+#include "grammar/base/unicode_names.h"
 
 namespace cfgmask {
 
@@ -151,9 +154,26 @@ bool DecodeBody(const std::string& body, bool raw, bool bytes, std::string* out)
         break;
       }
       case 'u': case 'U':
-        if (bytes) return false;
+        if (bytes) {  // no escape in bytes: the backslash stays
+          *out += '\\';
+          *out += e;
+          break;
+        }
         AppendUtf8(out, hex(e == 'u' ? 4 : 8));
         break;
+      case 'N': {
+        const size_t close = body.find('}', i);
+        if (bytes || i + 1 >= body.size() || body[i + 1] != '{' || close == std::string::npos) {
+          *out += '\\';  // in bytes \N is no escape
+          *out += e;
+          break;
+        }
+        const int32_t cp = UnicodeNameCode(std::string_view(body).substr(i + 2, close - i - 2));
+        if (cp < 0) return false;  // a spelling the grammar's names refuse
+        AppendUtf8(out, static_cast<uint32_t>(cp));
+        i = close;
+        break;
+      }
       default:
         if (e >= '0' && e <= '7') {
           uint32_t v = static_cast<uint32_t>(e - '0');
@@ -163,7 +183,10 @@ bool DecodeBody(const std::string& body, bool raw, bool bytes, std::string* out)
           if (bytes) *out += static_cast<char>(v & 0xFF); else AppendUtf8(out, v);
           break;
         }
-        return false;  // \N{...}, or what the grammar refuses
+        // An unknown escape keeps its backslash (CPython warns, and takes it).
+        *out += '\\';
+        *out += e;
+        break;
     }
   }
   return true;

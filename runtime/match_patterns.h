@@ -31,8 +31,9 @@ namespace cfgmask {
 // A literal mapping key's value in a canonical spelling: equal strings for
 // equal Python values ("n<integer>", "f<hex float>", "c<re>,<im>", "s<utf-8>",
 // "b<bytes>", "N"); "" for a dotted name (not a literal: not compared); a
-// leading '?' where the value is not worked out (a \N{...} escape), which is
-// then taken as equal to every key of its kind (stricter than CPython).
+// leading '?' where the value is not worked out (a \N{...} name that the
+// grammar's names do not hold), which is then taken as equal to every key of
+// its kind (stricter than CPython).
 std::string CanonicalPatternKey(const std::string& text);
 
 class PatternReader {

@@ -74,6 +74,20 @@ bool IsKeyword(const std::string& w) {
   return false;
 }
 
+// Does a quote of token `b` follow letters with an `f` (the token opens an
+// f-string itself)?  *lead: some quote follows letters that start the
+// token (an f-string only if the word before the token has an `f`).
+bool FBeforeQuote(std::string_view b, bool* lead) {
+  for (size_t k = b.find_first_of("'\""); k != std::string_view::npos;
+       k = b.find_first_of("'\"", k + 1)) {
+    size_t from = k;
+    while (from > 0 && IsIdent(static_cast<unsigned char>(b[from - 1]))) --from;
+    if (b.substr(from, k - from).find_first_of("fF") != std::string_view::npos) return true;
+    if (from == 0) *lead = true;
+  }
+  return false;
+}
+
 bool IsStringPrefix(const std::string& w) {
   if (w.size() > 2) return false;
   std::string l;
@@ -333,13 +347,61 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
     if (b.find_first_of("\\#\n\r'\"") != std::string_view::npos ||
         b.find("lambda") != std::string_view::npos) {
       fstring_.push_back(t);
+      // Split for Filter inside an f-string (fstring_core_ and the rest):
+      // what fails there is a backslash, `#`, a line end, `lambda`, a new
+      // f-string (letters with an `f` before a quote, or a quote after
+      // letters that start the token, after a word with an `f`), and a
+      // quote of a string still open.  A token whose only risk is a quote
+      // of a kind that no open string uses cannot fail.
+      bool core = b.find_first_of("\\#\n\r") != std::string_view::npos ||
+                  b.find("lambda") != std::string_view::npos;
+      bool lead = false;
+      core = core || FBeforeQuote(b, &lead);
+      if (core) {
+        fstring_core_.push_back(t);
+        const size_t cut = b.find_first_of("}:"), hash = b.find('#'), eol = b.find_first_of("\n\r");
+        uint8_t kind = 0;
+        if (b.find('\\') < cut) kind |= kCoreBackslash;
+        if (eol < cut) kind |= kCoreLineEnd;
+        if (eol < b.find_first_of("'\"\\")) kind |= kCoreLineEndFirst;
+        if (hash != std::string_view::npos && b.find_first_of("'\"}:=!") > hash) kind |= kCoreHash;
+        if (b.find_first_of("'\"\\{}\n\r") == std::string_view::npos) kind |= kCoreText;
+        fstring_core_kind_.push_back(kind);
+      } else {
+        if (lead) fstring_lead_.push_back(t);
+        // (*_field: no `}` or `:` before the first such quote.)
+        const size_t sq = b.find('\''), dq = b.find('"');
+        if (sq != std::string_view::npos) {
+          fstring_sq_.push_back(t);
+          if (b.substr(0, sq).find_first_of("}:") == std::string_view::npos) {
+            fstring_sq_field_.push_back(t);
+          }
+        }
+        if (dq != std::string_view::npos) {
+          fstring_dq_.push_back(t);
+          if (b.substr(0, dq).find_first_of("}:") == std::string_view::npos) {
+            fstring_dq_field_.push_back(t);
+          }
+        }
+      }
     }
     // A quote may open an f-string (its prefix in the token or the word
     // before it): what can fail in its text is a field's `{`, a line end
-    // (`\n` or `\r`, in a single-quoted one) or an escape.
+    // (`\n` or `\r`, in a single-quoted one) or an escape (in any string).
+    // A token whose quotes all follow letters without an `f` (a plain
+    // string's prefix, text of a string the token closes, an operator) and
+    // that has no backslash after its first quote cannot fail: left out.
+    // Where the letters before a quote start the token, the word before it
+    // may hold the `f` (fopen_lead: judged only after such a word).
     const size_t q = b.find_first_of("'\"");
     if (q != std::string_view::npos && b.find_first_of("{\n\r\\", q) != std::string_view::npos) {
-      fopen_.push_back(t);
+      bool lead = false;
+      const bool self = b.find('\\', q) != std::string_view::npos || FBeforeQuote(b, &lead);
+      if (self) {
+        fopen_.push_back(t);
+      } else if (lead) {
+        fopen_lead_.push_back(t);
+      }
     }
     if (!b.empty() && b[0] == '=') eq_lead_.push_back(t);
     if (!b.empty() && (b[0] == 'x' || b[0] == 'u' || b[0] == 'U')) hex_lead_.push_back(t);
@@ -840,7 +902,62 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   // a field's limits; elsewhere the tokens that open an f-string's field.
   const bool fstring_open = !fstack_.empty() ||
                             (fstr_ && (mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2));
-  for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
+  const bool at_open_quote = mode_ == Mode::kStrOpen1 || mode_ == Mode::kStrOpen2;
+  // A word with an `f` before the token: a quote at the token's start may
+  // open an f-string (the lists' *_lead parts).
+  const bool f_word = word_.find_first_of("fF") != std::string::npos;
+  if (fstring_open && !at_open_quote) {
+    // The quotes of the strings still open (every f-string's, and the
+    // innermost string's): only those can end one too soon.
+    bool sq = quote_ == '\'', dq = quote_ == '"';
+    for (const FString& f : fstack_) {
+      sq = sq || f.quote == '\'';
+      dq = dq || f.quote == '"';
+    }
+    // The core tokens whose bytes the f-strings open here refuse (an
+    // f-string inside a field is left only at a `}` or `:`, a single-quoted
+    // one only at a quote; FCheck) are refused without a copy; text in a
+    // string's content cannot fail; the others one by one.  Likewise a
+    // token that reaches the quote of a single-quoted f-string inside a
+    // field before any `}` or `:`.
+    uint8_t refused = 0;
+    if (FStringInField(0, false)) refused |= ScopeTokenIndex::kCoreBackslash;
+    if (FStringInField(0, true)) refused |= ScopeTokenIndex::kCoreLineEnd;
+    if (mode_ != Mode::kStrEsc && SingleQuotedFString()) refused |= ScopeTokenIndex::kCoreLineEndFirst;
+    if (mode_ == Mode::kCode && fstack_.back().part == FString::kField && fstack_.back().pending == 0) {
+      refused |= ScopeTokenIndex::kCoreHash;
+    }
+    const uint8_t text = mode_ == Mode::kString ? ScopeTokenIndex::kCoreText : 0;
+    const std::vector<int32_t>& core = index.fstring_core();
+    const std::vector<uint8_t>& kind = index.fstring_core_kind();
+    for (size_t i = 0; i < core.size(); ++i) {
+      const int32_t t = core[i];
+      if (kind[i] & refused) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+      } else if (!(kind[i] & text)) {
+        check(t);
+      }
+    }
+    auto refuse = [&](const std::vector<int32_t>& ts) {
+      for (int32_t t : ts) mask[t >> 5] &= ~(1u << (t & 31));
+    };
+    if (sq && FStringInField('\'', true)) refuse(index.fstring_sq_field());
+    if (dq && FStringInField('"', true)) refuse(index.fstring_dq_field());
+    if (f_word) {
+      for (int32_t t : index.fstring_lead()) check(t);
+    }
+    if (sq) {
+      for (int32_t t : index.fstring_sq()) check(t);
+    }
+    if (dq) {
+      for (int32_t t : index.fstring_dq()) check(t);
+    }
+  } else {
+    for (int32_t t : fstring_open ? index.fstring() : index.fopen()) check(t);
+  }
+  if (!fstring_open && f_word) {
+    for (int32_t t : index.fopen_lead()) check(t);
+  }
   if (PendingNonlocal() || Unreachable()) {
     for (int32_t t : index.newline()) check(t);
   }
@@ -1256,9 +1373,7 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   const size_t n = fstack_.size();
   for (size_t i = from; i < n; ++i) {
     FString& f = fstack_[i];
-    // Every f-string but the last is inside a field; the last is when its
-    // part says so (the format spec is literal text, the grammar's).
-    const bool in_field = i + 1 < n || f.part == FString::kField || f.part == FString::kAfter;
+    const bool in_field = InField(i);
     // (In the literal text too: the grammar's text has no newline there, but
     // inside brackets the indenter drops the newline token.)
     if (!f.triple && (c == '\n' || c == '\r') && !(i + 1 == n && mode_ == Mode::kStrEsc)) {
@@ -1286,6 +1401,32 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   if (c == '#' && mode_ == Mode::kCode && fstack_.back().part == FString::kField) {
     Fail("f-string expression part cannot include '#'");
   }
+}
+
+bool ScopeLayer::InField(size_t i) const {
+  // (The format spec is literal text, the grammar's.)
+  const FString::Part part = fstack_[i].part;
+  return i + 1 < fstack_.size() || part == FString::kField || part == FString::kAfter;
+}
+
+// A byte takes f-string i out of its field only where it is the last one:
+// FieldCode's `}` and `:` at the field's top, AfterByte's `:` and `}`,
+// SpecByte's and CloseField's `}`; popping an inner f-string (its closing
+// quote) leaves i the last one in the field that held it.  So from here to
+// the next `}` or `:` a byte is read inside i's field.
+bool ScopeLayer::FStringInField(char q, bool single) const {
+  for (size_t i = 0; i < fstack_.size(); ++i) {
+    const FString& f = fstack_[i];
+    if ((q == 0 || f.quote == q) && !(single && f.triple) && InField(i)) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::SingleQuotedFString() const {
+  for (const FString& f : fstack_) {
+    if (!f.triple) return true;
+  }
+  return false;
 }
 
 // Is the text at the top of a field's expression (no bracket open in it),

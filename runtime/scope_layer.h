@@ -107,9 +107,48 @@ class ScopeTokenIndex {
   // Tokens that can fail inside an f-string: a backslash, `#`, a newline, a
   // quote, or `lambda` (CPython 3.11's limits on a field).
   const std::vector<int32_t>& fstring() const { return fstring_; }
+  // fstring() split (ScopeLayer::Filter inside an f-string past its opening
+  // quote): fstring_core, tokens that can fail whatever is open (a
+  // backslash, `#`, a line end, `lambda`, an `f` in the letters before a
+  // quote); of the others, fstring_lead (a quote after letters that start
+  // the token: an f-string after a word with an `f`), fstring_sq and
+  // fstring_dq (the tokens with a ' and with a ", judged only while a
+  // string of that quote is open).
+  const std::vector<int32_t>& fstring_core() const { return fstring_core_; }
+  const std::vector<int32_t>& fstring_lead() const { return fstring_lead_; }
+  const std::vector<int32_t>& fstring_sq() const { return fstring_sq_; }
+  const std::vector<int32_t>& fstring_dq() const { return fstring_dq_; }
+  // Of fstring_sq (fstring_dq): the tokens whose bytes before their first '
+  // (") hold neither `}` nor `:`.  A field of an f-string is left only at a
+  // `}` or a `:` (ScopeLayer::FStringInField), so while a single-quoted
+  // f-string of that quote is inside a field each of them reaches the quote
+  // there, which ends the f-string too soon: refused without a copy.
+  const std::vector<int32_t>& fstring_sq_field() const { return fstring_sq_field_; }
+  const std::vector<int32_t>& fstring_dq_field() const { return fstring_dq_field_; }
+  // What fstring_core's tokens (in its order) do inside an f-string, read
+  // from their bytes: kCoreBackslash, a backslash before the first `}` or
+  // `:`, refused while an f-string is inside a field; kCoreLineEnd, a line
+  // end so, refused while a single-quoted one is; kCoreLineEndFirst, a line
+  // end before any quote or backslash, refused while a single-quoted one is
+  // open at all (no quote can close it first); kCoreHash, a `#` before any
+  // quote, `}`, `:`, `=` or `!`, refused in a field's code; kCoreText, none
+  // of a quote, backslash, brace or line end: text in a string's content.
+  enum CoreKind : uint8_t {
+    kCoreBackslash = 1,     // a backslash before the first `}` or `:`
+    kCoreLineEnd = 2,       // a line end before the first `}` or `:`
+    kCoreLineEndFirst = 4,  // a line end before any quote or backslash
+    kCoreHash = 8,          // a `#` before any quote, `}`, `:`, `=` or `!`
+    kCoreText = 16,         // no quote, backslash, brace or line end
+  };
+  const std::vector<uint8_t>& fstring_core_kind() const { return fstring_core_kind_; }
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
-  // may open an f-string and break its limits or open a field).
+  // may open an f-string and break its limits or open a field), whose own
+  // letters before a quote hold an `f`, or with a backslash after the
+  // quote; fopen_lead: the others whose letters before a quote start the
+  // token (an f-string only after a word with an `f`).  A token with a quote
+  // in neither list opens no f-string and holds no escape.
   const std::vector<int32_t>& fopen() const { return fopen_; }
+  const std::vector<int32_t>& fopen_lead() const { return fopen_lead_; }
   // Tokens that start with `x`, `u` or `U`: after a string's backslash they
   // begin a hex escape, which fails without its digits.
   const std::vector<int32_t>& hex_lead() const { return hex_lead_; }
@@ -169,7 +208,9 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fopen_, hex_lead_;
+      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fstring_sq_field_,
+      fstring_dq_field_, fopen_, fopen_lead_, hex_lead_;
+  std::vector<uint8_t> fstring_core_kind_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
@@ -264,6 +305,17 @@ class ScopeLayer {
   void FieldCode(unsigned char c);
   void CloseField();
   bool InFieldTop() const;
+  // Is f-string i of fstack_ inside a field (every one but the last is; the
+  // last in its field's code or after its `=` / conversion)?
+  bool InField(size_t i) const;
+  // Is an f-string inside a field: of quote q (0: any quote), single-quoted
+  // if `single`?  Only a `}` or a `:` can take it out (CloseField, the
+  // format spec); a backslash read there fails, and so do a line end (while
+  // a single-quoted one is open) and its own quote if single-quoted (FCheck).
+  bool FStringInField(char q, bool single) const;
+  // Is a single-quoted f-string open (a line end anywhere in it fails, but
+  // after a backslash in the innermost one's text)?
+  bool SingleQuotedFString() const;
   void LineStart(int32_t col);
   // `above_ascii`: a name with characters above ASCII, `text` its NFKC
   // (never a soft keyword).

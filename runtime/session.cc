@@ -2,6 +2,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -59,6 +60,41 @@ std::shared_ptr<const ScopeTokenIndex> SharedScopeIndex(const CompiledStore& s) 
 
 }  // namespace
 
+RowPrefixes::RowPrefixes(int32_t roots, int32_t cap)
+    : roots_(roots), cap_(std::clamp(cap, 0, kCap)), at_(new std::atomic<uint8_t*>[roots]) {
+  for (int32_t i = 0; i < roots; ++i) at_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+RowPrefixes::~RowPrefixes() {
+  for (int32_t i = 0; i < roots_; ++i) delete[] at_[i].load(std::memory_order_relaxed);
+}
+
+const uint8_t* RowPrefixes::For(const CompiledStore& s, int32_t root) {
+  if (const uint8_t* p = at_[root].load(std::memory_order_acquire)) return p;
+  const int32_t r0 = s.root_row_offsets[root], r1 = s.root_row_offsets[root + 1];
+  uint8_t* made = new uint8_t[static_cast<size_t>(r1 - r0) + 1];
+  for (int32_t r = r0; r < r1; ++r) {
+    made[r - r0] = static_cast<uint8_t>(r == r0 ? 0 : Shared(s, r, cap_));
+  }
+  uint8_t* expected = nullptr;
+  if (!at_[root].compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    delete[] made;  // another thread published it first
+    return expected;
+  }
+  return made;
+}
+
+int32_t RowPrefixes::Shared(const CompiledStore& s, int32_t r, int32_t cap) {
+  const int32_t pa = s.row_seq[r - 1], pb = s.row_seq[r];
+  const int32_t* a = s.seq_data.data() + s.seq_offsets[pa];
+  const int32_t* b = s.seq_data.data() + s.seq_offsets[pb];
+  const int32_t n = std::min({s.seq_offsets[pa + 1] - s.seq_offsets[pa],
+                              s.seq_offsets[pb + 1] - s.seq_offsets[pb], cap});
+  int32_t k = 0;
+  while (k < n && a[k] == b[k]) ++k;
+  return k;
+}
+
 Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_ptr<RowMemo> memo)
     : store_(store), limits_(limits), memo_(std::move(memo)) {
   CFGMASK_CHECK(!memo_ || memo_->store() == store_);  // a memo serves one store
@@ -66,6 +102,7 @@ Session::Session(const CompiledStore* store, SessionLimits limits, std::shared_p
     memo_ = std::make_shared<RowMemo>(store_, limits_.memo_bytes);
   }
   if (ScopeTokenIndex::Wanted(*store_)) scope_index_ = SharedScopeIndex(*store_);
+  row_prefixes_ = std::make_shared<RowPrefixes>(store_->num_roots, limits_.row_prefix_cap);
   Reset();
 }
 
@@ -232,18 +269,23 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       return accepts[d].data();
     };
     sims[0].accepts_memo = fresh_accepts(0);
-    const int32_t* prev = nullptr;
-    int32_t prev_len = 0, valid = 0;
+    const int32_t r0 = s->root_row_offsets[root], r1 = s->root_row_offsets[root + 1];
+    // shared[r - r0]: the prefix row r shares with row r - 1 (RowPrefixes):
+    // a row under a rejected prefix is skipped without reading its items.
+    const uint8_t* shared = row_prefixes_->For(*s, root);
+    const int32_t cap = row_prefixes_->cap();
+    int32_t valid = 0;
     int32_t fail_at = INT32_MAX;
-    for (int32_t r = s->root_row_offsets[root]; r < s->root_row_offsets[root + 1]; ++r) {
+    for (int32_t r = r0; r < r1; ++r) {
+      int32_t lcp = shared[r - r0];
+      if (fail_at <= lcp) continue;  // a rejected prefix
       const int32_t seq = s->row_seq[r];
       const int32_t* items = s->seq_data.data() + s->seq_offsets[seq];
       const int32_t len = s->seq_offsets[seq + 1] - s->seq_offsets[seq];
-      int32_t lcp = 0;
-      while (lcp < len && lcp < prev_len && items[lcp] == prev[lcp]) ++lcp;
-      prev = items;
-      prev_len = len;
-      if (fail_at <= lcp) continue;  // a rejected prefix
+      if (lcp == cap && r > r0) {  // a longer shared prefix: read it
+        lcp = RowPrefixes::Shared(*s, r, INT32_MAX);
+        if (fail_at <= lcp) continue;
+      }
       ++visited;
       valid = std::min(valid, lcp);
       fail_at = INT32_MAX;
@@ -251,7 +293,7 @@ void Session::AcceptedRows(std::vector<int32_t>* rows, bool* eos) {
       // Does the next row's sequence go on from this whole one?  Then the
       // simulation after the last item is wanted (asked at the last item).
       auto extended = [&] {
-        if (r + 1 >= s->root_row_offsets[root + 1]) return false;
+        if (r + 1 >= r1 || shared[r + 1 - r0] < std::min(len, cap)) return false;
         const int32_t next = s->row_seq[r + 1];
         return s->seq_offsets[next + 1] - s->seq_offsets[next] > len &&
                std::equal(items, items + len, s->seq_data.data() + s->seq_offsets[next]);
@@ -496,21 +538,22 @@ bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLaye
 
 bool Session::CanEnd() {
   if (terminated_) return false;
-  if (scope_) {
-    if (suffix_) {
-      ScopeLayer end = *scope_;
-      if (!end.Feed(*suffix_) || !end.CanEnd()) return false;
-    } else if (!scope_->CanEnd()) {
-      return false;
-    }
-  }
   if (suffix_) {
+    // Both must end: the parser's read of the suffix (memoised across
+    // steps, SuffixMemo) first, and only where it ends the scope layer's
+    // (a copy fed the whole suffix, not memoised).  One answer per step:
+    // every change of live_ or scope_ bumps version_.
     if (suffix_answer_version_ != version_) {
       suffix_answer_ = SuffixEnds();
+      if (suffix_answer_ && scope_) {
+        ScopeLayer end = *scope_;
+        suffix_answer_ = end.Feed(*suffix_) && end.CanEnd();
+      }
       suffix_answer_version_ = version_;
     }
     return suffix_answer_;
   }
+  if (scope_ && !scope_->CanEnd()) return false;
   for (const LiveState& l : live_) {
     if (FinishOk(l)) return true;
   }
@@ -561,7 +604,7 @@ bool Session::SuffixEnds() {
       known = true;
       break;
     }
-    if (i > 0 && i % kCheckpoint == 0) {
+    if (i % kCheckpoint == 0) {
       const uint64_t key = FutureHash(cur, 0x9e3779b97f4a7c15ull * (i + 1), columns);
       if (auto it = suffix_memo_.at.find(key); it != suffix_memo_.at.end()) {
         for (const auto& [lives, ends] : it->second) {

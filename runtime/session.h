@@ -23,6 +23,7 @@
 #ifndef CFGMASK_RUNTIME_SESSION_H_
 #define CFGMASK_RUNTIME_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -77,6 +78,42 @@ struct SessionLimits {
   // kept by Reset.  0 turns it off.  Ignored when the session is given a
   // memo to share.
   int64_t memo_bytes = defaults::kSessionMemoBytes;
+  // The row walk keeps, per row, the prefix it shares with the row before
+  // it up to this many items (0-255, RowPrefixes); a longer one is read from
+  // the sequences.  0 reads every one (the walk's reference in the tests).
+  int32_t row_prefix_cap = 255;
+};
+
+// The rows of a root are sorted by item sequence; a row's walk needs the
+// length of the prefix it shares with the row before it (which of the
+// walk's simulations it keeps, and whether it lies under a prefix the parser
+// rejected) and whether the next row goes on from it whole.  Read from the
+// sequences, that cost a load of every row's items, the rows under a
+// rejected prefix included (the walk's largest own share of a memo miss in
+// `perf`); here it is a byte per row, computed on a root's first walk and
+// capped at cap() (a longer shared prefix is read from the sequences).
+// Each root is published once (an atomic pointer): sessions that share it
+// by Fork may walk on other threads.  Compared with the sequences on every
+// root, and the walk with it against the walk reading every prefix (cap 0),
+// in tests/row_check_test.cc (RowPrefixes).
+class RowPrefixes {
+ public:
+  static constexpr int32_t kCap = 255;
+  RowPrefixes(int32_t roots, int32_t cap = kCap);
+  RowPrefixes(const RowPrefixes&) = delete;
+  RowPrefixes& operator=(const RowPrefixes&) = delete;
+  ~RowPrefixes();
+  int32_t cap() const { return cap_; }
+  // For each row r of `root`, at [r - root_row_offsets[root]]: the length of
+  // the prefix its sequence shares with row r - 1's (0 for the root's first
+  // row), at most cap().
+  const uint8_t* For(const CompiledStore& s, int32_t root);
+  // The prefix row r's sequence shares with row r - 1's, at most `cap`.
+  static int32_t Shared(const CompiledStore& s, int32_t r, int32_t cap);
+
+ private:
+  int32_t roots_, cap_;
+  std::unique_ptr<std::atomic<uint8_t*>[]> at_;
 };
 
 class RowMemo;
@@ -248,18 +285,20 @@ class Session {
   bool empty_language_ = false;
   bool trace_ = false;
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
-  // version_ (bumped by every change of live_ or terminated_) is unchanged.
+  // version_ (bumped by every change of live_, scope_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;
   std::shared_ptr<SuffixQuotient> quotient_;  // null: the suffix's masks are prefix masks
   // Can one of `out` (hypotheses after a token) still meet the suffix?
   bool MeetsSuffix(const std::vector<LiveState>& out) const;
   bool SuffixEnds();
   // Reads of the suffix that met the same hypotheses at the same offset end
-  // the same way: every 16 bytes of a read, the hypotheses (canonical: sorted
-  // and deduplicated) are kept with the read's answer, so a later step whose
-  // read meets them there (typically once the suffix's next statement has
-  // begun) stops.  Exact: the rest of a read depends on nothing else.  Per
-  // session: a copy (Fork) starts empty; cleared at 2^16 entries.
+  // the same way: at the start of a read and every 16 bytes of it, the
+  // hypotheses (canonical: sorted and deduplicated) are kept with the read's
+  // answer, so a later step whose read meets them there stops (at the start:
+  // a text whose future is one already asked about, as the completion search
+  // meets among a node's children; later: typically once the suffix's next
+  // statement has begun).  Exact: the rest of a read depends on nothing
+  // else.  Per session: a copy (Fork) starts empty; cleared at 2^16 entries.
   struct SuffixMemo {
     SuffixMemo() = default;
     SuffixMemo(const SuffixMemo&) {}
@@ -278,6 +317,9 @@ class Session {
   std::vector<int32_t> scratch_rows_;
   std::vector<uint32_t> text_mask_;  // non-special tokens, for complement rows
   std::shared_ptr<RowMemo> memo_;    // null when SessionLimits::memo_bytes is 0
+  // Per root, what each row shares with the row before it (session.cc's
+  // RowPrefixes), filled as roots are first walked; shared by Fork.
+  std::shared_ptr<RowPrefixes> row_prefixes_;
   StepCounters* counters_ = nullptr;
 };
 

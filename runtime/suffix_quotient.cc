@@ -190,6 +190,24 @@ int32_t SuffixQuotient::Intern(const Key& k) {
   auto [it, fresh] = ids_.emplace(k, static_cast<int32_t>(keys_.size()));
   if (fresh) {
     keys_.push_back(k);
+    bool virt = false;
+    if (terminal_middle_ && k.kind == Kind::kItems) {
+      int32_t count = 0;
+      const int32_t item = ItemAt(k, k.idx, &count);
+      virt = k.idx < count && s_->KindOf(item) == ItemKind::kEmit &&
+             !s_->terminal_ignored[s_->item_terminal[item]];
+    }
+    virtual_emit_.push_back(virt ? 1 : 0);
+    int32_t link = -2;
+    if (terminal_middle_ && k.kind == Kind::kItems && !virt) {
+      int32_t count = 0;
+      const int32_t item = ItemAt(k, k.idx, &count);
+      if (k.idx < count && s_->KindOf(item) == ItemKind::kEmit && k.cand != -2 && k.seq >= 0 &&
+          s_->terminal_ignored[s_->item_terminal[item]]) {
+        link = IgnoredOn(k);
+      }
+    }
+    ignored_link_.push_back(link);
     gen_todo_.push_back(it->second);
     ++stats_.controls;
   }
@@ -489,16 +507,7 @@ void SuffixQuotient::RulesOf(int32_t c) {
       // state is made again into each state of its frontier).
       // Scanned by some of them only (a mode's foreign terminals block it
       // in the others): one eps rule limited to those states (AddEpsOn).
-      if (terminal_middle_ && s_->terminal_ignored[t] && !slot_read && !shared) {
-        bool every = true;
-        std::string on(G_, '\0');
-        for (int32_t p = 0; p < G_; ++p) {
-          if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
-            on[p] = 1;
-          } else if (OnTop(p)) {
-            every = false;
-          }
-        }
+      if (IgnoredLink(c)) {  // !slot_read: IgnoredOn decided it when c was made
         Key x = k;
         std::vector<uint64_t> grown = slots;
         grown.resize(grown.size() + words, 0);
@@ -507,12 +516,10 @@ void SuffixQuotient::RulesOf(int32_t c) {
         x.mid = false;
         const int32_t y = Normalize(x);
         if (y < 0) return;
-        if (every) {
+        if (ignored_link_[c] == -1) {
           AddEps(c, y);
         } else {
-          auto [it, fresh] = state_set_ids_.emplace(on, static_cast<int32_t>(state_sets_.size()));
-          if (fresh) state_sets_.push_back(std::move(on));
-          AddEpsOn(c, y, it->second);
+          AddEpsOn(c, y, ignored_link_[c]);
         }
         return;
       }
@@ -570,6 +577,22 @@ void SuffixQuotient::RulesOf(int32_t c) {
         int32_t y;
         if (s_->terminal_ignored[t]) {
           y = Normalize(x);
+        } else if (terminal_middle_) {
+          // A feed's rules read only its terminal and the control its
+          // shift returns to (the items after the Emit, normalized): keyed
+          // by those two (as the hub's feeds are), the feeds of Emits whose
+          // ways on differ only before the normalization (a slot no Hit
+          // reads, a Tail, a run of S that reads no stack) are one, with
+          // one set of reduction states.  A way on that dies makes no feed:
+          // its reductions come back to it and its shift leads nowhere
+          // (only $END accepts, and no Emit feeds it).
+          const int32_t cont = Normalize(x);
+          if (cont < 0) continue;
+          Key f{Kind::kFeed};
+          f.mid = true;
+          f.term = scanner.EmitType(p, item);
+          f.parent = cont;
+          y = Intern(f);
         } else {
           x.kind = Kind::kFeed;
           x.term = scanner.EmitType(p, item);
@@ -693,7 +716,7 @@ void SuffixQuotient::AddEps(int32_t from, int32_t to) {
   CountRule();
   eps_by_[to].push_back(from);
   if (Passthrough(from) || Passthrough(to)) {
-    eps_fwd_[from].push_back(to);  // LinkPassthrough copies what it must
+    eps_fwd_[from].emplace_back(to, -1);  // LinkPassthrough copies what it must
     return;
   }
   const std::vector<int32_t> gs = OutSymbols(to);
@@ -840,6 +863,60 @@ const std::vector<uint64_t>& SuffixQuotient::HitReach(int32_t q, int32_t o) {
   return hit_reach_.emplace(key, std::move(reach)).first->second;
 }
 
+// An %ignore'd Emit (control key k) of the terminal-level middle whose new
+// slot nothing reads (no Hit later in the byte, not kept by the byte's
+// compaction) goes on into one way on whatever the state on top: -1 if
+// every state on top between tokens scans it (one eps rule), else the set
+// of the states that do (one AddEpsOn).  -2: its slot is read, a swap per
+// state (RulesOf).
+int32_t SuffixQuotient::IgnoredOn(const Key& k) {
+  int32_t count = 0;
+  const int32_t item = ItemAt(k, k.idx, &count);
+  const int32_t si = s_->item_slot[item];
+  for (int32_t i = k.idx + 1; i < count; ++i) {
+    const int32_t later = ItemAt(k, i, &count);
+    if (s_->KindOf(later) == ItemKind::kHit && s_->item_slot[later] == si) return -2;
+  }
+  if (!k.end) {
+    const int32_t map = s_->compact_map[k.q];
+    for (int32_t i = s_->set_offsets[map]; i < s_->set_offsets[map + 1]; ++i) {
+      if ((s_->set_data[i] & 0xFFFF) == si) return -2;
+    }
+  }
+  const std::vector<uint64_t> kill = KillBits(k, item);
+  const ItemScanner scanner(*s_);
+  bool every = true;
+  std::string on(G_, '\0');
+  for (int32_t p = 0; p < G_; ++p) {
+    if (scanner.EmitScanned(p, item) && !Killed(kill, p)) {
+      on[p] = 1;
+    } else if (OnTop(p)) {
+      every = false;
+    }
+  }
+  if (every) return -1;
+  auto [it, fresh] = state_set_ids_.emplace(on, static_cast<int32_t>(state_sets_.size()));
+  if (fresh) state_sets_.push_back(std::move(on));
+  return it->second;
+}
+
+// The symbols both filters let through (-1 every symbol, else a state
+// set), or kNoSymbol.
+int32_t SuffixQuotient::Meet(int32_t a, int32_t b) {
+  if (a < 0) return b;
+  if (b < 0 || a == b) return a;
+  std::string both = state_sets_[a];
+  bool any = false;
+  for (int32_t g = 0; g < G_; ++g) {
+    both[g] = both[g] && state_sets_[b][g];
+    any = any || both[g];
+  }
+  if (!any) return kNoSymbol;
+  auto [it, fresh] = state_set_ids_.emplace(both, static_cast<int32_t>(state_sets_.size()));
+  if (fresh) state_sets_.push_back(std::move(both));
+  return it->second;
+}
+
 // Can LR state p be on top of the stack between tokens (the start state,
 // or a state some terminal is shifted to)?  The others are on top only
 // inside a feed, so a rule of a lexer or Emit control on them never fires.
@@ -936,43 +1013,79 @@ int32_t SuffixQuotient::HubAfter(int32_t blank_q) {
 void SuffixQuotient::LinkPassthrough() {
   if (!terminal_middle_) return;
   // A rule into a pass-through state (the byte-level way on after a token
-  // that no blank ends) is one rule into each state of its frontier.
+  // that no blank ends) is one rule into each state of its frontier, for
+  // the symbols the links on the way let through.
   std::vector<Deferred> deferred;
   deferred.swap(deferred_);
   for (const Deferred& d : deferred) {
-    const std::vector<int32_t> frontier = Frontier(d.to);
-    for (int32_t f : frontier) {
+    const std::vector<Link> frontier =
+        VirtualEmit(d.to) ? std::vector<Link>{{d.to, -1}} : Frontier(d.to);
+    for (auto [f, filter] : frontier) {
+      if (VirtualEmit(f)) {
+        // Into the feeds of the Emit's swaps on the symbol the rule leaves on top.
+        auto et = vedges_.find(f);
+        if (et == vedges_.end()) continue;
+        const std::vector<std::pair<int32_t, int32_t>> edges = et->second;
+        for (auto [feed, p] : edges) {
+          if (!Passes(filter, p)) continue;
+          if (d.g1 == -2) {
+            if (state_sets_[d.g2][p]) AddSwap(d.from, p, feed, p);
+          } else if (d.g1 < 0) {
+            if (d.g2 == p) AddSwap(d.from, d.g, feed, d.g2);
+          } else if (d.g1 == p) {
+            AddPush(d.from, d.g, feed, d.g1, d.g2);
+          }
+        }
+        continue;
+      }
       if (d.g1 == -2) {
-        AddEpsOn(d.from, f, d.g2);
+        const int32_t on = Meet(d.g2, filter);
+        if (on != kNoSymbol) AddEpsOn(d.from, f, on);
       } else if (d.g1 < 0) {
-        AddSwap(d.from, d.g, f, d.g2);
-      } else {
+        if (Passes(filter, d.g2)) AddSwap(d.from, d.g, f, d.g2);
+      } else if (Passes(filter, d.g1)) {
         AddPush(d.from, d.g, f, d.g1, d.g2);
       }
     }
   }
-  std::vector<int32_t> stack;
-  std::vector<uint8_t> seen;
+  std::vector<Link> stack;
+  std::unordered_set<uint64_t> seen;
   for (const auto& [a, firsts] : eps_fwd_) {
     if (Passthrough(a)) continue;
-    seen.assign(keys_.size(), 0);
+    seen.clear();
     stack = firsts;
     while (!stack.empty()) {
-      const int32_t x = stack.back();
+      const auto [x, filter] = stack.back();
       stack.pop_back();
-      if (seen[x]) continue;
-      seen[x] = 1;
-      if (Passthrough(x)) {
+      if (!seen.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(filter + 1)).second) {
+        continue;
+      }
+      if (LexPass(x) || IgnoredLink(x)) {
         if (auto it = eps_fwd_.find(x); it != eps_fwd_.end()) {
-          stack.insert(stack.end(), it->second.begin(), it->second.end());
+          for (auto [y, f2] : it->second) {
+            const int32_t m = Meet(filter, f2);
+            if (m != kNoSymbol) stack.emplace_back(y, m);
+          }
         }
         continue;
       }
-      if (x == a || !up_pairs_.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(a)).second) {
+      if (x == a || !up_pairs_.emplace(x, a, filter).second) continue;
+      up_[x].emplace_back(a, filter);
+      if (VirtualEmit(x)) {  // what its swaps' feeds read on their symbols
+        auto et = vedges_.find(x);
+        if (et == vedges_.end()) continue;
+        const std::vector<std::pair<int32_t, int32_t>> edges = et->second;
+        for (auto [feed, p] : edges) {
+          if (!Passes(filter, p)) continue;
+          auto it = out_.find(Pair(feed, p));
+          if (it == out_.end()) continue;
+          const std::vector<int32_t> targets = it->second;
+          for (int32_t to : targets) AddTrans(a, p, to);
+        }
         continue;
       }
-      up_[x].push_back(a);
       for (int32_t g : OutSymbols(x)) {
+        if (!Passes(filter, g)) continue;
         const std::vector<int32_t> targets = out_[Pair(x, g)];
         for (int32_t to : targets) AddTrans(a, g, to);
       }
@@ -980,22 +1093,28 @@ void SuffixQuotient::LinkPassthrough() {
   }
 }
 
-// The storing states a pass-through state's eps paths lead to first.
-const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
+// The storing states (and VirtualEmits) a pass-through state's eps paths
+// lead to first, with the symbols the links on the way let through.
+const std::vector<SuffixQuotient::Link>& SuffixQuotient::Frontier(int32_t c) {
   auto it = frontier_.find(c);
   if (it != frontier_.end()) return it->second;
-  std::vector<int32_t> out, stack = {c};
-  std::unordered_map<int32_t, bool> seen;
+  std::vector<Link> out, stack = {{c, -1}};
+  std::unordered_set<uint64_t> seen;
   while (!stack.empty()) {
-    const int32_t x = stack.back();
+    const auto [x, filter] = stack.back();
     stack.pop_back();
-    if (!seen.emplace(x, true).second) continue;
-    if (x != c && !Passthrough(x)) {
-      out.push_back(x);
+    if (!seen.insert(static_cast<uint64_t>(x) << 32 | static_cast<uint32_t>(filter + 1)).second) {
+      continue;
+    }
+    if (x != c && !LexPass(x) && !IgnoredLink(x)) {
+      out.emplace_back(x, filter);
       continue;
     }
     if (auto jt = eps_fwd_.find(x); jt != eps_fwd_.end()) {
-      stack.insert(stack.end(), jt->second.begin(), jt->second.end());
+      for (auto [y, f2] : jt->second) {
+        const int32_t m = Meet(filter, f2);
+        if (m != kNoSymbol) stack.emplace_back(y, m);
+      }
     }
   }
   return frontier_.emplace(c, std::move(out)).first->second;
@@ -1005,6 +1124,11 @@ const std::vector<int32_t>& SuffixQuotient::Frontier(int32_t c) {
 // one rule, kept as a link (eps_on_) along which Saturate copies the
 // transitions on those symbols, instead of a swap per state.
 void SuffixQuotient::AddEpsOn(int32_t from, int32_t to, int32_t on) {
+  if (IgnoredLink(from)) {  // a filtered link through a pass-through state
+    CountRule();
+    eps_fwd_[from].emplace_back(to, on);
+    return;
+  }
   if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
     deferred_.push_back(Deferred{from, -1, to, -2, on});
     return;
@@ -1020,6 +1144,29 @@ void SuffixQuotient::AddEpsOn(int32_t from, int32_t to, int32_t on) {
 }
 
 void SuffixQuotient::AddSwap(int32_t from, int32_t g, int32_t to, int32_t g2) {
+  if (VirtualEmit(from) && g == g2 && !Passthrough(to)) {
+    // Kept as a link, not as copies (see VirtualEmit).
+    CountRule();
+    std::vector<int32_t>& feeds = vswap_[Pair(from, g)];
+    if (std::find(feeds.begin(), feeds.end(), to) != feeds.end()) return;
+    feeds.push_back(to);
+    vup_[Pair(to, g)].push_back(from);
+    vedges_[from].emplace_back(to, g);
+    auto ut = up_.find(from);
+    auto it = out_.find(Pair(to, g));
+    if (ut == up_.end() || it == out_.end()) return;
+    const std::vector<Link> ups = ut->second;
+    const std::vector<int32_t> targets = it->second;
+    for (auto [a, filter] : ups) {
+      if (!Passes(filter, g)) continue;
+      for (int32_t x : targets) AddTrans(a, g, x);
+    }
+    return;
+  }
+  if (VirtualEmit(from)) {  // not made: an Emit swaps into feeds on the symbol it reads
+    over_ = true;
+    return;
+  }
   if (Passthrough(to)) {  // made again into its frontier by LinkPassthrough
     deferred_.push_back(Deferred{from, g, to, -1, g2});
     return;
@@ -1113,8 +1260,21 @@ void SuffixQuotient::Saturate() {
       }
     }
     if (auto it = up_.find(c); it != up_.end()) {
-      const std::vector<int32_t> ups = it->second;
-      for (int32_t a : ups) AddTrans(a, g, to);
+      const std::vector<Link> ups = it->second;
+      for (auto [a, filter] : ups) {
+        if (Passes(filter, g)) AddTrans(a, g, to);
+      }
+    }
+    if (auto it = vup_.find(pair); it != vup_.end()) {  // Emits that read g as c does
+      const std::vector<int32_t> emits = it->second;
+      for (int32_t e : emits) {
+        auto ut = up_.find(e);
+        if (ut == up_.end()) continue;
+        const std::vector<Link> ups = ut->second;
+        for (auto [a, filter] : ups) {
+          if (Passes(filter, g)) AddTrans(a, g, to);
+        }
+      }
     }
     if (auto it = eps_on_.find(c); it != eps_on_.end()) {
       const std::vector<std::pair<int32_t, int32_t>> links = it->second;
@@ -1261,8 +1421,12 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
   // deduplicated by an epoch stamp per state).
   if (mark_.size() < keys_.size()) mark_.resize(keys_.size(), 0);
   std::vector<int32_t> cur, next;
-  if (Passthrough(c)) {
-    cur = Frontier(c);
+  if (LexPass(c)) {
+    // The frontier's states whose links let the top state through.
+    const LrStack::Node* top = l.stack.top_node();
+    for (auto [x, filter] : Frontier(c)) {
+      if (top && Passes(filter, top->state)) cur.push_back(x);
+    }
   } else {
     cur.push_back(c);
   }
@@ -1274,6 +1438,21 @@ bool SuffixQuotient::ViableLocked(const LiveState& l) {
     }
     for (int32_t x : cur) {
       const std::vector<int32_t>* targets = nullptr;
+      if (VirtualEmit(x)) {  // only in the first step: read through its feeds
+        auto vt = vswap_.find(Pair(x, node->state));
+        if (vt == vswap_.end()) continue;
+        for (int32_t feed : vt->second) {
+          auto it = out_.find(Pair(feed, node->state));
+          if (it == out_.end()) continue;
+          for (int32_t y : it->second) {
+            if (y == acc_) return true;
+            if (mark_[y] == epoch_) continue;
+            mark_[y] = epoch_;
+            next.push_back(y);
+          }
+        }
+        continue;
+      }
       if (IsWild(x)) {
         if (auto it = wild_.find(x); it != wild_.end()) targets = &it->second;
       } else if (auto it = out_.find(Pair(x, node->state)); it != out_.end()) {

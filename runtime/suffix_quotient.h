@@ -85,6 +85,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -194,8 +195,10 @@ class SuffixQuotient {
     // The terminal-level middle: a boundary candidate's Emit that may go on
     // at a hub (kItems; with cand == -2 one control per Emit item `rule`, hub
     // `parent` and set of killing terminals `q` (KillBits), whatever text
-    // led to it), a feed of `term` whose shift
-    // returns to the hub `parent` (kFeed), or a hub (kLex: see HubAfter).
+    // led to it), a feed of `term` whose shift returns to control `parent`
+    // (kFeed: a hub, a Boundary, or the normalized items after the Emit, so
+    // that Emits with the same way on share one feed and its reduction
+    // states), or a hub (kLex: see HubAfter).
     bool mid = false;
     bool operator==(const Key& o) const;
   };
@@ -275,9 +278,35 @@ class SuffixQuotient {
   // edges (eps_fwd_) are followed instead: up_[y] = the storing states that
   // reach storing state y through them (LinkPassthrough), and a query from
   // one of them starts at its Frontier.
-  bool Passthrough(int32_t c) const {
+  //
+  // The Emits keep none either (VirtualEmit: an Emit of a terminal that is
+  // not %ignore'd, whose rules are only swaps <e, p> -> <feed, p> into
+  // storing feeds): e reads p as the feeds of its swaps on p read it
+  // (vswap_), so copying those into e stored each feed's transitions once
+  // more per Emit.  up_[e] holds the storing states above it, and a new
+  // transition (feed, p, to) reaches them through vup_.
+  bool LexPass(int32_t c) const {
     return terminal_middle_ && keys_[c].kind == Kind::kLex && keys_[c].layer == 0 && !keys_[c].mid;
   }
+  bool VirtualEmit(int32_t c) const { return virtual_emit_[c] != 0; }
+  // An %ignore'd Emit whose rule is one eps link (AddEps, or AddEpsOn
+  // limited to a set of top states) is passed through as the lexer states
+  // are; ignored_link_[c]: -2 not such a control, -1 the eps rule, else the
+  // state set of its AddEpsOn (IgnoredOn).
+  bool IgnoredLink(int32_t c) const { return ignored_link_[c] != -2; }
+  bool Passthrough(int32_t c) const { return LexPass(c) || VirtualEmit(c) || IgnoredLink(c); }
+  int32_t IgnoredOn(const Key& k);
+  std::vector<uint8_t> virtual_emit_;  // per control
+  std::vector<int32_t> ignored_link_;  // per control
+  // Links through pass-through states keep the symbols they let through:
+  // (state, filter), the filter -1 for every symbol, else a state set.
+  using Link = std::pair<int32_t, int32_t>;
+  static constexpr int32_t kNoSymbol = -3;
+  bool Passes(int32_t filter, int32_t g) const { return filter < 0 || state_sets_[filter][g]; }
+  int32_t Meet(int32_t a, int32_t b);
+  std::unordered_map<uint64_t, std::vector<int32_t>> vswap_;  // Pair(e, p) -> feeds
+  std::unordered_map<uint64_t, std::vector<int32_t>> vup_;    // Pair(feed, p) -> Emits
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> vedges_;  // e -> (feed, p)
   void LinkPassthrough();
   bool BlankEnds(const std::vector<uint64_t>& slots, int32_t p, int32_t item, int32_t blank_q,
                  int32_t blank_hits) const;
@@ -296,9 +325,9 @@ class SuffixQuotient {
   std::vector<uint8_t> on_top_;
   std::unordered_map<uint64_t, bool> dead_ahead_;
   bool Killed(const std::vector<uint64_t>& kill, int32_t p) const;
-  const std::vector<int32_t>& Frontier(int32_t c);
-  std::unordered_map<int32_t, std::vector<int32_t>> eps_fwd_, up_, frontier_;
-  std::unordered_set<uint64_t> up_pairs_;
+  const std::vector<Link>& Frontier(int32_t c);
+  std::unordered_map<int32_t, std::vector<Link>> eps_fwd_, up_, frontier_;
+  std::set<std::tuple<int32_t, int32_t, int32_t>> up_pairs_;
   struct Deferred {
     int32_t from, g, to, g1, g2;  // a swap (g1 -1: <from,g> -> <to,g2>), a push, or
                                   // an AddEpsOn (g1 -2, g2 the state set)

@@ -207,6 +207,7 @@ bool ItemExploration::PossibleAfterEmit(int32_t emit, const int32_t* r, int32_t 
 // top state scans, unblocked, is taken.  Inside brackets the indenter drops
 // a newline: unknown here.
 bool ItemExploration::TailProved(const std::vector<int32_t>& K, int32_t item) {
+  if (!possible() && s_.viability) return false;  // see Check
   return ItemScanner(s_).TailOk(
       K.back(), item, [&](int32_t t) { return AcceptsAll(K, t); },
       [&](int32_t t) { return possible() || AcceptsAll(K, t); },
@@ -241,6 +242,13 @@ bool ItemExploration::Check(const int32_t* r, int32_t n, int32_t pos,
   if (s_.terminal_ignored[t]) return Proved(r, n, pos + 1, K, base_slot);
   const int32_t type = scanner.EmitType(state, item);
   if (type == s_.indenter_nl && s_.indenter_nl >= 0) return possible();  // indenter stack unknown
+  // With the stack-viability check (CompiledStore::viability) the runtime
+  // takes a terminal only into a stack that can still complete, which
+  // depends on the whole stack: below the known top it is not known, so
+  // nothing that feeds the parser is proved (a fold relying on it could
+  // keep a token the check refuses).  Refutations stand: the check only
+  // refuses more.
+  if (!possible() && s_.viability) return false;
   return Feed(r, n, pos + 1, K, type, base_slot);
 }
 

@@ -222,7 +222,10 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
   // distinct keys are counted by marking each key id with the group.
   const int32_t num_seqs = static_cast<int32_t>(s.seq_offsets.size()) - 1;
   std::vector<int32_t> key_id(std::max(num_seqs, 0), -1), mark;
-  std::unordered_map<std::vector<int32_t>, int32_t, SequenceHash> ids;
+  // The distinct keys, in one arena (no allocation per key).
+  std::vector<int32_t> key_data, key_offset{0};
+  std::vector<uint64_t> key_hash;
+  IdIndex ids;
   int64_t total = 0;
   std::vector<int32_t> key;
   for (int32_t root = 0; root < s.num_roots; ++root) {
@@ -232,12 +235,21 @@ int64_t SeedKeys(const CompiledStore& s, const std::vector<int8_t>* dead) {
       if (dead && (*dead)[seq] > 0) continue;
       if (key_id[seq] < 0) {
         TerminalSequenceKey(s, seq, &key);
-        auto it = ids.find(key);
-        if (it == ids.end()) {
-          it = ids.emplace(key, static_cast<int32_t>(mark.size())).first;
-          mark.push_back(-1);
-        }
-        key_id[seq] = it->second;
+        const uint64_t h = SequenceHash()(key);
+        key_id[seq] = ids.FindOrAdd(
+            h, mark.size(),
+            [&](int32_t id) {
+              return key_hash[id] == h &&
+                     std::equal(key.begin(), key.end(), key_data.begin() + key_offset[id],
+                                key_data.begin() + key_offset[id + 1]);
+            },
+            [&] {
+              key_data.insert(key_data.end(), key.begin(), key.end());
+              key_offset.push_back(static_cast<int32_t>(key_data.size()));
+              key_hash.push_back(h);
+              mark.push_back(-1);
+            },
+            [&](int32_t id) { return key_hash[id]; });
       }
       if (mark[key_id[seq]] != root) mark[key_id[seq]] = root, ++keys;
     }

@@ -27,8 +27,14 @@ namespace {
 TEST(TerminalStrings, EveryShortStringAndCodePointAgreesWithPythonRe) {
   CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
   const bool quick = TestQuick();
+  // Under the sanitizer (TestSanitized) every pattern is matched on every
+  // string up to length 2 and 300 random ones, and every 16th code point
+  // against the classes: the same code paths on far fewer matches (the
+  // optimised build runs them all).
+  const bool sanitized = TestSanitized();
   const std::string cmd = TestEnv("CFGMASK_PYTHON") + " " + CFGMASK_SOURCE_DIR +
-                          "/tests/tools/terminal_strings_oracle.py " + (quick ? "3 1000" : "4 10000");
+                          "/tests/tools/terminal_strings_oracle.py " +
+                          (sanitized ? "2 300" : quick ? "3 1000" : "4 10000");
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::map<std::string, Nfa> nfas;
@@ -66,9 +72,10 @@ TEST(TerminalStrings, EveryShortStringAndCodePointAgreesWithPythonRe) {
       }
     } else if (f.size() == 3 && f[0] == "C") {
       const uint32_t cp = static_cast<uint32_t>(std::stoul(f[1], nullptr, 16));
+      ++code_points;
+      if (sanitized && cp % 16 != 0) continue;
       std::string ch;
       AppendUtf8(cp, &ch);
-      ++code_points;
       for (int k = 0; k < 3; ++k) {
         const bool want = f[2][k] == '1';
         const bool got = MatchPrefix(classes[k], ch) == static_cast<int64_t>(ch.size());

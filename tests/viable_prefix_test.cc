@@ -162,6 +162,7 @@ struct Case {
 
 struct Totals {
   int64_t steps = 0, checked = 0, dead = 0, unknown = 0;
+  int64_t walks = 0, walks_dead = 0;  // walks, and those where some allowed token was dead
   int64_t prestar = 0;  // verdicts of pre* (the empty suffix's quotient) compared
   std::vector<std::string> completed;  // texts for Lark
   std::vector<std::string> failures;
@@ -177,15 +178,28 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
   // says whether a hypothesis can still reach an accepted end.
   std::shared_ptr<SuffixQuotient> ends;
   ASSERT_TRUE(SuffixQuotient::Build(store, "", SuffixQuotientLimits{}, &ends).ok()) << label;
+  // The store without the stack-viability check: what pre* keeps is asked
+  // of its Advance, so that a token the check refuses wrongly shows.
+  CompiledStore unchecked = *store;
+  unchecked.viability = nullptr;
   for (int w = 0; w < walks; ++w) {
     Session s(store);
+    ++totals->walks;
+    const int64_t dead_before = totals->dead;
     for (int k = 0; k < steps; ++k) {
       std::vector<uint32_t> mask = s.Mask();
       const std::vector<int32_t> allowed = AllowedTokens(*store, mask);
       ++totals->steps;
       // The other way: a token pre* keeps (some hypothesis after it can
       // still end) must be in the mask.
-      const std::vector<uint32_t> kept = PreStarKept(s, *ends);
+      std::vector<uint32_t> kept;
+      if (store->viability) {
+        Session u(&unchecked);
+        ASSERT_TRUE(u.AdvanceBytes(s.text()).ok()) << label;
+        kept = PreStarKept(u, *ends);
+      } else {
+        kept = PreStarKept(s, *ends);
+      }
       for (int32_t t = 0; t < V; ++t) {
         if (!store->token_special[t] && MaskAllows(kept, t) && !MaskAllows(mask, t)) {
           totals->failures.push_back(label + ": " + JsonQuote(s.text()) + " + token " +
@@ -241,7 +255,25 @@ void WalkStore(const CompiledStore* store, const std::string& label, const std::
       if (s.CanEnd() && rng() % 6 == 0) break;
       ASSERT_TRUE(s.Advance(allowed[rng() % allowed.size()]).ok());
     }
+    if (totals->dead > dead_before) ++totals->walks_dead;
   }
+}
+
+// Every completion found is a sentence by Lark too: each grammar's texts
+// asked of Lark (start rule `start`, no indenter).  Returns how many it took.
+int64_t ConfirmedByLark(const std::vector<std::pair<std::string, std::vector<std::string>>>& lark) {
+  int64_t confirmed = 0;
+  for (const auto& [path, texts] : lark) {
+    if (texts.empty()) continue;
+    const std::vector<int> v = LarkVerdicts(path, "start", "none", texts);
+    EXPECT_EQ(v.size(), texts.size()) << "Lark oracle failed on " << path;
+    if (v.size() != texts.size()) continue;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(v[i], 1) << path << ": " << JsonQuote(texts[i]);
+      confirmed += v[i];
+    }
+  }
+  return confirmed;
 }
 
 void CheckGrammar(const Case& c, std::mt19937& rng, int walks, int steps, Totals* totals,
@@ -290,16 +322,7 @@ void ExpectNoDeadEnds(const std::vector<Case>& cases, int walks, int steps, uint
   // A search that ran out of nodes says nothing; it must stay rare.
   EXPECT_LE(totals.unknown * 100, totals.checked) << totals.unknown << " of " << totals.checked;
   // Every completion found is a sentence by Lark too.
-  int64_t confirmed = 0;
-  for (const auto& [path, texts] : lark) {
-    if (texts.empty()) continue;
-    const std::vector<int> v = LarkVerdicts(path, "start", "none", texts);
-    ASSERT_EQ(v.size(), texts.size()) << "Lark oracle failed on " << path;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(v[i], 1) << path << ": " << JsonQuote(texts[i]);
-      confirmed += v[i];
-    }
-  }
+  const int64_t confirmed = ConfirmedByLark(lark);
   std::printf("%zu grammars, %lld steps, %lld tokens checked, %lld dead, %lld unknown, "
               "%lld completions confirmed by Lark, %lld pre* verdicts (all viable)\n",
               cases.size(), static_cast<long long>(totals.steps),
@@ -478,6 +501,122 @@ TEST(ViablePrefix, StatesThatCannotAcceptAreClosed) {
     Session t = s.Fork();
     EXPECT_FALSE(t.AdvanceBytes("b").ok());
     ASSERT_TRUE(s.AdvanceBytes("c").ok());
+    EXPECT_TRUE(s.CanEnd());
+  }
+}
+
+// A state that can accept with some stacks below it but not with the one at
+// hand: LALR merges the state after `e` in both contexts, and in the `c`
+// context it reduces only on `D`, which nothing produces (removed from the
+// tables).  Each state passes the per-state fixpoint (CloseDeadStates), so
+// only the stack-viability DFA (parser/stack_viability.h), which reads the
+// whole stack, refuses `c`, `ce` and, in the variants, the tokens after the
+// `c` context (deeper in the stack, through a left recursion).  With the
+// check off (the store's viability dropped) each expectation below fails:
+// `Refuses` asks both.
+struct DeadContextCase {
+  std::string name, grammar, prefix;
+  std::vector<std::string> refused, allowed;
+};
+
+void ExpectDeadContextRefused(const DeadContextCase& c, const std::vector<std::string>& tokens) {
+  CompiledStore raw, streamlined;
+  CompileBoth(c.name, c.grammar, tokens, &raw, &streamlined);
+  ASSERT_NE(raw.viability, nullptr) << c.name << ": the analysis found nothing to check";
+  CompiledStore off = raw;
+  off.viability = nullptr;
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes(c.prefix).ok()) << c.name;
+    const std::vector<uint32_t> mask = s.Mask();
+    for (const std::string& t : c.refused) {
+      EXPECT_FALSE(InMask(*store, mask, t)) << c.name << ": " << c.prefix << " + " << t;
+      Session n = s.Fork();
+      EXPECT_FALSE(n.AdvanceBytes(t).ok()) << c.name << ": " << c.prefix << " + " << t;
+    }
+    for (const std::string& t : c.allowed) {
+      EXPECT_TRUE(InMask(*store, mask, t)) << c.name << ": " << c.prefix << " + " << t;
+    }
+  }
+  // Without the check the same tokens are allowed: the test can fail.
+  Session u(&off);
+  if (u.AdvanceBytes(c.prefix).ok()) {
+    const std::vector<uint32_t> mask = u.Mask();
+    bool any = false;
+    for (const std::string& t : c.refused) any = any || InMask(off, mask, t);
+    EXPECT_TRUE(any) << c.name << ": without the check nothing of the refused is allowed";
+  }
+  ExpectNoDeadEnds({{c.name, c.grammar}}, 8, 10, 23);
+}
+
+TEST(ViablePrefix, AStateLiveOnlyWithAnotherStackBelowIsRefused) {
+  const std::vector<std::string> tokens = {"a", "b", "c", "e", "f", "g", "(", ")", "ce",
+                                           "ae", "eb", "ee", "(e", "e)"};
+  // The minimal case: `c` itself leads only to the dead context.
+  ExpectDeadContextRefused({"dead_context",
+                            "start: \"a\" x \"b\" | \"c\" x D\nx: \"e\"\n%declare D\n",
+                            "",
+                            {"c", "ce"},
+                            {"a", "ae"}},
+                           tokens);
+  // After `c` the mask allows `f` and not `e` (the state after `c e` is
+  // live through the `a` context only).
+  ExpectDeadContextRefused({"dead_context_branch",
+                            "start: \"a\" x \"b\" | \"c\" z\nz: x D | \"f\"\nx: \"e\"\n%declare D\n",
+                            "c",
+                            {"e", "ee", "eb"},
+                            {"f"}},
+                           tokens);
+  // The entry that decides is deeper in the stack: brackets in between.
+  ExpectDeadContextRefused({"dead_context_deep",
+                            "start: \"a\" x \"b\" | \"c\" z\nz: x D | \"f\"\n"
+                            "x: \"(\" x \")\" | \"e\"\n%declare D\n",
+                            "c",
+                            {"(", "(e", "e", "e)"},
+                            {"f"}},
+                           tokens);
+  // Through a left recursion: `x g g g ...` in the dead context.
+  ExpectDeadContextRefused({"dead_context_left",
+                            "start: \"a\" x \"b\" | \"c\" z\nz: x D | \"f\" x \"b\"\n"
+                            "x: x \"g\" | \"e\"\n%declare D\n",
+                            "c",
+                            {"e", "ee", "eb"},
+                            {"f"}},
+                           tokens);
+}
+
+// The indenter's %declare'd terminals are produced (by the indenter): the
+// analysis must keep the stacks that need them.  Nothing is dead here, so
+// the analysis finds nothing to check; blocks open and close as before.
+TEST(ViablePrefix, TheIndentersDeclaredTerminalsAreProduced) {
+  const char kIndented[] =
+      "start: (_NEWLINE | stmt)*\n"
+      "stmt: NAME \":\" _NEWLINE _INDENT stmt+ _DEDENT | NAME _NEWLINE\n"
+      "NAME: /[a-z]+/\n"
+      "_NEWLINE: /(\\r?\\n[\\t ]*)+/\n"
+      "%ignore \" \"\n"
+      "%declare _INDENT _DEDENT\n";
+  CompiledStore raw, streamlined;
+  CompileBoth("indented", kIndented,
+              {"a", "b", ":", "\xC4\x8A", "\xC4\xA0", "\xC4\x8A\xC4\xA0\xC4\xA0", "a:", "b\xC4\x8A"},
+              &raw, &streamlined);
+  EXPECT_EQ(raw.viability, nullptr);
+  // The same grammar with a dead context besides: the check is on, and the
+  // indented blocks are still allowed and end.
+  std::string dead = kIndented;
+  dead.replace(dead.find("start: "), 7, "start: \"@\" stmt D | ");
+  dead += "%declare D\n";
+  CompileBoth("indented_dead", dead,
+              {"a", "b", ":", "@", "\xC4\x8A", "\xC4\xA0", "\xC4\x8A\xC4\xA0\xC4\xA0", "a:", "b\xC4\x8A"},
+              &raw, &streamlined);
+  ASSERT_NE(raw.viability, nullptr);
+  for (const CompiledStore* store : {&raw, &streamlined}) {
+    Session s(store);
+    EXPECT_FALSE(InMask(*store, s.Mask(), "@"));
+    ASSERT_TRUE(s.AdvanceBytes("a:\n  b\n  a:\n    b\n").ok());
+    EXPECT_TRUE(s.CanEnd());
+    EXPECT_TRUE(InMask(*store, s.Mask(), "b"));
+    ASSERT_TRUE(s.AdvanceBytes("b\n").ok());
     EXPECT_TRUE(s.CanEnd());
   }
 }
@@ -826,7 +965,7 @@ TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
 
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
   const bool quick = TestQuick();
-  const int grammars = quick ? 40 : 400;
+  const int grammars = quick ? 32 : 400;
   std::mt19937 rng(20261125);
   std::vector<Case> cases;
   for (int i = 0; i < grammars; ++i) {
@@ -840,9 +979,10 @@ TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
 // text can come next.
 TEST(ViablePrefix, RandomGrammarsWithCommentsHaveNoDeadEnds) {
   const bool quick = TestQuick();
-  // CI size: 20 (the grammars with classes above ASCII below are of the
-  // same class, with comments, and take the other 10's time).
-  const int grammars = quick ? 20 : 300;
+  // CI size: 14 (30 less 6 for the stack-viability tests' time, and less 10
+  // for the grammars with classes above ASCII below, which are of the same
+  // class, with comments).
+  const int grammars = quick ? 14 : 300;
   std::mt19937 rng(20261126);
   std::vector<Case> cases;
   for (int i = 0; i < grammars; ++i) {
@@ -866,6 +1006,89 @@ TEST(ViablePrefix, RandomGrammarsWithCommentsAndNamesAboveAsciiHaveNoDeadEnds) {
     cases.push_back({"above_ascii" + std::to_string(i), RandomLarkGrammar(rng, true, true)});
   }
   ExpectNoDeadEnds(cases, quick ? 3 : 10, quick ? 10 : 24, 103);
+}
+
+// Random grammars with a dead context: `start: n0 | "@" nK DX` with DX
+// %declare'd (nothing produces it, so the tables lose it), sometimes with
+// a live `"@" nJ "!"` beside it.  The states inside nK are shared with its
+// live contexts, so every per-state check passes after `@`: only the
+// stack-viability check refuses what leads into the dead context.  Walked
+// with the check (0 dead ends, both oracles) and without it (the dead ends
+// it prevents are counted: the test fails if none appears).
+std::string WithDeadContext(std::mt19937& rng, bool comments) {
+  for (;;) {
+    const std::string g = RandomLarkGrammar(rng, comments);
+    int nn = 0;
+    while (g.find("\nn" + std::to_string(nn) + ":") != std::string::npos) ++nn;
+    std::string start = "start: n0 | \"@\" n" + std::to_string(rng() % nn) + " DX";
+    if (rng() % 2) start += " | \"@\" n" + std::to_string(rng() % nn) + " \"!\"";
+    std::string out = g;
+    out.replace(0, out.find('\n'), start);
+    out += "%declare DX\n";
+    Grammar parsed;
+    if (!ReadLarkString(out, "random.lark", LarkReaderOptions{}, &parsed).ok()) continue;
+    ParseTables tables;
+    LalrStats stats;
+    if (!BuildParseTables(parsed, &tables, &stats).ok() || stats.shift_reduce > 0) continue;
+    return out;
+  }
+}
+
+TEST(ViablePrefix, RandomGrammarsWithADeadContextHaveNoDeadEnds) {
+  const bool quick = TestQuick();
+  const int grammars = quick ? 16 : 240;
+  std::mt19937 rng(20261127);
+  Totals on, off;
+  int64_t checked_stores = 0;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lark;
+  for (int i = 0; i < grammars; ++i) {
+    const std::string grammar = WithDeadContext(rng, i % 3 == 2);
+    const std::string name = "deadctx" + std::to_string(i);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore raw;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &raw).ok()) continue;  // conflicts
+    CompiledStore streamlined = raw;
+    ASSERT_TRUE(StreamlineStore(&streamlined, StreamlineOptions{}, nullptr).ok());
+    CompiledStore without = raw;
+    without.viability = nullptr;
+    checked_stores += raw.viability != nullptr;
+    const uint32_t seed = static_cast<uint32_t>(rng());
+    Totals local;
+    WalkStore(&raw, name + " (raw)", alphabet, 3, quick ? 8 : 20, seed, &local);
+    WalkStore(&streamlined, name + " (streamlined)", alphabet, 3, quick ? 8 : 20, seed, &local);
+    on.steps += local.steps;
+    on.checked += local.checked;
+    on.dead += local.dead;
+    on.unknown += local.unknown;
+    for (auto& f : local.failures) on.failures.push_back("\n  " + grammar + "  " + f);
+    lark.emplace_back(gpath, local.completed);
+    Totals w;
+    WalkStore(&without, name + " (no check)", alphabet, 3, quick ? 8 : 20, seed, &w);
+    off.walks += w.walks;
+    off.walks_dead += w.walks_dead;
+    off.dead += w.dead;
+    off.checked += w.checked;
+  }
+  std::string shown;
+  for (size_t i = 0; i < on.failures.size() && i < 12; ++i) shown += on.failures[i] + "\n";
+  EXPECT_EQ(on.failures.size(), 0u) << shown;
+  EXPECT_LE(on.unknown * 100, on.checked) << on.unknown << " of " << on.checked;
+  const int64_t confirmed = ConfirmedByLark(lark);
+  // The class is there: without the check, walks meet dead ends.
+  EXPECT_GT(off.walks_dead, 0);
+  std::printf("%d grammars, %lld with the check on; with it: %lld tokens checked, %lld dead, "
+              "%lld completions confirmed by Lark; without it: %lld of %lld walks met a dead "
+              "end (%lld of %lld tokens)\n",
+              grammars, static_cast<long long>(checked_stores),
+              static_cast<long long>(on.checked), static_cast<long long>(on.dead),
+              static_cast<long long>(confirmed), static_cast<long long>(off.walks_dead),
+              static_cast<long long>(off.walks), static_cast<long long>(off.dead),
+              static_cast<long long>(off.checked));
 }
 
 // Real grammars with a real vocabulary: the shipped json.lark and Lark's own

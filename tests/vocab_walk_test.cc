@@ -38,6 +38,7 @@
 #include "runtime/compile/store_writer.h"
 #include "streamline/streamline.h"
 #include "tests/small_tokenizer.h"
+#include "tests/test_store_cache.h"
 
 namespace cfgmask {
 namespace {
@@ -411,6 +412,9 @@ void CheckThreadsByteIdentical(const std::string& grammar, const std::string& to
                                               {0, CompileOptions().walk_memo_bytes},
                                               {2, 0}};
   for (const auto& [threads, memo] : runs) {
+    // Under the sanitizer, not "all cores" (two in CI): three threads run
+    // the same threaded walk (the optimised build compiles all four).
+    if (threads == 0 && TestSanitized()) continue;
     CompileOptions options;
     options.num_threads = threads;
     options.walk_memo_bytes = memo;

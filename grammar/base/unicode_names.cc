@@ -75,6 +75,21 @@ bool IsUnicodeName(std::string_view name) {
   return std::binary_search(v.begin(), v.end(), name);
 }
 
+int32_t UnicodeNameCode(std::string_view name) {
+  if (name.size() > kCjk.size() && name.substr(0, kCjk.size()) == kCjk) {
+    const std::string_view h = name.substr(kCjk.size());
+    if (!CjkHex(h, true)) return -1;
+    uint32_t v = 0;
+    for (char c : h) v = v * 16 + static_cast<uint32_t>(c <= '9' ? c - '0' : c - 'A' + 10);
+    return static_cast<int32_t>(v);
+  }
+  static_assert(sizeof(kUnicodeNameCodes) / sizeof(kUnicodeNameCodes[0]) > 0);
+  const auto& v = Names();
+  const auto it = std::lower_bound(v.begin(), v.end(), name);
+  if (it == v.end() || *it != name) return -1;
+  return static_cast<int32_t>(kUnicodeNameCodes[it - v.begin()]);
+}
+
 bool IsUnicodeNamePrefix(std::string_view prefix) {
   if (prefix.size() <= kCjk.size()) {
     if (kCjk.substr(0, prefix.size()) == prefix) return true;

@@ -9,12 +9,16 @@
 #ifndef CFGMASK_GRAMMAR_BASE_UNICODE_NAMES_H_
 #define CFGMASK_GRAMMAR_BASE_UNICODE_NAMES_H_
 
+#include <cstdint>
 #include <string_view>
 
 namespace cfgmask {
 
 // Is `name` a character's name?
 bool IsUnicodeName(std::string_view name);
+// The code point a name stands for (as unicodedata.lookup gives it), or -1
+// where IsUnicodeName(name) is false.
+int32_t UnicodeNameCode(std::string_view name);
 // Can `prefix` still become one (some name begins with it)?
 bool IsUnicodeNamePrefix(std::string_view prefix);
 // The Unicode version of the names (unicodedata.unidata_version).

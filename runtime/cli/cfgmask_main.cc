@@ -458,6 +458,18 @@ int Stats(const CommandSpec& spec, const Args& args) {
   if (!s.AllRowsOk()) return Error(path + ": " + DamagedRowsMessage());
   if (!args.Has("--json")) {
     PrintSummary(s, path);
+    // The stack-viability analysis (parser/stack_viability.h), made again
+    // for its figures: the store's own copy is null when nothing is checked.
+    StackViabilityStats vs;
+    StackViability::Build(s.lr(), s.start_state, StackViabilityLimits{}, &vs);
+    std::printf("  stack viability  %s: %lld LR states the lower bound leaves open, "
+                "%lld P-automaton transitions, %lld goal rules, depth %d, %lld stack summaries walked, %.3f s\n",
+                vs.over_limits ? "over its limits, not checked"
+                : s.viability  ? "checked"
+                               : "nothing to check",
+                static_cast<long long>(vs.unsure_states), static_cast<long long>(vs.transitions),
+                static_cast<long long>(vs.goal_rules), vs.max_depth,
+                static_cast<long long>(vs.walked), vs.seconds);
     return kExitOk;
   }
   std::fputs(StoreReportJson(MakeStoreReport(s, path, FileSize(path))).c_str(), stdout);

@@ -820,6 +820,29 @@ class LlamaSampleHook {
   int64_t words_ = 0;
 };
 
+// Logits given as (address, rows, cols, row stride, column stride, dtype
+// code), strides in elements and the code LogitsDType's: HFLogitsProcessor
+// hands a CPU torch tensor this way (its data_ptr() and stride()) instead of
+// a numpy view, which costs more than the rest of its call.  Tested by
+// tests/py/test_package_processors.py (test_hf_cpu_tensor_masked_by_address).
+LogitsBuffer LogitsAt(const py::tuple& t) {
+  if (t.size() != 6) throw py::type_error("logits address: 6 fields");
+  LogitsBuffer out;
+  const auto ptr = t[0].cast<uintptr_t>();
+  const auto code = t[5].cast<int64_t>();
+  out.rows = t[1].cast<int64_t>();
+  out.cols = t[2].cast<int64_t>();
+  out.row_stride = t[3].cast<int64_t>();
+  out.col_stride = t[4].cast<int64_t>();
+  if (ptr == 0 || out.rows < 0 || out.cols < 0 || out.row_stride < 0 || out.col_stride <= 0 ||
+      code < 0 || code > 2) {
+    throw EngineError("logits address out of range");
+  }
+  out.data = reinterpret_cast<char*>(ptr);
+  out.dtype = static_cast<LogitsDType>(code);
+  return out;
+}
+
 class PyBatchMatcher {
  public:
   void Fill(const std::vector<PySession*>& sessions, const py::buffer& bitmask) {
@@ -864,7 +887,8 @@ class PyBatchMatcher {
     const bool masking = !logits.is_none();  // None: the caller masks (another device)
     LogitsBuffer l;
     if (masking) {
-      l = LogitsOf(logits.cast<py::buffer>(), bf16);
+      l = py::isinstance<py::tuple>(logits) ? LogitsAt(logits.cast<py::tuple>())
+                                             : LogitsOf(logits.cast<py::buffer>(), bf16);
     } else {
       l.rows = static_cast<int64_t>(sessions.size());
       l.cols = INT32_MAX;
@@ -954,6 +978,54 @@ class PyBatchMatcher {
   BatchMatcher batch_;
   int64_t step_ns_[3] = {0, 0, 0};  // as PySession::step_ns, for the last Step
 };
+
+// HFLogitsProcessor's ids bookkeeping (cfgmask.processors; not a public
+// API).  The processor keeps the ids of its calls in `hist` (rows x capacity
+// int64, C order, its own buffer).  Reads the new call's ids where they lie
+// (`ptr`: the data of a CPU int64 tensor or array, strides `s0`, `s1` in
+// elements), compares every row's first `known` ids with hist's and, only
+// where all rows match (no beam moved), copies columns [known, cols) into
+// hist.  Returns -1, or the first row whose ids differ (hist untouched): the
+// whole prefix is compared, so rows that beam search swapped are found even
+// where their last ids agree.  Tested by tests/py/test_package_processors.py
+// (test_hf_beam_swap_with_equal_last_ids, test_hf_history_edited_raises).
+int64_t HfTrackIds(uintptr_t ptr, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                   const py::buffer& hist_obj, int64_t known) {
+  py::buffer_info hist = hist_obj.request(true);
+  if (hist.ndim != 2 || hist.itemsize != 8 || hist.format.empty() ||
+      (hist.format.back() != 'l' && hist.format.back() != 'q') || hist.strides[1] != 8 ||
+      hist.strides[0] != hist.shape[1] * 8) {
+    throw py::type_error("history must be a C-ordered int64 array of 2 dimensions");
+  }
+  if (hist.shape[0] != rows || hist.shape[1] < cols || known < 0 || known > cols || rows < 0) {
+    throw EngineError("history of shape (" + std::to_string(hist.shape[0]) + ", " +
+                      std::to_string(hist.shape[1]) + ") for ids of shape (" +
+                      std::to_string(rows) + ", " + std::to_string(cols) + "), " +
+                      std::to_string(known) + " known");
+  }
+  if (rows == 0 || cols == 0) return -1;
+  if (ptr == 0) throw EngineError("token ids have no data");
+  const int64_t* ids = reinterpret_cast<const int64_t*>(ptr);
+  int64_t* h = static_cast<int64_t*>(hist.ptr);
+  const int64_t cap = hist.shape[1];
+  for (int64_t b = 0; b < rows; ++b) {
+    const int64_t* row = ids + b * s0;
+    const int64_t* prev = h + b * cap;
+    if (s1 == 1) {
+      if (std::memcmp(row, prev, static_cast<size_t>(known) * sizeof(int64_t)) != 0) return b;
+    } else {
+      for (int64_t i = 0; i < known; ++i) {
+        if (row[i * s1] != prev[i]) return b;
+      }
+    }
+  }
+  for (int64_t b = 0; b < rows; ++b) {
+    const int64_t* row = ids + b * s0;
+    int64_t* out = h + b * cap;
+    for (int64_t i = known; i < cols; ++i) out[i] = row[i * s1];
+  }
+  return -1;
+}
 
 void ApplyBitmask(const py::buffer& logits, const py::buffer& bitmask) {
   const Buffer2D mask = BitmaskBuffer(bitmask);
@@ -1243,6 +1315,9 @@ PYBIND11_MODULE(_core, m) {
                              "(accept, fill, mask) nanoseconds of the last step");
 
   m.def("apply_token_bitmask_inplace", &ApplyBitmask, py::arg("logits"), py::arg("bitmask"));
+  // HFLogitsProcessor's ids bookkeeping (cfgmask.processors); not a public API.
+  m.def("_hf_track_ids", &HfTrackIds, py::arg("ptr"), py::arg("rows"), py::arg("cols"),
+        py::arg("s0"), py::arg("s1"), py::arg("hist"), py::arg("known"));
   // LlamaCppLogitsProcessor.attach's hook (cfgmask.processors); not a public API.
   // It holds the Llama whose `sample` it replaces (a cycle): the garbage
   // collector sees its references (tp_traverse) and can break it (tp_clear).

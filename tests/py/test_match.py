@@ -100,6 +100,14 @@ PROBE = [
     ("duplicate keys of equal value", m("{'a' 'b': 1, 'ab': 2}"), False),
     ("duplicate float keys", m("{0.0: a, -0.0: b}"), False),
     ("equal keys by escape", m("{'\\x41': 1, 'A': 2}"), False),
+    ("an unknown escape keeps its backslash", m("{'\\d': 1, 'd': 2}"), False),
+    ("equal keys: an unknown escape and its backslash", m("{'\\d': 1, '\\\\d': 2}"), False),
+    ("no \\u escape in bytes", m("{b'\\u0041': 1, b'A': 2}"), False),
+    ("equal bytes keys: \\u and its backslash", m("{b'\\u0041': 1, b'\\\\u0041': 2}"), False),
+    ("equal keys by a named escape", m("{'\\N{LATIN CAPITAL LETTER A}': 1, 'A': 2}"), False),
+    ("keys differ by a named escape", m("{'\\N{LATIN CAPITAL LETTER A}': 1, 'B': 2}"), False),
+    ("equal keys by a CJK name", m("{'\\N{CJK UNIFIED IDEOGRAPH-4E00}': 1, '\\u4e00': 2}"),
+     False),
     ("dotted keys may repeat", m("{a.b: 1, a.b: 2}"), False),
     ("_ as an as-target", m("1 as _"), False),
     ("**_ in a mapping", m("{**_}"), False),
@@ -150,7 +158,8 @@ def test_match_probe(store, parser, tmp_path):
 
 NAMES = ["a", "b", "c", "_"]
 KEYS = ["1", "1.0", "True", "-0", "0.0", "'a'", "'a' ''", "b'a'", "None", "1+0j", "2j",
-        "C.x", "_.y", "'\\x61'", "0x1"]
+        "C.x", "_.y", "'\\x61'", "0x1", "'\\d'", "'\\\\d'", "'d'", "b'\\u0061'",
+        "b'\\\\u0061'", "'\\N{LATIN SMALL LETTER A}'"]
 LITERALS = ["1", "-1", "1.5", "2j", "1+2j", "1j+2", "1+2", "'s'", "b's'", "f's'", "None", "True",
             "'s' b't'", "-0.0"]
 

@@ -258,3 +258,109 @@ def test_hf_refusal_leaves_every_row_unchanged(store):
     with pytest.raises(cfgmask.Error, match="sequence 1: the sampler picked token"):
         proc(FakeTensor(bad), FakeTensor(np.zeros((2, V), np.float32)))
     assert [m.text for m in proc.matchers] == ["", ""]  # row 0's token rolled back
+
+
+def hf_inputs(kind, ids, V):
+    """(input_ids, scores) as the HF protocol hands them: the tensor stand-in,
+    or real CPU torch tensors (ids contiguous, or every other column of a
+    wider tensor: strided rows)."""
+    scores = np.zeros((ids.shape[0], V), np.float32)
+    if kind == "fake":
+        return FakeTensor(ids), FakeTensor(scores)
+    torch = pytest.importorskip("torch")
+    if kind == "torch":
+        return torch.from_numpy(ids.copy()), torch.from_numpy(scores)
+    wide = torch.zeros((ids.shape[0], 2 * ids.shape[1]), dtype=torch.int64)
+    wide[:, ::2] = torch.from_numpy(ids)
+    return wide[:, ::2], torch.from_numpy(scores)
+
+
+def long_rows(tok, n):
+    """Two JSON arrays of n elements, "[1,1,...," and the same with a 2 in the
+    middle: their last ids agree, their histories do not."""
+    a = [tok[b"["]] + [tok[b"1"], tok[b","]] * n
+    b = list(a)
+    b[1 + 2 * (n // 2)] = tok[b"2"]  # an element's "1"
+    assert a[-4:] == b[-4:] and a != b
+    return np.array([[5] + a, [5] + b], dtype=np.int64)
+
+
+@pytest.mark.parametrize("kind", ["fake", "torch", "torch-strided"])
+def test_hf_beam_swap_with_equal_last_ids(store, kind):
+    """Beam search swaps two rows whose last ids agree but whose histories
+    differ in the middle (past the history buffer's first size): the
+    matchers must swap too."""
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    V = store.vocab_size
+    proc = HFLogitsProcessor(store=store)
+    rows = long_rows(tok, 300)
+    proc(*hf_inputs(kind, rows[:, :1], V))  # the prompt
+    proc(*hf_inputs(kind, rows, V))  # 600 ids at once
+    texts = [m.text for m in proc.matchers]
+    assert texts[0] != texts[1] and texts[0][-4:] == texts[1][-4:]
+    for step in range(3):  # ordinary steps, then the swap, then one more
+        if step == 1:
+            rows = rows[::-1].copy()
+            texts = texts[::-1]
+        more = tok[b"1"] if rows[0, -1] == tok[b","] else tok[b","]
+        rows = np.concatenate([rows, [[more], [more]]], axis=1)
+        ids, scores = hf_inputs(kind, rows, V)
+        proc(ids, scores)
+        texts = [t + store.token_bytes(more).decode() for t in texts]
+        assert [m.text for m in proc.matchers] == texts
+    assert proc.reorders == 1
+
+
+@pytest.mark.parametrize("kind", ["fake", "torch", "torch-strided"])
+def test_hf_history_edited_raises(store, kind):
+    """A history edited in the middle extends no row of the previous call:
+    the same error as any stray ids, every matcher left as it was, and the
+    true ids still accepted after it."""
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    V = store.vocab_size
+    proc = HFLogitsProcessor(store=store)
+    rows = long_rows(tok, 300)
+    proc(*hf_inputs(kind, rows[:, :1], V))
+    proc(*hf_inputs(kind, rows, V))
+    texts = [m.text for m in proc.matchers]
+    nxt = np.concatenate([rows, [[tok[b"1"]], [tok[b"1"]]]], axis=1)
+    edited = nxt.copy()
+    edited[1, 301] = tok[b"3"]  # the middle of row 1's history, row 0 untouched
+    with pytest.raises(cfgmask.Error, match="sequence 1: input_ids extend no sequence of the "
+                                            "previous call"):
+        proc(*hf_inputs(kind, edited, V))
+    assert [m.text for m in proc.matchers] == texts and proc.reorders == 0
+    proc(*hf_inputs(kind, nxt, V))
+    assert [m.text for m in proc.matchers] == [t + "1" for t in texts]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_hf_cpu_tensor_masked_by_address(store, dtype):
+    """A CPU torch tensor is masked through its address and strides: here
+    every other column of a wider tensor, padded past the vocabulary.  Each
+    row as a matcher fed the same ids decides, the padding refused, the kept
+    logits and the columns between untouched."""
+    torch = pytest.importorskip("torch")
+    tok = {store.token_bytes(t): t for t in range(store.vocab_size)}
+    V = store.vocab_size
+    proc = HFLogitsProcessor(store=store)
+    ids = np.array([[1, tok[b"["]], [1, tok[b"{"]]], dtype=np.int64)
+    rng = np.random.default_rng(2)
+    width = (V // 64 + 1) * 64  # a model's padding
+    for cols in (1, 2):  # the prompt, then one id per row
+        ref = rng.standard_normal((2, 2 * width)).astype(np.float32)
+        wide = torch.from_numpy(ref).to(getattr(torch, dtype))
+        before = wide.clone()
+        scores = wide[:, ::2]
+        assert proc(torch.from_numpy(ids[:, :cols].copy()), scores) is scores
+        for b in range(2):
+            m = cfgmask.GrammarMatcher(store)
+            assert all(m.accept_token(int(t)) for t in ids[b, 1:cols])
+            bitmask = cfgmask.allocate_token_bitmask(1, V)
+            m.fill_next_token_bitmask(bitmask)
+            allowed = np.zeros(V, bool)
+            allowed[cfgmask.allowed_token_ids(bitmask[0], V)] = True
+            row = scores[b].float().numpy()
+            assert (np.isneginf(row[:V]) == ~allowed).all() and np.isneginf(row[V:]).all()
+            assert (row[:V][allowed] == before[b, ::2].float().numpy()[:V][allowed]).all()
+        assert torch.equal(wide[:, 1::2], before[:, 1::2])

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 import cfgmask
-from test_python_strict import (FULL, GRAMMAR, SEMANTIC, TOK_LLAMA, cpython_error, lark_ok,
-                                lark_parser, stdlib_files)
+from test_python_strict import (FULL, GRAMMAR, SEMANTIC, TOK_LLAMA, compile_store, cpython_error,
+                                lark_ok, lark_parser, stdlib_files)
 
 FILES = 16 if FULL else 3
 CUTS = 8 if FULL else 3
@@ -45,8 +45,11 @@ def parser():
 
 
 @pytest.fixture(scope="module")
-def store():
-    return cfgmask.compile_grammar(str(GRAMMAR), TOK_LLAMA, start="file_input")
+def store(tmp_path_factory):
+    # The store test_python_strict.py and test_match.py use: one compile for
+    # all of them where CFGMASK_TEST_CACHE is set (as in CI).
+    path = compile_store(TOK_LLAMA, tmp_path_factory.mktemp("llama") / "py.cfgm")
+    return cfgmask.Store.load(str(path))
 
 
 @pytest.fixture(scope="module")

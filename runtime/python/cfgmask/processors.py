@@ -13,14 +13,15 @@ sampler added since, then masks the logits of the next step, in one engine
 call (``Session.step`` / ``BatchMatcher.step``: accept, fill, mask in place,
 without the GIL), so that a call costs little more than the engine's own
 work.  Logits are masked where they lie, strided or not: a numpy array as
-llama-cpp-python hands it, a CPU torch tensor through its ``numpy()`` view
-(float32 and float16; bfloat16 through an int16 view of the same memory).
+llama-cpp-python hands it, a CPU torch tensor by its address and strides
+(float32, float16, bfloat16), anything else with ``numpy()`` through that view.
 Neither package is imported here unless a tensor needs it.
 """
 from __future__ import annotations
 
 import ctypes
 import inspect
+import sys as _sys
 import time
 from typing import List, Optional, Sequence, Union
 
@@ -307,11 +308,15 @@ class HFLogitsProcessor(_HFBase):
         if self.matchers:
             self._set_suffixes()
         self.batch = BatchGrammarMatcher()
-        self._prev: Optional[np.ndarray] = None  # the previous call's ids
-        self._prev_bytes = b""
+        # The ids of the calls so far, one row per sequence, in a buffer of the
+        # processor's own that grows by doubling: each call compares its rows'
+        # first `_known` ids with it and appends only the new columns.
+        self._hist: Optional[np.ndarray] = None
+        self._known = 0  # columns of _hist the engine has accepted (the last call's ids)
         self._width = -1  # the logits width last checked (check_logits_width)
         self.reorders = 0  # calls that found rows moved (beam search)
         self._kind = None  # the dtype of the scores the masking path was chosen for
+        self._raw = None  # see _classify
         self._host_words = None  # device path: the bitmask as a (pinned) tensor
         self._shifts = None  # device path: 0..31 on the logits' device
         self._copied = None  # device path: event of the last bitmask copy
@@ -351,26 +356,56 @@ class HFLogitsProcessor(_HFBase):
             self._host_words = None
 
     def __call__(self, input_ids, scores):
-        ids = input_ids if isinstance(input_ids, np.ndarray) else _to_numpy(input_ids)
-        if ids.ndim != 2:
-            raise Error(f"input_ids must be (batch, length), got shape {tuple(ids.shape)}")
+        torch = _sys.modules.get("torch")
+        if torch is not None and type(input_ids) is torch.Tensor and \
+                input_ids.dtype is torch.int64 and input_ids.is_cpu and input_ids.dim() == 2 and \
+                input_ids.layout is torch.strided:
+            # Read where it lies (no numpy view: the engine copies what it needs).
+            src, tensor = input_ids, True
+            rows, cols = input_ids.shape
+            s0, s1 = input_ids.stride()
+            ptr = input_ids.data_ptr()
+        else:
+            src = input_ids if isinstance(input_ids, np.ndarray) else _to_numpy(input_ids)
+            tensor = False
+            if src.ndim != 2:
+                raise Error(f"input_ids must be (batch, length), got shape {tuple(src.shape)}")
+            if src.dtype != np.int64 and src.dtype != np.int32:
+                fmt = src.dtype.str if src.dtype.byteorder == ">" else src.dtype.char
+                raise TypeError(f"token ids must be an int32 or int64 array, got format '{fmt}'")
+            src = np.ascontiguousarray(src, dtype=np.int64)
+            rows, cols = src.shape
+            s0, s1 = cols, 1
+            ptr = src.ctypes.data
         if not self.matchers and self.store is not None:
-            self._open(ids.shape[0])
+            self._open(rows)
             self._set_suffixes()
             self._sync_matchers()
-        if ids.shape[0] != len(self.matchers):
-            raise Error(f"{ids.shape[0]} sequences but {len(self.matchers)} matchers")
-        if self._prev is None:
-            new = ids[:, ids.shape[1]:]  # the prompt: nothing to accept
-            self._prompt_cols = ids.shape[1]
+        if rows != len(self.matchers):
+            raise Error(f"{rows} sequences but {len(self.matchers)} matchers")
+        hist = self._hist
+        first = hist is None
+        if first:
+            known = cols  # the prompt: nothing to accept
+            hist = np.empty((rows, max(2 * cols, 256)), dtype=np.int64)
+            _core._hf_track_ids(ptr, rows, cols, s0, s1, hist, 0)
         else:
-            known = self._prev.shape[1]
-            if ids.shape[1] < known:
-                raise Error(f"input_ids have {ids.shape[1]} columns, fewer than the "
+            known = self._known
+            if cols < known:
+                raise Error(f"input_ids have {cols} columns, fewer than the "
                             f"previous call's {known}: a new generation needs a new processor")
-            if ids[:, :known].tobytes() != self._prev_bytes:
-                self._follow_beams(ids[:, :known])
-            new = ids[:, known:]
+            if cols > hist.shape[1]:
+                grown = np.empty((rows, max(2 * hist.shape[1], cols)), dtype=np.int64)
+                grown[:, :known] = hist[:, :known]
+                hist = grown
+        moved = None
+        if not first and _core._hf_track_ids(ptr, rows, cols, s0, s1, hist, known) >= 0:
+            # A row's ids differ from its previous ones: beam search moved rows.
+            moved = src.numpy() if tensor else src
+            self._follow_beams(moved[:, :known], hist[:, :known])
+            new = moved[:, known:]
+        else:
+            new = hist[:, known:cols]
         width = int(scores.shape[-1])
         if width != self._width:
             for m in self.matchers:
@@ -379,21 +414,28 @@ class HFLogitsProcessor(_HFBase):
         if self._kind is None or getattr(scores, "dtype", None) is not self._kind:
             self._classify(scores)
         arr = None
-        if self._on_cpu:
+        if self._raw is not None and type(scores) is torch.Tensor and scores.is_cpu and \
+                scores.dim() == 2 and scores.layout is torch.strided:
+            # The tensor's own memory, by address (a numpy view costs more than the rest).
+            arr = (scores.data_ptr(), *scores.shape, *scores.stride(), self._raw)
+        elif self._on_cpu:
             arr = scores if isinstance(scores, np.ndarray) else \
                 (scores.view(self._int16).numpy() if self._bf16 else _to_numpy(scores))
         if self._copied is not None:
             self._wait_for_copy()
         step = self.batch._batch.step
         only = None
-        if self.steer_after is not None and ids.shape[1] - self._prompt_cols >= self.steer_after:
+        if first:
+            self._prompt_cols = cols
+        if self.steer_after is not None and cols - self._prompt_cols >= self.steer_after:
             self._check(step(self._sessions, new, self.bitmask, None), new)
             new = new[:, :0]
             only = [_NO_TOKENS if m.is_terminated() else st.next_tokens(m)
                     for m, st in zip(self.matchers, self._steering)]
         self._check(step(self._sessions, new, self.bitmask, arr, self._bf16, only), new)
-        self._prev = ids.copy()
-        self._prev_bytes = self._prev.tobytes()
+        if moved is not None:
+            hist[:, :cols] = moved
+        self._hist, self._known = hist, cols
         if not self._on_cpu:
             self._mask_on_device(scores)
         return scores
@@ -410,6 +452,7 @@ class HFLogitsProcessor(_HFBase):
         self._kind = getattr(scores, "dtype", None)
         self._on_cpu = str(getattr(scores, "device", "cpu")) == "cpu"
         self._bf16 = False
+        self._raw = None  # the LogitsDType code where a CPU tensor is masked by address
         if isinstance(scores, np.ndarray):
             if scores.dtype not in _MASKABLE:
                 raise Error(f"logits must be float32 or float16, got {scores.dtype}")
@@ -423,12 +466,14 @@ class HFLogitsProcessor(_HFBase):
                 self._bf16, self._int16 = True, torch.int16
             elif scores.dtype not in (torch.float32, torch.float16):
                 self._on_cpu = False  # masked by the tensor's own masked_fill_
+            if self._on_cpu:
+                self._raw = _KERNEL_DTYPES[str(scores.dtype)]
 
-    def _follow_beams(self, prefix: np.ndarray) -> None:
+    def _follow_beams(self, prefix: np.ndarray, prev: np.ndarray) -> None:
         """Reorders the matchers after beam search moved rows: row b's
-        matcher becomes a fork of the matcher of the previous row its ids
-        extend (itself when it still matches)."""
-        prev = self._prev
+        matcher becomes a fork of the matcher of the previous row (of `prev`,
+        the previous call's ids) its ids extend (itself when it still
+        matches)."""
         first = {}
         for p in range(prev.shape[0]):
             first.setdefault(prev[p].tobytes(), p)
