@@ -143,6 +143,49 @@ bool NameBytesOk(std::string_view b, bool fresh) {
   return true;
 }
 
+// How a token with a byte above ASCII that is no simple token reads in
+// code (ScopeTokenIndex::na_other_kind): each run of name bytes is a word,
+// the first one joining the word open before the token when `joined`.
+// Refused: a character of a word that CPython does not take, or a UTF-8
+// sequence a word leaves open inside the token.  Plain: every word above
+// ASCII that ends inside the token is unchanged by NFKC (and, joined to
+// the open word, begins with an ASCII byte: no composition reaches across),
+// so it is compared as its bytes, as an ASCII name is.  Else a copy.  A
+// token with a quote, `#` or backslash (its bytes may be no code) is a copy.
+uint8_t NameRunsKind(std::string_view b, bool joined) {
+  if (b.find_first_of("'\"#\\") != std::string_view::npos) return ScopeTokenIndex::kNaCopy;
+  bool copy = false;
+  for (size_t i = 0; i < b.size();) {
+    if (!IsIdent(static_cast<unsigned char>(b[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < b.size() && IsIdent(static_cast<unsigned char>(b[j]))) ++j;
+    const std::string_view run = b.substr(i, j - i);
+    const bool join = joined && i == 0;
+    if (HasAboveAscii(run)) {
+      NameChars nc;
+      std::string why;
+      const bool number = !join && run[0] >= '0' && run[0] <= '9';
+      for (size_t k = 0; k < run.size(); ++k) {
+        const unsigned char c = static_cast<unsigned char>(run[k]);
+        if (c < 0x80) {
+          if (nc.need > 0) return ScopeTokenIndex::kNaRefused;
+          continue;
+        }
+        if (nc.Byte(c, !join && k == 0, number, &why) != nullptr) return ScopeTokenIndex::kNaRefused;
+      }
+      if (j < b.size()) {  // the word ends inside the token
+        if (nc.need > 0) return ScopeTokenIndex::kNaRefused;
+        if ((join && static_cast<unsigned char>(run[0]) >= 0x80) || NfkcName(run) != run) copy = true;
+      }
+    }
+    i = j;
+  }
+  return copy ? ScopeTokenIndex::kNaCopy : ScopeTokenIndex::kNaPlain;
+}
+
 }  // namespace
 
 // The character being read, `need` continuation bytes short, must have a
@@ -212,6 +255,7 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   std::vector<std::pair<std::string, int32_t>> lead, inner;
   word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
   name_only_ = quote_lead_ = na_all_ = na_simple_ = na_new_ = na_cont_ = na_blank_ = word_enders_;
+  na_group_.assign(static_cast<size_t>(store.vocab_size), 0);
   // Inside a hex escape's digits: every token (special ones and the bits
   // past the vocabulary too) is a digit run of any length until shown
   // otherwise below, and risky nowhere.
@@ -244,8 +288,15 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
         if (i > 0) na_blank_[t >> 5] |= bit;
         if (NameBytesOk(rest, true)) na_new_[t >> 5] |= bit;
         if (NameBytesOk(rest, false)) na_cont_[t >> 5] |= bit;
+        // Its group: the blanks before its name bytes.
+        const std::string_view blanks = b.substr(0, i);
+        size_t g = 0;
+        while (g < na_blanks_.size() && na_blanks_[g] != blanks) ++g;
+        if (g == na_blanks_.size() && g + 1 < 255) na_blanks_.emplace_back(blanks);
+        if (g < na_blanks_.size()) na_group_[t] = static_cast<uint8_t>(g + 1);
       } else {
         na_other_.push_back(t);
+        na_other_kind_.push_back(static_cast<uint8_t>(NameRunsKind(b, false) | NameRunsKind(b, true) << 2));
       }
       const char* const exits[4] = {"'", "\"", "{}", "\n"};
       size_t last = b.size();
@@ -595,7 +646,7 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
 }
 
 void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index,
-                                  uint32_t* mask) const {
+                                  uint32_t* mask, bool others) const {
   auto check = [&](int32_t t) {
     if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
     ScopeLayer next = *this;
@@ -639,7 +690,30 @@ void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIn
         }
         mask[w] &= ~bad;
       }
-      for (int32_t t : index.na_other()) check(t);
+      if (!others) return;
+      // In code outside an f-string and a case pattern the other tokens are
+      // read by their words (ScopeTokenIndex::na_other_kind): refused,
+      // plain (the lists after this judge them as they judge ASCII names),
+      // or through a copy; a token that goes on a number, through a copy.
+      const std::vector<int32_t>& other = index.na_other();
+      if (in_pattern_ || !fstack_.empty() || mode_ == Mode::kFBrace) {
+        for (int32_t t : other) check(t);
+        return;
+      }
+      const std::vector<uint8_t>& kinds = index.na_other_kind();
+      const int shift = fresh ? 0 : 2;
+      for (size_t i = 0; i < other.size(); ++i) {
+        const int32_t t = other[i];
+        if (!((mask[t >> 5] >> (t & 31)) & 1u)) continue;
+        const uint8_t kind = (kinds[i] >> shift) & 3u;
+        if (number && IsIdent(static_cast<unsigned char>(store.TokenBytes(t)[0]))) {
+          check(t);
+        } else if (kind == ScopeTokenIndex::kNaRefused) {
+          mask[t >> 5] &= ~(1u << (t & 31));
+        } else if (kind == ScopeTokenIndex::kNaCopy) {
+          check(t);
+        }
+      }
       return;
     }
     case Mode::kString:
@@ -680,7 +754,14 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     }
     return;
   }
-  FilterAboveAscii(store, index, mask);
+  {
+    // Where the armed path below feeds every allowed token that can fail to
+    // a copy (in code or at a line start), FilterAboveAscii only judges the
+    // simple tokens' characters.
+    bool at, colon = true;
+    const bool every = (mode_ == Mode::kCode || mode_ == Mode::kIndent) && Armed(&at, &colon);
+    FilterAboveAscii(store, index, mask, !every);
+  }
   // Tokens whose verdict is already final (judged by a copy of the layer
   // as a group, enders_by_copy): the lists below skip them.
   std::vector<uint32_t> decided;
@@ -853,7 +934,30 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
   if (Armed(&at_word, &colon_only)) {
     if (dead_ || mode_ != Mode::kCode || word_.empty()) {
-      each_allowed(check);
+      // A simple token above ASCII (blanks, then name bytes whose
+      // characters FilterAboveAscii judged) begins a name that it does not
+      // end: the name is not compared in it, and what the token does is
+      // what its blanks and an ASCII letter do (in a string or comment, what
+      // text does).  So one copy per group of equal blanks
+      // (ScopeTokenIndex::na_group) judges them all.
+      const bool grouped = !dead_ && !in_pattern_ &&
+                           (mode_ == Mode::kCode || mode_ == Mode::kIndent ||
+                            mode_ == Mode::kString || mode_ == Mode::kComment) &&
+                           !(!fstack_.empty() && fstack_.back().part == FString::kField &&
+                             fstack_.back().pending != 0);
+      std::vector<int8_t> verdict(index.na_blanks().size() + 1, -1);
+      each_allowed([&](int32_t t) {
+        const uint8_t g = grouped ? index.na_group(t) : 0;
+        if (g == 0) {
+          check(t);
+          return;
+        }
+        if (verdict[g] < 0) {
+          ScopeLayer next = *this;
+          verdict[g] = next.Feed(index.na_blanks()[g - 1] + "a") ? 1 : 0;
+        }
+        if (verdict[g] == 0) mask[t >> 5] &= ~(1u << (t & 31));
+      });
       return;
     }
     // A word being written: the enders through a copy that has read it;

@@ -192,6 +192,20 @@ class ScopeTokenIndex {
   const std::vector<uint32_t>& na_cont() const { return na_cont_; }
   const std::vector<uint32_t>& na_blank() const { return na_blank_; }
   const std::vector<int32_t>& na_other() const { return na_other_; }
+  // How each na_other token (in its order) reads in code, where no word is
+  // open (bits 0-1) and where it joins the open word (bits 2-3): a kNa*
+  // (the scope layer's NameRunsKind).
+  enum NaKind : uint8_t {
+    kNaCopy = 0,     // through a copy of the layer
+    kNaPlain = 1,    // its words above ASCII compare as their bytes: the lists judge it
+    kNaRefused = 2,  // a character of a word that CPython does not take
+  };
+  const std::vector<uint8_t>& na_other_kind() const { return na_other_kind_; }
+  // The simple tokens by the blanks before their name bytes: na_group(t)
+  // is 0 for a token that is no simple one (or past 254 kinds of blanks),
+  // else 1 + the index of its blanks in na_blanks.
+  uint8_t na_group(int32_t t) const { return na_group_[t]; }
+  const std::vector<std::string>& na_blanks() const { return na_blanks_; }
   const std::vector<int32_t>& na_after(int k) const { return na_after_[k]; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
@@ -215,6 +229,8 @@ class ScopeTokenIndex {
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
   std::vector<int32_t> na_other_, na_after_[4];
+  std::vector<uint8_t> na_other_kind_, na_group_;
+  std::vector<std::string> na_blanks_;
   std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
@@ -325,7 +341,10 @@ class ScopeLayer {
   bool NameByte(unsigned char c);
   // The characters above ASCII of the non-simple tokens and of the strings'
   // and comments' exits (Filter, before its other lists).
-  void FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask) const;
+  // `others`: also the tokens that are no simple ones (false where Filter
+  // feeds every allowed token that can fail to a copy anyway).
+  void FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask,
+                        bool others) const;
 
   // ---- statements and scopes
   struct Entry {
