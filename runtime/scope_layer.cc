@@ -150,19 +150,30 @@ bool NameBytesOk(std::string_view b, bool fresh) {
 // sequence a word leaves open inside the token.  Plain: every word above
 // ASCII that ends inside the token is unchanged by NFKC (and, joined to
 // the open word, begins with an ASCII byte: no composition reaches across),
-// so it is compared as its bytes, as an ASCII name is.  Else a copy.  A
-// token with a quote, `#` or backslash (its bytes may be no code) is a copy.
+// so it is compared as its bytes, as an ASCII name is.  Else a copy.  Past
+// a quote, `#` or backslash the bytes may be no code: the words before it
+// are read so; the bytes above ASCII after it are text when it is a quote
+// followed by no quote, backslash, brace or line end (a string open to the
+// token's end) or a `#` followed by no line end (a comment); else a copy.
 uint8_t NameRunsKind(std::string_view b, bool joined) {
-  if (b.find_first_of("'\"#\\") != std::string_view::npos) return ScopeTokenIndex::kNaCopy;
+  const size_t special = b.find_first_of("'\"#\\");
   bool copy = false;
-  for (size_t i = 0; i < b.size();) {
-    if (!IsIdent(static_cast<unsigned char>(b[i]))) {
+  if (special != std::string_view::npos && HasAboveAscii(b.substr(special))) {
+    const std::string_view rest = b.substr(special + 1);
+    const bool text = (b[special] == '#' && rest.find_first_of("\n\r") == std::string_view::npos) ||
+                      ((b[special] == '\'' || b[special] == '"') &&
+                       rest.find_first_of("'\"\\{}\n\r") == std::string_view::npos);
+    copy = !text;
+  }
+  const std::string_view code = b.substr(0, special);
+  for (size_t i = 0; i < code.size();) {
+    if (!IsIdent(static_cast<unsigned char>(code[i]))) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < b.size() && IsIdent(static_cast<unsigned char>(b[j]))) ++j;
-    const std::string_view run = b.substr(i, j - i);
+    while (j < code.size() && IsIdent(static_cast<unsigned char>(code[j]))) ++j;
+    const std::string_view run = code.substr(i, j - i);
     const bool join = joined && i == 0;
     if (HasAboveAscii(run)) {
       NameChars nc;
@@ -472,6 +483,16 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       out->back().second.push_back(t);
     }
   };
+  // The simple tokens refused where no word is open (a good beginning of
+  // a name is wanted) and where one is (after blanks, a good beginning;
+  // else a good continuation).
+  na_bad_new_.resize(na_simple_.size());
+  na_bad_cont_.resize(na_simple_.size());
+  for (size_t w = 0; w < na_simple_.size(); ++w) {
+    na_bad_new_[w] = na_simple_[w] & ~na_new_[w];
+    na_bad_cont_[w] = na_simple_[w] & ((na_blank_[w] & ~na_new_[w]) | (~na_blank_[w] & ~na_cont_[w]));
+    if (na_bad_new_[w] | na_bad_cont_[w]) na_bad_words_.push_back(static_cast<int32_t>(w));
+  }
   build(lead, &finishing_);
   build(inner, &containing_);
 }
@@ -674,21 +695,19 @@ void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIn
       // through a copy.
       const bool fresh = mode_ != Mode::kCode || word_.empty();
       const bool number = !fresh && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
-      const auto& simple = index.na_simple();
-      const auto& blank = index.na_blank();
-      const auto& good_new = index.na_new();
-      const auto& good_cont = index.na_cont();
-      for (int32_t w = 0; w < store.mask_words(); ++w) {
-        const uint32_t m = mask[w] & simple[w];
-        if (m == 0) continue;
-        uint32_t bad = m & blank[w] & ~good_new[w];
-        const uint32_t joined = m & ~blank[w];  // no blank: joins the open word, if any
-        if (number) {
-          for (uint32_t bits = joined; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
-        } else {
-          bad |= joined & ~(fresh ? good_new[w] : good_cont[w]);
+      if (number) {
+        const auto& simple = index.na_simple();
+        const auto& blank = index.na_blank();
+        const auto& good_new = index.na_new();
+        for (int32_t w = 0; w < store.mask_words(); ++w) {
+          const uint32_t m = mask[w] & simple[w];
+          if (m == 0) continue;
+          mask[w] &= ~(m & blank[w] & ~good_new[w]);
+          for (uint32_t bits = m & ~blank[w]; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
         }
-        mask[w] &= ~bad;
+      } else {  // one pass over the words (the index's refusals where no word / a word is open)
+        const std::vector<uint32_t>& bad = fresh ? index.na_bad_new() : index.na_bad_cont();
+        for (int32_t w : index.na_bad_words()) mask[w] &= ~bad[w];
       }
       if (!others) return;
       // In code outside an f-string and a case pattern the other tokens are
@@ -721,6 +740,7 @@ void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIn
     case Mode::kStrOpen1:
     case Mode::kFClose:
     case Mode::kFieldSpec:
+      if (!others) return;
       // In a string only its quote (and a brace of an f-string) can lead
       // out of it.
       for (int32_t t : index.na_after(quote_ == '\'' ? 0 : 1)) check(t);
@@ -729,12 +749,14 @@ void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIn
       }
       return;
     case Mode::kComment:
-      for (int32_t t : index.na_after(3)) check(t);
+      if (others) {
+        for (int32_t t : index.na_after(3)) check(t);
+      }
       return;
     default:
       break;
   }
-  each_in(index.na_all(), check);
+  if (others) each_in(index.na_all(), check);
 }
 
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
@@ -755,11 +777,12 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
     return;
   }
   {
-    // Where the armed path below feeds every allowed token that can fail to
-    // a copy (in code or at a line start), FilterAboveAscii only judges the
-    // simple tokens' characters.
+    // Where the paths below judge every allowed token that can fail (a
+    // hex escape's digits by the index's bitsets, an armed layer by copies),
+    // FilterAboveAscii only judges the simple tokens' characters in code.
     bool at, colon = true;
-    const bool every = (mode_ == Mode::kCode || mode_ == Mode::kIndent) && Armed(&at, &colon);
+    const bool pending = !fstack_.empty() && fstack_.back().part == FString::kField && fstack_.back().pending != 0;
+    const bool every = mode_ == Mode::kEscHex || (!pending && Armed(&at, &colon));
     FilterAboveAscii(store, index, mask, !every);
   }
   // Tokens whose verdict is already final (judged by a copy of the layer

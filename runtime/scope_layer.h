@@ -191,6 +191,11 @@ class ScopeTokenIndex {
   const std::vector<uint32_t>& na_new() const { return na_new_; }
   const std::vector<uint32_t>& na_cont() const { return na_cont_; }
   const std::vector<uint32_t>& na_blank() const { return na_blank_; }
+  // The simple tokens those flags refuse where no word is open (na_bad_new)
+  // and where a word that is no number is open (na_bad_cont), as masks.
+  const std::vector<uint32_t>& na_bad_new() const { return na_bad_new_; }
+  const std::vector<uint32_t>& na_bad_cont() const { return na_bad_cont_; }
+  const std::vector<int32_t>& na_bad_words() const { return na_bad_words_; }  // words with such bits
   const std::vector<int32_t>& na_other() const { return na_other_; }
   // How each na_other token (in its order) reads in code, where no word is
   // open (bits 0-1) and where it joins the open word (bits 2-3): a kNa*
@@ -228,10 +233,10 @@ class ScopeTokenIndex {
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
-  std::vector<int32_t> na_other_, na_after_[4];
+  std::vector<int32_t> na_other_, na_after_[4], na_bad_words_;
   std::vector<uint8_t> na_other_kind_, na_group_;
   std::vector<std::string> na_blanks_;
-  std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_;
+  std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_, na_bad_new_, na_bad_cont_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
