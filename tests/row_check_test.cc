@@ -379,6 +379,9 @@ const char* const kScopePrograms[] = {
     "match ä:\n"
     "    case Ä(x=ü) if ü:\n"
     "        pass\n",
+    // An async generator's `return`: every value is refused, names above
+    // ASCII too (judged as a group where every allowed token is looked at).
+    "async def agen(n):\n    yield n\n    return \n",
     // Quotes, `#` and line ends inside the fields of f-strings: of the other
     // quote, of the same quote triple-quoted, nested f-strings, format specs
     // (short programs: CI size forces 100 steps of each).
