@@ -3,13 +3,28 @@
 // For a terminal t: a breadth-first search from the automaton's
 // initial state over the bytes that keep t alive reaches every lexer state
 // where t's match can end (t among its boundary candidates).  Ending t there
-// (Boundary) and reading one more byte b gives the start of the next
-// terminal; the continuation is impossible when that byte already matches a
-// blocking shadow of an ignored terminal (every scanner has the ignored
-// terminals, so such a Hit is always fatal: t itself would have matched
-// longer, e.g. a comment swallowing the rest of the line).  Every terminal
-// still alive after b can be the next one.  Successors that are ignored are
-// followed through (their own successors), to a fixed point.
+// (Boundary) and reading one more character gives the start of the next
+// terminal; the continuation is impossible when that character already
+// matches a blocking shadow of an ignored terminal (every scanner has the
+// ignored terminals, so such a Hit is always fatal: t itself would have
+// matched longer, e.g. a comment swallowing the rest of the line).  Every
+// terminal still alive after the character can be the next one.
+//
+// A character above ASCII is read whole: its lead byte, then every
+// continuation byte, the blockers' Hits looked at after each.  A code-point
+// class is built as UTF-8 sequences, so a shadow that takes the character
+// hits only at its last byte: at the lead byte alone the comment `#[^\n]*`
+// has not matched longer yet, and a NAME that starts with the same lead byte
+// looked like a successor (`x = a / #c` was allowed, a dead end).  Whether
+// t takes the character is not decided from t's threads (Lark's
+// leftmost-first alternation: in `#(c|cé)` after `#c` the longer branch does
+// not win, `é` starts the next terminal) but by the Hits of the shadows the
+// automaton keeps for exactly that, on each completion of the character; the
+// successors are those alive after some completion no Hit killed.  No
+// terminal ends inside a character (every text of a terminal is UTF-8).
+//
+// Successors that are ignored are followed through (their own successors),
+// to a fixed point.
 #include "lexer/terminal_successors.h"
 
 #include <algorithm>
@@ -33,6 +48,50 @@ bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored,
     const std::vector<int32_t>& set = a->Set(a->Tail(q).blockers);
     return std::binary_search(set.begin(), set.end(), u);
   };
+  // One step that no Hit of an ignored terminal kills: the state, -1 when
+  // the step dies or is killed, -3 when the automaton's bound was hit.
+  auto step = [&](int32_t q, int b) {
+    items.clear();
+    const int32_t to = a->Step(q, static_cast<uint8_t>(b), &items);
+    if (to < 0) return to;
+    for (const LexItem& h : items) {
+      if (h.kind == LexItem::kHit && ignored[h.terminal]) return -1;
+    }
+    return to;
+  };
+  // The terminals alive after each first character of the next terminal
+  // from q0 (a boundary's state) go into *next; states after the whole
+  // character are deduplicated per depth (what follows depends on the state
+  // only).  Each q0 once.
+  std::unordered_set<int32_t> starts;
+  std::vector<int32_t> level, deeper;
+  auto first_chars = [&](int32_t q0) {
+    if (!starts.insert(q0).second) return true;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t q1 = step(q0, b);
+      if (q1 == -3) return false;
+      if (q1 < 0) continue;
+      // Continuation bytes still to come: 1-3 after a lead byte (invalid
+      // leads and sequences die in Step: classes are valid UTF-8 only).
+      const int more = b < 0xC0 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+      level.assign(1, q1);
+      for (int k = 0; k < more && !level.empty(); ++k) {
+        deeper.clear();
+        for (int32_t s : level) {
+          for (int c = 0x80; c < 0xC0; ++c) {
+            const int32_t to = step(s, c);
+            if (to == -3) return false;
+            if (to >= 0 && std::find(deeper.begin(), deeper.end(), to) == deeper.end()) deeper.push_back(to);
+          }
+        }
+        level.swap(deeper);
+      }
+      for (int32_t s : level) {
+        for (int32_t u : a->Set(a->Tail(s).blockers)) (*next)[u] = 1;
+      }
+    }
+    return true;
+  };
   for (size_t head = 0; head < queue.size(); ++head) {
     const int32_t q = queue[head];
     if (!a->AtTerminalStart(q)) {
@@ -42,20 +101,7 @@ bool DirectSuccessors(TerminalAutomaton* a, const std::vector<uint8_t>& ignored,
           LexItem emit;
           const int32_t q0 = a->Boundary(q, t, mode, &emit);
           if (q0 == -3) return false;
-          if (q0 >= 0) {
-            for (int b = 0; b < 256; ++b) {
-              items.clear();
-              const int32_t q1 = a->Step(q0, static_cast<uint8_t>(b), &items);
-              if (q1 == -3) return false;
-              if (q1 < 0) continue;
-              bool fatal = false;
-              for (const LexItem& h : items) {
-                fatal = fatal || (h.kind == LexItem::kHit && ignored[h.terminal]);
-              }
-              if (fatal) continue;
-              for (int32_t u : a->Set(a->Tail(q1).blockers)) (*next)[u] = 1;
-            }
-          }
+          if (q0 >= 0 && !first_chars(q0)) return false;
         }
       }
     }

@@ -13,9 +13,14 @@
 //    terminal that can start there must be taken.
 //
 // The answer is a superset (sound for masking): a continuation killed only
-// by a later byte, or by a scanner that lacks a blocking terminal, is kept.
+// by a later character, or by a scanner that lacks a blocking terminal, is
+// kept.  A character above ASCII counts whole (all its UTF-8 bytes), never
+// its lead byte alone: a successor is one the lexer can really start after
+// t ends, with the character read (terminal_successors.cc).
 // Tested by viable_prefix_test.cc (masks against the brute-force reference on
-// random grammars with an %ignore'd comment, the minimal cases of both kinds).
+// random grammars with an %ignore'd comment, some with classes above ASCII,
+// the minimal cases of both kinds, a comment before a name that starts with
+// a character above ASCII).
 #ifndef CFGMASK_LEXER_TERMINAL_SUCCESSORS_H_
 #define CFGMASK_LEXER_TERMINAL_SUCCESSORS_H_
 

@@ -22,9 +22,11 @@
 // compile.c for __debug__.
 #include "runtime/scope_layer.h"
 
+#include "grammar/base/unicode_idents.h"
 #include "grammar/base/unicode_names.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace cfgmask {
@@ -115,7 +117,143 @@ bool IsAugOp(const std::string& op) {
 
 constexpr const char* kDebug = "__debug__";
 
+bool HasAboveAscii(std::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return true;
+  }
+  return false;
+}
+
+// The verdict of NameChars on the name bytes `b` read as a word's start
+// (`fresh`: a digit first makes it a number) or as the continuation of a
+// name: true if no character of it is refused (a sequence left open at the
+// end is not judged yet).
+bool NameBytesOk(std::string_view b, bool fresh) {
+  NameChars nc;
+  std::string why;
+  const bool number = fresh && !b.empty() && b[0] >= '0' && b[0] <= '9';
+  for (size_t i = 0; i < b.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(b[i]);
+    if (c < 0x80) {
+      if (nc.need > 0) return false;
+      continue;
+    }
+    if (nc.Byte(c, fresh && i == 0, number, &why) != nullptr) return false;
+  }
+  return true;
+}
+
+// How a token with a byte above ASCII that is no simple token reads in
+// code (ScopeTokenIndex::na_other_kind): each run of name bytes is a word,
+// the first one joining the word open before the token when `joined`.
+// Refused: a character of a word that CPython does not take, or a UTF-8
+// sequence a word leaves open inside the token.  Plain: every word above
+// ASCII that ends inside the token is unchanged by NFKC (and, joined to
+// the open word, begins with an ASCII byte: no composition reaches across),
+// so it is compared as its bytes, as an ASCII name is.  Else a copy.  Past
+// a quote, `#` or backslash the bytes may be no code: the words before it
+// are read so; the bytes above ASCII after it are text when it is a quote
+// followed by no quote, backslash, brace or line end (a string open to the
+// token's end) or a `#` followed by no line end (a comment); else a copy.
+uint8_t NameRunsKind(std::string_view b, bool joined) {
+  const size_t special = b.find_first_of("'\"#\\");
+  bool copy = false;
+  if (special != std::string_view::npos && HasAboveAscii(b.substr(special))) {
+    const std::string_view rest = b.substr(special + 1);
+    const bool text = (b[special] == '#' && rest.find_first_of("\n\r") == std::string_view::npos) ||
+                      ((b[special] == '\'' || b[special] == '"') &&
+                       rest.find_first_of("'\"\\{}\n\r") == std::string_view::npos);
+    copy = !text;
+  }
+  const std::string_view code = b.substr(0, special);
+  for (size_t i = 0; i < code.size();) {
+    if (!IsIdent(static_cast<unsigned char>(code[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < code.size() && IsIdent(static_cast<unsigned char>(code[j]))) ++j;
+    const std::string_view run = code.substr(i, j - i);
+    const bool join = joined && i == 0;
+    if (HasAboveAscii(run)) {
+      NameChars nc;
+      std::string why;
+      const bool number = !join && run[0] >= '0' && run[0] <= '9';
+      for (size_t k = 0; k < run.size(); ++k) {
+        const unsigned char c = static_cast<unsigned char>(run[k]);
+        if (c < 0x80) {
+          if (nc.need > 0) return ScopeTokenIndex::kNaRefused;
+          continue;
+        }
+        if (nc.Byte(c, !join && k == 0, number, &why) != nullptr) return ScopeTokenIndex::kNaRefused;
+      }
+      if (j < b.size()) {  // the word ends inside the token
+        if (nc.need > 0) return ScopeTokenIndex::kNaRefused;
+        if ((join && static_cast<unsigned char>(run[0]) >= 0x80) || NfkcName(run) != run) copy = true;
+      }
+    }
+    i = j;
+  }
+  return copy ? ScopeTokenIndex::kNaCopy : ScopeTokenIndex::kNaPlain;
+}
+
 }  // namespace
+
+// The character being read, `need` continuation bytes short, must have a
+// completion that the name takes: otherwise the text cannot go on (CPython
+// refuses every character the sequence can still become), and it is refused
+// at this byte rather than left a dead end.
+const char* NameChars::Completable(std::string* why) const {
+  const int shift = 6 * need;
+  uint32_t lo = cp << shift, hi = lo | ((1u << shift) - 1u);
+  const int len = got + need + 1;  // bytes of the whole sequence
+  lo = std::max<uint32_t>(lo, len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u);
+  hi = std::min<uint32_t>(hi, 0x10FFFFu);
+  if (!in_number && lo <= hi && (first ? AnyXidStartIn(lo, hi) : AnyXidContinueIn(lo, hi))) return nullptr;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "no character U+%04X-U+%04X may stand in %s", static_cast<unsigned>(lo),
+                static_cast<unsigned>(hi), in_number ? "a number" : "a name");
+  *why = buf;
+  return why->c_str();
+}
+
+const char* NameChars::Byte(unsigned char c, bool word_start, bool number, std::string* why) {
+  in_number = number;
+  if (need == 0) {
+    if (c < 0xC2 || c > 0xF4) {
+      *why = "invalid UTF-8 byte in a name";
+      return why->c_str();
+    }
+    lead = c;
+    need = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+    got = 0;
+    cp = c & (c < 0xE0 ? 0x1Fu : c < 0xF0 ? 0x0Fu : 0x07u);
+    first = word_start;
+    return Completable(why);
+  }
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (got == 0) {
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  }
+  if (c < lo || c > hi) {
+    *why = "invalid UTF-8 byte in a name";
+    return why->c_str();
+  }
+  cp = (cp << 6) | (c & 0x3Fu);
+  ++got;
+  if (--need > 0) return Completable(why);
+  if (number || (first ? !IsXidStart(cp) : !IsXidContinue(cp))) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "invalid character U+%04X in %s", static_cast<unsigned>(cp),
+                  number ? "a number" : "a name");
+    *why = buf;
+    return why->c_str();
+  }
+  return nullptr;
+}
 
 // ------------------------------------------------------------------ tokens
 
@@ -127,7 +265,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
   // an error (a parameter list, a keyword, a declaration).
   std::vector<std::pair<std::string, int32_t>> lead, inner;
   word_enders_.assign(static_cast<size_t>(store.mask_words()), 0u);
-  name_only_ = quote_lead_ = word_enders_;
+  name_only_ = quote_lead_ = na_all_ = na_simple_ = na_new_ = na_cont_ = na_blank_ = word_enders_;
+  na_group_.assign(static_cast<size_t>(store.vocab_size), 0);
   // Inside a hex escape's digits: every token (special ones and the bits
   // past the vocabulary too) is a digit run of any length until shown
   // otherwise below, and risky nowhere.
@@ -147,6 +286,35 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
         if (b.find_first_of(kAfterHexRisky, need) != std::string_view::npos) {
           hex_risky_[k][t >> 5] |= 1u << (t & 31);
         }
+      }
+    }
+    if (HasAboveAscii(b)) {
+      na_all_[t >> 5] |= 1u << (t & 31);
+      size_t i = 0;
+      while (i < b.size() && (b[i] == ' ' || b[i] == '\t' || b[i] == '\f')) ++i;
+      const std::string_view rest = b.substr(i);
+      if (std::all_of(rest.begin(), rest.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
+        const uint32_t bit = 1u << (t & 31);
+        na_simple_[t >> 5] |= bit;
+        if (i > 0) na_blank_[t >> 5] |= bit;
+        if (NameBytesOk(rest, true)) na_new_[t >> 5] |= bit;
+        if (NameBytesOk(rest, false)) na_cont_[t >> 5] |= bit;
+        // Its group: the blanks before its name bytes.
+        const std::string_view blanks = b.substr(0, i);
+        size_t g = 0;
+        while (g < na_blanks_.size() && na_blanks_[g] != blanks) ++g;
+        if (g == na_blanks_.size() && g + 1 < 255) na_blanks_.emplace_back(blanks);
+        if (g < na_blanks_.size()) na_group_[t] = static_cast<uint8_t>(g + 1);
+      } else {
+        na_other_.push_back(t);
+        na_other_kind_.push_back(static_cast<uint8_t>(NameRunsKind(b, false) | NameRunsKind(b, true) << 2));
+      }
+      const char* const exits[4] = {"'", "\"", "{}", "\n"};
+      size_t last = b.size();
+      while (last > 0 && static_cast<unsigned char>(b[last - 1]) < 0x80) --last;  // after the last such byte
+      for (int k = 0; k < 4; ++k) {
+        const size_t e = b.find_first_of(exits[k]);
+        if (e != std::string_view::npos && e + 1 < last) na_after_[k].push_back(t);
       }
     }
     if (!b.empty() && std::all_of(b.begin(), b.end(), [](char c) { return IsIdent(static_cast<unsigned char>(c)); })) {
@@ -253,10 +421,30 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       core = core || FBeforeQuote(b, &lead);
       if (core) {
         fstring_core_.push_back(t);
+        const size_t cut = b.find_first_of("}:"), hash = b.find('#'), eol = b.find_first_of("\n\r");
+        uint8_t kind = 0;
+        if (b.find('\\') < cut) kind |= kCoreBackslash;
+        if (eol < cut) kind |= kCoreLineEnd;
+        if (eol < b.find_first_of("'\"\\")) kind |= kCoreLineEndFirst;
+        if (hash != std::string_view::npos && b.find_first_of("'\"}:=!") > hash) kind |= kCoreHash;
+        if (b.find_first_of("'\"\\{}\n\r") == std::string_view::npos) kind |= kCoreText;
+        fstring_core_kind_.push_back(kind);
       } else {
         if (lead) fstring_lead_.push_back(t);
-        if (b.find('\'') != std::string_view::npos) fstring_sq_.push_back(t);
-        if (b.find('"') != std::string_view::npos) fstring_dq_.push_back(t);
+        // (*_field: no `}` or `:` before the first such quote.)
+        const size_t sq = b.find('\''), dq = b.find('"');
+        if (sq != std::string_view::npos) {
+          fstring_sq_.push_back(t);
+          if (b.substr(0, sq).find_first_of("}:") == std::string_view::npos) {
+            fstring_sq_field_.push_back(t);
+          }
+        }
+        if (dq != std::string_view::npos) {
+          fstring_dq_.push_back(t);
+          if (b.substr(0, dq).find_first_of("}:") == std::string_view::npos) {
+            fstring_dq_field_.push_back(t);
+          }
+        }
       }
     }
     // A quote may open an f-string (its prefix in the token or the word
@@ -295,6 +483,16 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
       out->back().second.push_back(t);
     }
   };
+  // The simple tokens refused where no word is open (a good beginning of
+  // a name is wanted) and where one is (after blanks, a good beginning;
+  // else a good continuation).
+  na_bad_new_.resize(na_simple_.size());
+  na_bad_cont_.resize(na_simple_.size());
+  for (size_t w = 0; w < na_simple_.size(); ++w) {
+    na_bad_new_[w] = na_simple_[w] & ~na_new_[w];
+    na_bad_cont_[w] = na_simple_[w] & ((na_blank_[w] & ~na_new_[w]) | (~na_blank_[w] & ~na_cont_[w]));
+    if (na_bad_new_[w] | na_bad_cont_[w]) na_bad_words_.push_back(static_cast<int32_t>(w));
+  }
   build(lead, &finishing_);
   build(inner, &containing_);
 }
@@ -342,6 +540,16 @@ void ScopeLayer::Fail(std::string why) {
   dead_ = true;
 }
 
+bool ScopeLayer::NameByte(unsigned char c) {
+  std::string why;
+  const bool number = !word_.empty() && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+  if (nchars_.Byte(c, word_.empty(), number, &why) != nullptr) {
+    Fail(why);
+    return false;
+  }
+  return true;
+}
+
 bool ScopeLayer::Feed(std::string_view bytes) {
   for (unsigned char c : bytes) {
     if (dead_) return false;
@@ -362,7 +570,7 @@ bool ScopeLayer::Feed(std::string_view bytes) {
 }
 
 bool ScopeLayer::CanEnd() const {
-  if (dead_) return false;
+  if (dead_ || nchars_.need > 0) return false;
   // Ending can fail only where a next token could (Armed: a pending
   // nonlocal, a name that its end would complete in a checked place).
   if (!PendingNonlocal() && !Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
@@ -392,6 +600,10 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
     return false;
   };
   if (dead_) return true;
+  // A character of a name left open (only its continuation bytes go on), or
+  // a name above ASCII being written: its NFKC may be any name, so every
+  // check on the word's end is pending.
+  if (nchars_.need > 0 || HasAboveAscii(word_)) return true;
   // A case pattern (Filter looks only at the tokens that can fail there).
   if (in_pattern_) return true;
   // Inside a \N{...} escape's name, or a hex escape's digits, every byte is
@@ -454,8 +666,125 @@ bool ScopeLayer::Armed(bool* at_word, bool* colon_only) const {
   return false;
 }
 
+void ScopeLayer::FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index,
+                                  uint32_t* mask, bool others) const {
+  auto check = [&](int32_t t) {
+    if (!((mask[t >> 5] >> (t & 31)) & 1u)) return;
+    ScopeLayer next = *this;
+    if (!next.Feed(store.TokenBytes(t))) mask[t >> 5] &= ~(1u << (t & 31));
+  };
+  auto each_in = [&](const std::vector<uint32_t>& set, auto&& fn) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w] & set[w]; bits != 0; bits &= bits - 1) fn(w * 32 + __builtin_ctz(bits));
+    }
+  };
+  const bool field_pending = !fstack_.empty() && fstack_.back().part == FString::kField &&
+                             fstack_.back().pending != 0;
+  const bool brace = fstr_ || !fstack_.empty();
+  switch (mode_) {
+    case Mode::kCode:
+    case Mode::kIndent:
+    case Mode::kFBrace: {
+      if (field_pending) break;
+      // Code: a token of blanks and name bytes begins a name (after blanks,
+      // or where no word is open) or goes on the open one; its characters
+      // are judged by the index's flags, and what else it does is what a
+      // token of ASCII name bytes does (the rest of Filter).  A word that is
+      // a number goes through a copy.  Every other token with a byte above
+      // ASCII (a name that ends inside it, compared after NFKC) goes
+      // through a copy.
+      const bool fresh = mode_ != Mode::kCode || word_.empty();
+      const bool number = !fresh && ((word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.');
+      if (number) {
+        const auto& simple = index.na_simple();
+        const auto& blank = index.na_blank();
+        const auto& good_new = index.na_new();
+        for (int32_t w = 0; w < store.mask_words(); ++w) {
+          const uint32_t m = mask[w] & simple[w];
+          if (m == 0) continue;
+          mask[w] &= ~(m & blank[w] & ~good_new[w]);
+          for (uint32_t bits = m & ~blank[w]; bits != 0; bits &= bits - 1) check(w * 32 + __builtin_ctz(bits));
+        }
+      } else {  // one pass over the words (the index's refusals where no word / a word is open)
+        const std::vector<uint32_t>& bad = fresh ? index.na_bad_new() : index.na_bad_cont();
+        for (int32_t w : index.na_bad_words()) mask[w] &= ~bad[w];
+      }
+      if (!others) return;
+      // In code outside an f-string and a case pattern the other tokens are
+      // read by their words (ScopeTokenIndex::na_other_kind): refused,
+      // plain (the lists after this judge them as they judge ASCII names),
+      // or through a copy; a token that goes on a number, through a copy.
+      const std::vector<int32_t>& other = index.na_other();
+      if (in_pattern_ || !fstack_.empty() || mode_ == Mode::kFBrace) {
+        for (int32_t t : other) check(t);
+        return;
+      }
+      const std::vector<uint8_t>& kinds = index.na_other_kind();
+      const int shift = fresh ? 0 : 2;
+      for (size_t i = 0; i < other.size(); ++i) {
+        const int32_t t = other[i];
+        if (!((mask[t >> 5] >> (t & 31)) & 1u)) continue;
+        const uint8_t kind = (kinds[i] >> shift) & 3u;
+        if (number && IsIdent(static_cast<unsigned char>(store.TokenBytes(t)[0]))) {
+          check(t);
+        } else if (kind == ScopeTokenIndex::kNaRefused) {
+          mask[t >> 5] &= ~(1u << (t & 31));
+        } else if (kind == ScopeTokenIndex::kNaCopy) {
+          check(t);
+        }
+      }
+      return;
+    }
+    case Mode::kString:
+    case Mode::kStrEsc:
+    case Mode::kStrOpen1:
+    case Mode::kFClose:
+    case Mode::kFieldSpec:
+      if (!others) return;
+      // In a string only its quote (and a brace of an f-string) can lead
+      // out of it.
+      for (int32_t t : index.na_after(quote_ == '\'' ? 0 : 1)) check(t);
+      if (brace || mode_ == Mode::kFieldSpec) {
+        for (int32_t t : index.na_after(2)) check(t);
+      }
+      return;
+    case Mode::kComment:
+      if (others) {
+        for (int32_t t : index.na_after(3)) check(t);
+      }
+      return;
+    default:
+      break;
+  }
+  if (others) each_in(index.na_all(), check);
+}
+
 void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index,
                         uint32_t* mask) const {
+  // Names above ASCII: a character's UTF-8 sequence left open (only its
+  // continuation bytes go on), every allowed token through a copy; else the
+  // tokens with bytes above ASCII that can reach code, before the lists
+  // below (which read every byte above ASCII as a name byte).
+  if (nchars_.need > 0) {
+    for (int32_t w = 0; w < store.mask_words(); ++w) {
+      for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = w * 32 + __builtin_ctz(bits);
+        if (t >= store.vocab_size || store.token_special[t]) continue;
+        ScopeLayer next = *this;
+        if (!next.Feed(store.TokenBytes(t))) mask[w] &= ~(1u << (t & 31));
+      }
+    }
+    return;
+  }
+  {
+    // Where the paths below judge every allowed token that can fail (a
+    // hex escape's digits by the index's bitsets, an armed layer by copies),
+    // FilterAboveAscii only judges the simple tokens' characters in code.
+    bool at, colon = true;
+    const bool pending = !fstack_.empty() && fstack_.back().part == FString::kField && fstack_.back().pending != 0;
+    const bool every = mode_ == Mode::kEscHex || (!pending && Armed(&at, &colon));
+    FilterAboveAscii(store, index, mask, !every);
+  }
   // Tokens whose verdict is already final (judged by a copy of the layer
   // as a group, enders_by_copy): the lists below skip them.
   std::vector<uint32_t> decided;
@@ -628,7 +957,30 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
   if (Armed(&at_word, &colon_only)) {
     if (dead_ || mode_ != Mode::kCode || word_.empty()) {
-      each_allowed(check);
+      // A simple token above ASCII (blanks, then name bytes whose
+      // characters FilterAboveAscii judged) begins a name that it does not
+      // end: the name is not compared in it, and what the token does is
+      // what its blanks and an ASCII letter do (in a string or comment, what
+      // text does).  So one copy per group of equal blanks
+      // (ScopeTokenIndex::na_group) judges them all.
+      const bool grouped = !dead_ && !in_pattern_ &&
+                           (mode_ == Mode::kCode || mode_ == Mode::kIndent ||
+                            mode_ == Mode::kString || mode_ == Mode::kComment) &&
+                           !(!fstack_.empty() && fstack_.back().part == FString::kField &&
+                             fstack_.back().pending != 0);
+      std::vector<int8_t> verdict(index.na_blanks().size() + 1, -1);
+      each_allowed([&](int32_t t) {
+        const uint8_t g = grouped ? index.na_group(t) : 0;
+        if (g == 0) {
+          check(t);
+          return;
+        }
+        if (verdict[g] < 0) {
+          ScopeLayer next = *this;
+          verdict[g] = next.Feed(index.na_blanks()[g - 1] + "a") ? 1 : 0;
+        }
+        if (verdict[g] == 0) mask[t >> 5] &= ~(1u << (t & 31));
+      });
       return;
     }
     // A word being written: the enders through a copy that has read it;
@@ -689,7 +1041,35 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
       sq = sq || f.quote == '\'';
       dq = dq || f.quote == '"';
     }
-    for (int32_t t : index.fstring_core()) check(t);
+    // The core tokens whose bytes the f-strings open here refuse (an
+    // f-string inside a field is left only at a `}` or `:`, a single-quoted
+    // one only at a quote; FCheck) are refused without a copy; text in a
+    // string's content cannot fail; the others one by one.  Likewise a
+    // token that reaches the quote of a single-quoted f-string inside a
+    // field before any `}` or `:`.
+    uint8_t refused = 0;
+    if (FStringInField(0, false)) refused |= ScopeTokenIndex::kCoreBackslash;
+    if (FStringInField(0, true)) refused |= ScopeTokenIndex::kCoreLineEnd;
+    if (mode_ != Mode::kStrEsc && SingleQuotedFString()) refused |= ScopeTokenIndex::kCoreLineEndFirst;
+    if (mode_ == Mode::kCode && fstack_.back().part == FString::kField && fstack_.back().pending == 0) {
+      refused |= ScopeTokenIndex::kCoreHash;
+    }
+    const uint8_t text = mode_ == Mode::kString ? ScopeTokenIndex::kCoreText : 0;
+    const std::vector<int32_t>& core = index.fstring_core();
+    const std::vector<uint8_t>& kind = index.fstring_core_kind();
+    for (size_t i = 0; i < core.size(); ++i) {
+      const int32_t t = core[i];
+      if (kind[i] & refused) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+      } else if (!(kind[i] & text)) {
+        check(t);
+      }
+    }
+    auto refuse = [&](const std::vector<int32_t>& ts) {
+      for (int32_t t : ts) mask[t >> 5] &= ~(1u << (t & 31));
+    };
+    if (sq && FStringInField('\'', true)) refuse(index.fstring_sq_field());
+    if (dq && FStringInField('"', true)) refuse(index.fstring_dq_field());
     if (f_word) {
       for (int32_t t : index.fstring_lead()) check(t);
     }
@@ -893,6 +1273,11 @@ std::string ScopeLayer::DebugString() const {
 // ------------------------------------------------------------------ tokenizer
 
 void ScopeLayer::Byte(unsigned char c) {
+  // A character of a name left open: only its continuation bytes.
+  if (nchars_.need > 0 && (c < 0x80 || c > 0xBF)) {
+    Fail("invalid UTF-8 in a name");
+    return;
+  }
   if (in_pattern_) pattern_->RawByte(static_cast<char>(c));
   if (!fstack_.empty()) {
     FCheck(c);
@@ -1115,9 +1500,7 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   const size_t n = fstack_.size();
   for (size_t i = from; i < n; ++i) {
     FString& f = fstack_[i];
-    // Every f-string but the last is inside a field; the last is when its
-    // part says so (the format spec is literal text, the grammar's).
-    const bool in_field = i + 1 < n || f.part == FString::kField || f.part == FString::kAfter;
+    const bool in_field = InField(i);
     // (In the literal text too: the grammar's text has no newline there, but
     // inside brackets the indenter drops the newline token.)
     if (!f.triple && (c == '\n' || c == '\r') && !(i + 1 == n && mode_ == Mode::kStrEsc)) {
@@ -1145,6 +1528,32 @@ void ScopeLayer::FCheck(unsigned char c, size_t from) {
   if (c == '#' && mode_ == Mode::kCode && fstack_.back().part == FString::kField) {
     Fail("f-string expression part cannot include '#'");
   }
+}
+
+bool ScopeLayer::InField(size_t i) const {
+  // (The format spec is literal text, the grammar's.)
+  const FString::Part part = fstack_[i].part;
+  return i + 1 < fstack_.size() || part == FString::kField || part == FString::kAfter;
+}
+
+// A byte takes f-string i out of its field only where it is the last one:
+// FieldCode's `}` and `:` at the field's top, AfterByte's `:` and `}`,
+// SpecByte's and CloseField's `}`; popping an inner f-string (its closing
+// quote) leaves i the last one in the field that held it.  So from here to
+// the next `}` or `:` a byte is read inside i's field.
+bool ScopeLayer::FStringInField(char q, bool single) const {
+  for (size_t i = 0; i < fstack_.size(); ++i) {
+    const FString& f = fstack_[i];
+    if ((q == 0 || f.quote == q) && !(single && f.triple) && InField(i)) return true;
+  }
+  return false;
+}
+
+bool ScopeLayer::SingleQuotedFString() const {
+  for (const FString& f : fstack_) {
+    if (!f.triple) return true;
+  }
+  return false;
 }
 
 // Is the text at the top of a field's expression (no bracket open in it),
@@ -1279,6 +1688,7 @@ void ScopeLayer::CodeByte(unsigned char c) {
       Fail("cannot assign to __debug__");
       return;
     }
+    if (c >= 0x80 && !NameByte(c)) return;
     word_ += static_cast<char>(c);
     return;
   }
@@ -1404,6 +1814,9 @@ void ScopeLayer::FlushWord() {
   word_.clear();
   if ((w[0] >= '0' && w[0] <= '9') || w[0] == '.') {
     Lexeme(Lex::kNumber, w);
+  } else if (HasAboveAscii(w)) {
+    // CPython compares names after NFKC; a keyword is only its ASCII word.
+    Lexeme(Lex::kName, NfkcName(w), true);
   } else if (IsKeyword(w)) {
     Lexeme(Lex::kKeyword, w);
   } else {
@@ -1699,7 +2112,7 @@ bool ScopeLayer::LambdaTerminator(const std::string& x) const {
          x == "\n" || x == "for" || x == "from" || x == "as" || x == "async";
 }
 
-void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
+void ScopeLayer::Lexeme(Lex kind, const std::string& text, bool above_ascii) {
   if (dead_) return;
   // match statements: the role of a first word `match` is known now.
   if (match_word_) {
@@ -1737,7 +2150,8 @@ void ScopeLayer::Lexeme(Lex kind, const std::string& text) {
     }
     pattern_.reset();
   }
-  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_) {
+  if (kind == Lex::kName && stmt_lexemes_ == 0 && prev_kind_ == Lex::kNewline && !next_async_ &&
+      !above_ascii) {
     if (text == "match") {  // a name or the keyword: the next lexeme says
       match_word_ = true;
       match_gap_ = 0;

@@ -55,6 +55,14 @@
 //     none in raw strings), at the first byte that is no hex digit or that
 //     takes the value past U+10FFFF (the grammar takes any character after a
 //     backslash: the digit counts cost lexer states, README "Lexer states").
+//   - a name's character above ASCII that CPython 3.11 does not take
+//     (`str.isidentifier()`: XID_Start or `_` first, then XID_Continue;
+//     grammar/base/unicode_idents.h), at the byte that completes it (a
+//     token may end inside a character's UTF-8 sequence), and bytes that are
+//     no UTF-8 at once.  The grammar's NAME takes any character above ASCII.
+//     Names are compared as CPython compares them, after NFKC (`ﬁle` is
+//     `file`): every check above sees the normalised name, while keywords
+//     and soft keywords are only the ASCII words (`ｉｆ = 1` binds `if`).
 // The layer assumes its text is a prefix of the grammar's language (the
 // session feeds it only tokens the grammar allows).  Its state is copied per
 // step (Fork, the history for Rollback); the per-scope name sets are shared
@@ -110,6 +118,29 @@ class ScopeTokenIndex {
   const std::vector<int32_t>& fstring_lead() const { return fstring_lead_; }
   const std::vector<int32_t>& fstring_sq() const { return fstring_sq_; }
   const std::vector<int32_t>& fstring_dq() const { return fstring_dq_; }
+  // Of fstring_sq (fstring_dq): the tokens whose bytes before their first '
+  // (") hold neither `}` nor `:`.  A field of an f-string is left only at a
+  // `}` or a `:` (ScopeLayer::FStringInField), so while a single-quoted
+  // f-string of that quote is inside a field each of them reaches the quote
+  // there, which ends the f-string too soon: refused without a copy.
+  const std::vector<int32_t>& fstring_sq_field() const { return fstring_sq_field_; }
+  const std::vector<int32_t>& fstring_dq_field() const { return fstring_dq_field_; }
+  // What fstring_core's tokens (in its order) do inside an f-string, read
+  // from their bytes: kCoreBackslash, a backslash before the first `}` or
+  // `:`, refused while an f-string is inside a field; kCoreLineEnd, a line
+  // end so, refused while a single-quoted one is; kCoreLineEndFirst, a line
+  // end before any quote or backslash, refused while a single-quoted one is
+  // open at all (no quote can close it first); kCoreHash, a `#` before any
+  // quote, `}`, `:`, `=` or `!`, refused in a field's code; kCoreText, none
+  // of a quote, backslash, brace or line end: text in a string's content.
+  enum CoreKind : uint8_t {
+    kCoreBackslash = 1,     // a backslash before the first `}` or `:`
+    kCoreLineEnd = 2,       // a line end before the first `}` or `:`
+    kCoreLineEndFirst = 4,  // a line end before any quote or backslash
+    kCoreHash = 8,          // a `#` before any quote, `}`, `:`, `=` or `!`
+    kCoreText = 16,         // no quote, backslash, brace or line end
+  };
+  const std::vector<uint8_t>& fstring_core_kind() const { return fstring_core_kind_; }
   // Tokens with a quote and after it a `{`, a line end or a backslash (they
   // may open an f-string and break its limits or open a field), whose own
   // letters before a quote hold an `f`, or with a backslash after the
@@ -146,6 +177,41 @@ class ScopeTokenIndex {
   // Tokens that start with a quote, as a mask (after a word that is a
   // string prefix they open a string instead of ending a name).
   const std::vector<uint32_t>& quote_lead() const { return quote_lead_; }
+  // Tokens with a byte above ASCII (special tokens aside): all of them; the
+  // "simple" ones (blanks, then only name bytes) as a mask; of those, the
+  // ones whose name bytes are a good beginning of a name (na_new: a
+  // character CPython takes first, then ones it takes further, a UTF-8
+  // sequence left open at the end) or a good continuation (na_cont), and
+  // the ones with leading blanks; the others, listed (na_other); the tokens
+  // with a byte above ASCII after a `'` (na_after(0)), a `"` (1), a brace
+  // (2) or a newline (3): the only ones that can bring such a byte into
+  // code from a string or a comment.
+  const std::vector<uint32_t>& na_all() const { return na_all_; }
+  const std::vector<uint32_t>& na_simple() const { return na_simple_; }
+  const std::vector<uint32_t>& na_new() const { return na_new_; }
+  const std::vector<uint32_t>& na_cont() const { return na_cont_; }
+  const std::vector<uint32_t>& na_blank() const { return na_blank_; }
+  // The simple tokens those flags refuse where no word is open (na_bad_new)
+  // and where a word that is no number is open (na_bad_cont), as masks.
+  const std::vector<uint32_t>& na_bad_new() const { return na_bad_new_; }
+  const std::vector<uint32_t>& na_bad_cont() const { return na_bad_cont_; }
+  const std::vector<int32_t>& na_bad_words() const { return na_bad_words_; }  // words with such bits
+  const std::vector<int32_t>& na_other() const { return na_other_; }
+  // How each na_other token (in its order) reads in code, where no word is
+  // open (bits 0-1) and where it joins the open word (bits 2-3): a kNa*
+  // (the scope layer's NameRunsKind).
+  enum NaKind : uint8_t {
+    kNaCopy = 0,     // through a copy of the layer
+    kNaPlain = 1,    // its words above ASCII compare as their bytes: the lists judge it
+    kNaRefused = 2,  // a character of a word that CPython does not take
+  };
+  const std::vector<uint8_t>& na_other_kind() const { return na_other_kind_; }
+  // The simple tokens by the blanks before their name bytes: na_group(t)
+  // is 0 for a token that is no simple one (or past 254 kinds of blanks),
+  // else 1 + the index of its blanks in na_blanks.
+  uint8_t na_group(int32_t t) const { return na_group_[t]; }
+  const std::vector<std::string>& na_blanks() const { return na_blanks_; }
+  const std::vector<int32_t>& na_after(int k) const { return na_after_[k]; }
   // Tokens whose leading identifier run is `run` and that go on after it.
   const std::vector<int32_t>* Finishing(std::string_view run) const;
   // Tokens that hold `run` as a whole identifier run that ends inside them
@@ -161,14 +227,38 @@ class ScopeTokenIndex {
 
  private:
   std::vector<int32_t> risky_, newline_, colon_, eq_lead_, star_, colon_enders_, colon_eq_enders_,
-      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fopen_, fopen_lead_,
-      hex_lead_;
+      fstring_, fstring_core_, fstring_lead_, fstring_sq_, fstring_dq_, fstring_sq_field_,
+      fstring_dq_field_, fopen_, fopen_lead_, hex_lead_;
+  std::vector<uint8_t> fstring_core_kind_;
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
+  std::vector<int32_t> na_other_, na_after_[4], na_bad_words_;
+  std::vector<uint8_t> na_other_kind_, na_group_;
+  std::vector<std::string> na_blanks_;
+  std::vector<uint32_t> na_all_, na_simple_, na_new_, na_cont_, na_blank_, na_bad_new_, na_bad_cont_;
   using RunIndex = std::vector<std::pair<std::string, std::vector<int32_t>>>;  // sorted by run
   static const std::vector<int32_t>* Find(const RunIndex& index, std::string_view run);
   RunIndex finishing_, containing_;
+};
+
+// A name's characters above ASCII, byte by byte (CPython 3.11's tokenizer:
+// a name is a run of ASCII letters, digits, `_` and bytes above ASCII, not
+// starting with a digit, whose characters are `str.isidentifier()`).
+struct NameChars {
+  int8_t need = 0;       // continuation bytes still expected
+  int8_t got = 0;        // continuation bytes read
+  uint8_t lead = 0;
+  bool first = false;    // the character begins its word
+  bool in_number = false;  // the word is a number
+  uint32_t cp = 0;
+  // Reads byte `c` (>= 0x80) of a word; `word_start`: nothing of the word
+  // before it; `number`: the word so far is a number.  nullptr, or why it
+  // is refused (then the state is undefined).
+  const char* Byte(unsigned char c, bool word_start, bool number, std::string* why);
+  // nullptr if some completion of the open sequence is a character the
+  // name (or number) takes; else why not.
+  const char* Completable(std::string* why) const;
 };
 
 class ScopeLayer {
@@ -236,9 +326,30 @@ class ScopeLayer {
   void FieldCode(unsigned char c);
   void CloseField();
   bool InFieldTop() const;
+  // Is f-string i of fstack_ inside a field (every one but the last is; the
+  // last in its field's code or after its `=` / conversion)?
+  bool InField(size_t i) const;
+  // Is an f-string inside a field: of quote q (0: any quote), single-quoted
+  // if `single`?  Only a `}` or a `:` can take it out (CloseField, the
+  // format spec); a backslash read there fails, and so do a line end (while
+  // a single-quoted one is open) and its own quote if single-quoted (FCheck).
+  bool FStringInField(char q, bool single) const;
+  // Is a single-quoted f-string open (a line end anywhere in it fails, but
+  // after a backslash in the innermost one's text)?
+  bool SingleQuotedFString() const;
   void LineStart(int32_t col);
-  void Lexeme(Lex kind, const std::string& text);
+  // `above_ascii`: a name with characters above ASCII, `text` its NFKC
+  // (never a soft keyword).
+  void Lexeme(Lex kind, const std::string& text, bool above_ascii = false);
   void Fail(std::string why);
+  // A byte above ASCII of a word (NameChars); false if refused.
+  bool NameByte(unsigned char c);
+  // The characters above ASCII of the non-simple tokens and of the strings'
+  // and comments' exits (Filter, before its other lists).
+  // `others`: also the tokens that are no simple ones (false where Filter
+  // feeds every allowed token that can fail to a copy anyway).
+  void FilterAboveAscii(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask,
+                        bool others) const;
 
   // ---- statements and scopes
   struct Entry {
@@ -370,6 +481,7 @@ class ScopeLayer {
   bool comment_in_indent_ = false;
   int32_t col_ = 0;
   std::string word_;
+  NameChars nchars_;            // the UTF-8 sequence being read in word_
   std::string op_;
   char quote_ = 0;              // the string being read (the innermost)
   bool triple_ = false, raw_ = false, fstr_ = false;

@@ -26,7 +26,26 @@ inline const char* const kPunct[] = {"(", ")", "+", "=", ";", ",", "[", "]", "::
 // With `comments`: also a newline terminal NL in the rules and an
 // %ignore'd line comment, whose greedy match leaves only NL or the end of
 // the text after it (the class of `x = # c` in Python).
-inline std::string RandomLarkGrammar(std::mt19937& rng, bool comments = false) {
+// With `above_ascii` (and `comments`): NAME and the comment take classes
+// of characters above ASCII (kNamesAboveAscii, kCommentsAboveAscii), so
+// that a name can start with a character the comment before it might have
+// taken, or not (the comment's end is decided by the whole character).
+inline const char* const kNamesAboveAscii[] = {
+    "/[a-z\\x80-\\U0010ffff]+/",          // any character above ASCII
+    "/[a-z\\u00e9\\u03bb\\u20ac]+/",     // e-acute, lambda, euro sign
+    "/[a-z\\u03bb\\U0001d518][a-z\\u00e9]*/"};  // lambda or U+1D518 first
+inline const char* const kCommentsAboveAscii[] = {
+    "/#[^\\n]*/",                 // takes every character: only NL follows
+    "/#[^\\n\\u00e9]*/",         // ends before an e-acute, which a name may take
+    "/#(c|c\\u00e9)*/",            // leftmost-first: after #c an e-acute is not taken
+    "/#[a-z\\u00e9\\u20ac]*/"};  // ends before lambda and U+1D518
+// The characters above ASCII the vocabulary is made of, with the grammars'
+// class: e-acute, lambda, the euro sign, U+1D518.
+inline const char* const kCharsAboveAscii[] = {"\xC3\xA9", "\xCE\xBB", "\xE2\x82\xAC",
+                                               "\xF0\x9D\x94\x98"};
+
+inline std::string RandomLarkGrammar(std::mt19937& rng, bool comments = false,
+                                     bool above_ascii = false) {
   std::vector<std::string> terms;
   if (comments) terms.push_back("NL");
   const int nk = 1 + rng() % 3, np = 1 + rng() % 3;
@@ -98,8 +117,15 @@ inline std::string RandomLarkGrammar(std::mt19937& rng, bool comments = false) {
       }
       g += "\n";
     }
-    g += "NAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore \" \"\n";
-    if (comments) g += "NL: /\\n/\nCOMMENT: /#[^\\n]*/\n%ignore COMMENT\n";
+    if (above_ascii) {
+      g += std::string("NAME: ") + kNamesAboveAscii[rng() % 3] + "\nNUMBER: /[0-9]+/\n%ignore \" \"\n";
+      if (comments) {
+        g += std::string("NL: /\\n/\nCOMMENT: ") + kCommentsAboveAscii[rng() % 4] + "\n%ignore COMMENT\n";
+      }
+    } else {
+      g += "NAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore \" \"\n";
+      if (comments) g += "NL: /\\n/\nCOMMENT: /#[^\\n]*/\n%ignore COMMENT\n";
+    }
     // Lark resolves a shift/reduce conflict by shifting, and the parser's
     // language can then lose sentences the resolved items still promise
     // (a dead end the exactness work has not closed yet: see
@@ -114,8 +140,33 @@ inline std::string RandomLarkGrammar(std::mt19937& rng, bool comments = false) {
   }
 }
 
+// GPT-2's byte-level form of raw bytes (the tokenizer file's spelling): the
+// printable bytes stand for themselves, the others for U+0100 on, in byte
+// order (a space is U+0120, a newline U+010A), as UTF-8.
+inline std::string Gpt2ByteLevel(const std::string& bytes) {
+  std::string enc;
+  for (unsigned char c : bytes) {
+    auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; };
+    int cp = c;
+    if (!printable(c)) {
+      cp = 256;
+      for (int b = 0; b < c; ++b) cp += printable(b) ? 0 : 1;
+    }
+    if (cp < 0x80) {
+      enc += static_cast<char>(cp);
+    } else {
+      enc += static_cast<char>(0xC0 | (cp >> 6));
+      enc += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return enc;
+}
+
 // The bytes the grammar's texts are made of, and the vocabulary: single
-// bytes, literals (with and without a leading space), random strings.
+// bytes, literals (with and without a leading space), random strings.  A
+// grammar with classes above ASCII (RandomLarkGrammar's above_ascii) also
+// gets kCharsAboveAscii: each whole, after `#` and `#c`, in names, and as
+// units of the random strings (the alphabet has their bytes).
 inline void Vocabulary(const std::string& grammar, std::mt19937& rng, std::string* alphabet,
                 std::vector<std::string>* tokens) {
   std::set<char> bytes = {' '};
@@ -136,14 +187,35 @@ inline void Vocabulary(const std::string& grammar, std::mt19937& rng, std::strin
     bytes.insert('0');
     bytes.insert('7');
   }
-  if (grammar.find("%ignore COMMENT") != std::string::npos) {
+  const bool comment = grammar.find("%ignore COMMENT") != std::string::npos;
+  if (comment) {
     for (char c : std::string("#\nc")) bytes.insert(c);
     literals.push_back("#");
     literals.push_back("#c\n");
   }
+  std::vector<std::string> wide;  // characters above ASCII
+  if (grammar.find("\\u") != std::string::npos || grammar.find("\\x80") != std::string::npos) {
+    for (const char* ch : kCharsAboveAscii) {
+      wide.push_back(ch);
+      for (char c : std::string(ch)) bytes.insert(c);
+      literals.push_back(std::string(ch) + "x");
+      literals.push_back("x" + std::string(ch));
+      if (comment) {
+        literals.push_back("#" + std::string(ch));
+        literals.push_back("#c" + std::string(ch));
+      }
+    }
+  }
   alphabet->assign(bytes.begin(), bytes.end());
+  std::vector<std::string> units;
+  for (char c : *alphabet) units.push_back(std::string(1, c));
+  if (!wide.empty()) {
+    units = wide;
+    units.insert(units.end(), {"#", "c", "x", " ", "\n", "i"});
+  }
   std::set<std::string> vocab;
   for (char c : bytes) vocab.insert(std::string(1, c));
+  for (const std::string& w : wide) vocab.insert(w);
   for (const auto& l : literals) {
     vocab.insert(l);
     vocab.insert(" " + l);
@@ -152,19 +224,11 @@ inline void Vocabulary(const std::string& grammar, std::mt19937& rng, std::strin
   for (int i = 0; i < 60; ++i) {
     std::string t;
     const int len = 2 + rng() % 4;
-    for (int k = 0; k < len; ++k) t += (*alphabet)[rng() % alphabet->size()];
+    for (int k = 0; k < len; ++k) t += units[rng() % units.size()];
     vocab.insert(t);
   }
   tokens->clear();
-  for (const auto& t : vocab) {
-    std::string enc;  // GPT-2 byte map for the two non-printing bytes used
-    for (char c : t) {
-      enc += c == ' '    ? std::string("\xC4\xA0")
-             : c == '\n' ? std::string("\xC4\x8A")
-                         : std::string(1, c);
-    }
-    tokens->push_back(enc);
-  }
+  for (const auto& t : vocab) tokens->push_back(Gpt2ByteLevel(t));
 }
 
 }  // namespace cfgmask

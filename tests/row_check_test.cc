@@ -359,6 +359,39 @@ const char* const kScopePrograms[] = {
     "def esc(n, w=8):\n    s = '\\x41\\u00e9\\U0001F600\\x7f' + b'\\xff\\x00\\u12'.hex() + '\\N{BULLET}\\777\\q'\n"
     "    t = f\"\\x41{n:\\x3e{w}}\\u00e9\\U0010ffff\" + rf'\\x{n}\\U' + f'\\{n}\\}}'\n"
     "    return s + t + '''\\x0a\\\n\\u0041'''\n",
+    // names above ASCII (judged by character, compared after NFKC)
+    "# 中文注释 · ，\n"
+    "ä = 1\n"
+    "Δt = ä + 1\n"
+    "def f(ﬁle, 中文, *, ｘ=1):\n"
+    "    global ｇ\n"
+    "    ｇ = 中文\n"
+    "    return f(ﬁle=file, y=ｘ), 'ä·，', f'{Δt!r:>{ä}}'\n",
+    "def outer():\n"
+    "    ｘ = 1\n"
+    "    def inner():\n"
+    "        nonlocal x\n"
+    "        x = 2\n"
+    "    return [é for é in range(3) if (ü := é)], é, a·b, x︳\n",
+    "class Ä:\n"
+    "    def méthode(self, ärger=None):\n"
+    "        return self.métier, __class__, ｉｆ, ifä\n"
+    "match ä:\n"
+    "    case Ä(x=ü) if ü:\n"
+    "        pass\n",
+    // An async generator's `return`: every value is refused, names above
+    // ASCII too (judged as a group where every allowed token is looked at).
+    "async def agen(n):\n    yield n\n    return \n",
+    // Quotes, `#` and line ends inside the fields of f-strings: of the other
+    // quote, of the same quote triple-quoted, nested f-strings, format specs
+    // (short programs: CI size forces 100 steps of each).
+    "def report(rows, w=4, d=None):\n"
+    "    return f\"{rows[0]['name']:>{w}} {rows[1:3]!r} {d.get('k', 0)=} {w:{w}}\"\n",
+    "def report(rows, w=4, d=None):\n"
+    "    return f\"{', '.join(f'{r}' for r in rows)}\" + f'{d[\"k\"]!s:{w}}' + f\"{d['#']}\"\n",
+    "def report(rows, w=4, d=None):\n"
+    "    c = f\"\"\"{d.get(\n        'k', w)} {rows[-1:]}\"\"\" + f'''{d[\"k\"]} {d.get(\"k\")!r}'''\n"
+    "    return c + f\"\"\"{d[\"k\"]} {rows[-1:]}\"\"\" + f\"{f'{w}'}\"\n",
 };
 
 struct FilterCounts {

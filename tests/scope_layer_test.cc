@@ -571,5 +571,55 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
   }
 }
 
+
+// Names above ASCII (CPython 3.11: `str.isidentifier()`, compared after
+// NFKC).  Accepted by CPython:
+const char* const kAboveAsciiAccepted[] = {
+    "\xc3\xa4 = 1\nprint(\xc3\xa4)\n",                         // ä
+    "if\xc3\xa4 = 1\n",                                        // ifä: one name
+    "\xef\xbd\x89\xef\xbd\x86 = 1\nx = \xef\xbd\x89\xef\xbd\x86\n",  // fullwidth `if`: a name
+    "\xef\xbc\xae\xef\xbd\x8f\xef\xbd\x8e\xef\xbd\x85 = 1\n",   // fullwidth `None`
+    "\xef\xac\x81le = 1\nprint(file)\n",                       // U+FB01 ligature
+    "def f(a\xc2\xb7" "b, _\xc3\xa4):\n    pass\n",               // middle dot goes on a name
+    "\xe2\x84\x98 = 1\n",                                      // U+2118 (Other_ID_Start)
+    "e\xcc\x81 = 1\n",                                         // e + combining acute
+    "x = \xf0\x9d\x90\xb1\n",                                  // U+1D431
+    "def f():\n    \xef\xbd\x98 = 1\n    def g():\n        nonlocal x\n",
+    "match \xc3\xa4:\n    case \xc3\xbc:\n        pass\n",
+    "\xef\xbd\x8d\xef\xbd\x81\xef\xbd\x94\xef\xbd\x83\xef\xbd\x88 = 1\n",  // fullwidth `match`
+    "f(\xef\xbd\x98=1, y=2)\n",
+    "x = f'{\xc3\xa4}'\n",
+    "x = '\xc2\xb7\xef\xbc\x8c'  # \xc2\xb7\xef\xbc\x8c\n",    // any character in strings and comments
+    "x\xef\xb8\xb3 = 1\n",                                     // U+FE33: NFKC `_`
+};
+
+// Refused by CPython, at the byte after `|`.
+const char* const kAboveAsciiRefused[] = {
+    "\xc2|\xb7" "a = 1\n",                 // U+00B7 cannot begin a name
+    "x\xe3\x82|\x9b = 1\n",                // U+309B goes on no name
+    "x = 1 + \xef\xbc|\x8c\n",             // fullwidth comma
+    "\xef\xbc|\xbf\xef\xbc\xbf" "debug = 1\n",  // fullwidth low line
+    "x = 1|\xc3\xa4\n",                    // a number goes on with a letter (no completion fits)
+    "x = a\xe2|\x88\x80\n",                // U+2200-U+223F: no completion goes on a name
+    "x\xc3|(\n",                           // not UTF-8
+    "x = \xed|\xa0\x80\n",                 // a surrogate
+    "x = |\xc0\n",                         // an overlong lead byte
+    "def f(\xef\xac\x81le, file|):\n    pass\n",  // ﬁle is file
+    "def f():\n    x = 1\n    global \xef\xbd\x98|\n",
+    "f(\xef\xbd\x98=1, x|=2)\n",
+    "class A(x=1, \xef\xbd\x98|=2): pass\n",
+};
+
+TEST(ScopeLayer, NamesAboveAscii) {
+  for (const char* c : kAboveAsciiAccepted) EXPECT_EQ(RefusedAt(c), -1) << c;
+  for (const char* c : kAboveAsciiRefused) {
+    std::string text(c);
+    const size_t bar = text.find('|');
+    ASSERT_NE(bar, std::string::npos) << c;
+    text.erase(bar, 1);
+    EXPECT_EQ(RefusedAt(text), static_cast<int64_t>(bar)) << c;
+  }
+}
+
 }  // namespace
 }  // namespace cfgmask

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import cfgmask
 import numpy as np
 import pytest
 
@@ -46,3 +47,19 @@ def test_biased_walks_reach_no_dead_end(tmp_path, name, tok):
     assert r["found"] + r["ended"] + r["unknown"] == WALKS
     # An unknown may hide a dead end: it must stay rare.
     assert r["unknown"] * 50 <= WALKS, r["unknown"]
+
+
+def test_comment_where_an_operand_must_follow_with_names_above_ascii(tmp_path):
+    """After `/` a comment leaves only its newline, which the parser cannot
+    take there: refused at once, also now that a name may start with a byte
+    above ASCII (what may follow a comment is judged on whole characters, not
+    on a lead byte the comment's class takes too).  A comment and names
+    above ASCII where they fit are taken."""
+    store = cfgmask.Store.load(str(compile_store(TOK_LLAMA, tmp_path / "py.cfgm")))
+    for text in ["x = a / #c", "x = a / # c", "x = a / #\u00e9", "x = a / # \u03c0",
+                 "x = a /\t#\U0001d518"]:
+        assert not cfgmask.GrammarMatcher(store).accept_string(text), text
+    for text in ["x = a / \u00e9\n", "x = a  # \u00e9\n", "\u00e9 = \uff58 / \U0001d518  # \u00fc\n",
+                 "x = (a /  # c\n     \u03c0)\n"]:
+        m = cfgmask.GrammarMatcher(store)
+        assert m.accept_string(text) and m.can_end(), text
