@@ -60,6 +60,11 @@ struct StackViabilityLimits {
   int32_t max_lr_states = 512;
   int64_t max_transitions = int64_t{1} << 20;  // of the saturated P-automaton
   int64_t max_walk = int64_t{1} << 16;         // stack summaries walked to find nothing to check
+  // The reference walk: every summary keeps the states of the top
+  // max_depth entries, whether a later push can read them or not (the
+  // default keeps only those it can: the same verdict with far fewer
+  // summaries; tests/stack_viability_test.cc compares the two).
+  bool whole_window_walk = false;
 };
 
 struct StackViabilityStats {
@@ -70,6 +75,8 @@ struct StackViabilityStats {
   int64_t walked = 0;         // stack summaries walked (0: not needed)
   bool over_limits = false;
   double seconds = 0;
+  double saturation_seconds = 0;  // of `seconds`: the saturation
+  double walk_seconds = 0;        // of `seconds`: the walk over stack summaries
 };
 
 class StackViability {
