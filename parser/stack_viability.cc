@@ -221,6 +221,15 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
   }
   st.goal_rules = static_cast<int64_t>(v->rules_.size());
   st.max_depth = v->max_depth_;
+  // reads_[q]: the deepest entry below that a rule of q reads.
+  v->reads_.assign(S, 0);
+  for (int32_t q = 0; q < S; ++q) {
+    for (int64_t i = v->offsets_[q]; i < v->offsets_[q + 1]; ++i) {
+      if (v->rules_[i].second >= 0) {
+        v->reads_[q] = std::max(v->reads_[q], static_cast<int32_t>(v->rules_[i].second / goals));
+      }
+    }
+  }
 
   // Nothing to check?  lb[q]: goals that hold on every stack (a path of
   // the automaton from the start state) ending in q, a least fixpoint: a
@@ -297,14 +306,7 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
   // deeper), so summaries that differ only there have the same future.
   {
     const double walk_from = seconds();
-    std::vector<int32_t> reads(S, 0), keep(S, 0);
-    for (int32_t q = 0; q < S; ++q) {
-      for (int64_t i = v->offsets_[q]; i < v->offsets_[q + 1]; ++i) {
-        if (v->rules_[i].second >= 0) {
-          reads[q] = std::max(reads[q], static_cast<int32_t>(v->rules_[i].second / goals));
-        }
-      }
-    }
+    std::vector<int32_t> reads = v->reads_, keep(S, 0);
     std::vector<std::vector<int32_t>> successors(S);
     for (int32_t q = 0; q < S; ++q) {
       for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
@@ -394,6 +396,9 @@ int32_t StackViability::Intern(std::vector<int32_t> goals) const {
 
 int32_t StackViability::Push(int32_t q, const int32_t* below, int32_t n) const {
   if (q < 0 || static_cast<size_t>(q) + 1 >= offsets_.size()) return kAll;
+  // The rules of q read no entry deeper than reads_[q]: the rest of
+  // `below` cannot change the state, so the memo's key leaves it out.
+  n = std::min(n, reads_[q]);
   for (int32_t i = 0; i < n; ++i) {
     if (below[i] == kAll) return kAll;
   }

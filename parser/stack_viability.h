@@ -135,6 +135,7 @@ class StackViability {
   std::vector<int64_t> offsets_;
   std::vector<std::pair<int32_t, int64_t>> rules_;
   int64_t num_goals_ = 0;
+  std::vector<int32_t> reads_;  // per LR state: the deepest `depth` of its rules
   // Interned entry states (guarded by mu_: sessions on several threads).
   mutable std::mutex mu_;
   mutable std::map<std::vector<int32_t>, int32_t> ids_;
