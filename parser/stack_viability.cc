@@ -304,6 +304,10 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
   // entry deeper than keep[q] is never read by a push to come (every push
   // reads at most reads[s] entries, and each push moves the entries one
   // deeper), so summaries that differ only there have the same future.
+  // Were keep too small, the walk would still never answer "nothing to
+  // check" wrongly: Push is monotone (a goal holds when a goal it needs is
+  // in the set below), so an entry left out only shrinks the states above
+  // it, and a stack that cannot complete still shows "idle" missing.
   {
     const double walk_from = seconds();
     std::vector<int32_t> reads = v->reads_, keep(S, 0);
