@@ -164,6 +164,7 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
     for (int32_t p : goto_from[a]) sat.push_rules[Saturation::K(t, lr.Goto(p, a))].push_back({id, p});
   }
   sat.Run();
+  st.saturation_seconds = seconds();
   st.controls = sat.first_pop + static_cast<int64_t>(sat.pop_t.size());
   st.transitions = sat.transitions;
   if (sat.over) {
@@ -220,6 +221,15 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
   }
   st.goal_rules = static_cast<int64_t>(v->rules_.size());
   st.max_depth = v->max_depth_;
+  // reads_[q]: the deepest entry below that a rule of q reads.
+  v->reads_.assign(S, 0);
+  for (int32_t q = 0; q < S; ++q) {
+    for (int64_t i = v->offsets_[q]; i < v->offsets_[q + 1]; ++i) {
+      if (v->rules_[i].second >= 0) {
+        v->reads_[q] = std::max(v->reads_[q], static_cast<int32_t>(v->rules_[i].second / goals));
+      }
+    }
+  }
 
   // Nothing to check?  lb[q]: goals that hold on every stack (a path of
   // the automaton from the start state) ending in q, a least fixpoint: a
@@ -282,14 +292,43 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
     st.seconds = seconds();
     return nullptr;
   }
-  // Otherwise every stack is walked, as the entries' states and LR states
-  // of its top max_depth_ entries (what the states of later entries read):
-  // a stack that cannot complete ends the walk (the check is needed); so
-  // does passing limits.max_walk (then the check stays on: it refuses
-  // only what cannot complete).  A walk that ends without either shows
-  // that every stack completes.
+  // Otherwise every stack is walked, as its top LR state and the states of
+  // the top entries that later pushes can still read: a stack that cannot
+  // complete ends the walk (the check is needed); so does passing
+  // limits.max_walk (then the check stays on: it refuses only what cannot
+  // complete).  A walk that ends without either shows that every stack
+  // completes.  An entry's state reads reads[q] entries below it (its
+  // deepest rule); keep[q], the entries a stack with top LR state q keeps in
+  // its summary (its top entry first), is the least fixpoint of
+  // keep[q] = max over q's successors s of max(reads[s], keep[s] - 1): an
+  // entry deeper than keep[q] is never read by a push to come (every push
+  // reads at most reads[s] entries, and each push moves the entries one
+  // deeper), so summaries that differ only there have the same future.
+  // Were keep too small, the walk would still never answer "nothing to
+  // check" wrongly: Push is monotone (a goal holds when a goal it needs is
+  // in the set below), so an entry left out only shrinks the states above
+  // it, and a stack that cannot complete still shows "idle" missing.
   {
-    const int32_t L = v->max_depth_;
+    const double walk_from = seconds();
+    std::vector<int32_t> reads = v->reads_, keep(S, 0);
+    std::vector<std::vector<int32_t>> successors(S);
+    for (int32_t q = 0; q < S; ++q) {
+      for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
+        const int32_t to = lr.Transition(q, x);
+        if (to >= 0) successors[q].push_back(to);
+      }
+      std::sort(successors[q].begin(), successors[q].end());
+      successors[q].erase(std::unique(successors[q].begin(), successors[q].end()), successors[q].end());
+    }
+    for (bool changed = true; changed && !limits.whole_window_walk;) {
+      changed = false;
+      for (int32_t q = 0; q < S; ++q) {
+        int32_t k = keep[q];
+        for (int32_t to : successors[q]) k = std::max({k, reads[to], keep[to] - 1});
+        if (k != keep[q]) keep[q] = k, changed = true;
+      }
+    }
+    if (limits.whole_window_walk) reads.assign(S, v->max_depth_), keep.assign(S, v->max_depth_);
     std::unordered_set<std::string> seen;
     std::vector<std::string> todo;
     // A walk state: the top LR state, then the entries' states nearest first.
@@ -301,9 +340,9 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
     };
     std::vector<int32_t> w{v->Push(start_state, nullptr, 0)};
     bool dead = !v->viable_[w[0]];
+    w.resize(std::min<size_t>(w.size(), keep[start_state]));
     todo.push_back(pack(start_state, w));
     seen.insert(todo.back());
-    std::vector<int32_t> succ;
     while (!todo.empty() && !dead) {
       const std::string k = std::move(todo.back());
       todo.pop_back();
@@ -311,21 +350,18 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
       std::memcpy(&q, k.data(), sizeof(int32_t));
       w.resize(k.size() / sizeof(int32_t) - 1);
       std::memcpy(w.data(), k.data() + sizeof(int32_t), sizeof(int32_t) * w.size());
-      succ.clear();
-      for (int32_t x = 0; x < NT + lr.num_nonterminals; ++x) {
-        const int32_t to = lr.Transition(q, x);
-        if (to >= 0) succ.push_back(to);
-      }
-      std::sort(succ.begin(), succ.end());
-      succ.erase(std::unique(succ.begin(), succ.end()), succ.end());
-      for (int32_t to : succ) {
-        const int32_t d = v->Push(to, w.data(), static_cast<int32_t>(w.size()));
+      for (int32_t to : successors[q]) {
+        // The summary holds min(the stack's depth, keep[q]) >= reads[to]
+        // entries when the stack has them: Push reads what it would read
+        // on the whole stack.
+        const int32_t d = v->Push(to, w.data(), std::min<int32_t>(static_cast<int32_t>(w.size()), reads[to]));
         if (d == kAll || !v->viable_[d]) {
           dead = true;
           break;
         }
         std::vector<int32_t> next{d};
-        next.insert(next.end(), w.begin(), w.begin() + std::min<size_t>(w.size(), L - 1));
+        next.insert(next.end(), w.begin(), w.end());
+        next.resize(std::min<size_t>(next.size(), keep[to]));
         std::string nk = pack(to, next);
         if (seen.insert(nk).second) todo.push_back(std::move(nk));
       }
@@ -333,6 +369,7 @@ std::shared_ptr<const StackViability> StackViability::Build(const LrTables& lr, 
     }
     st.walked = static_cast<int64_t>(seen.size());
     st.seconds = seconds();
+    st.walk_seconds = st.seconds - walk_from;
     if (!dead) return nullptr;
   }
   return v;
@@ -363,6 +400,9 @@ int32_t StackViability::Intern(std::vector<int32_t> goals) const {
 
 int32_t StackViability::Push(int32_t q, const int32_t* below, int32_t n) const {
   if (q < 0 || static_cast<size_t>(q) + 1 >= offsets_.size()) return kAll;
+  // The rules of q read no entry deeper than reads_[q]: the rest of
+  // `below` cannot change the state, so the memo's key leaves it out.
+  n = std::min(n, reads_[q]);
   for (int32_t i = 0; i < n; ++i) {
     if (below[i] == kAll) return kAll;
   }

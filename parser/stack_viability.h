@@ -31,8 +31,9 @@
 // superset of the completable stacks: a refusal is always right).
 //
 // Build explores every stack the LR automaton can build (every path of
-// transitions from the start state); when each of them is viable the
-// analysis answers "nothing to check" (trivial()), and the runtime pays
+// transitions from the start state), each summarised by its top LR state
+// and the entries a later push can still read; when each of them is viable
+// the analysis answers "nothing to check" (null), and the runtime pays
 // nothing.  Tested by tests/viable_prefix_test.cc (the minimal cases,
 // random grammars with %declare'd terminals, against the byte-level pre*
 // of runtime/suffix_quotient.h and a breadth-first completion search).
@@ -56,10 +57,17 @@ struct StackViabilityLimits {
   // is bounded: past these the store is not checked (its masks are as
   // without the analysis).  sql.lark (1,573 LR states) and the strict
   // Python grammar (2,845) are past the first; their saturations take
-  // 1.3 M and 11.6 M transitions, 5-28 s.
+  // 1.3 M and 11.6 M transitions, 2.5-6 s and 14-22 s with the walk.
+  // Unbounded, both have nothing to check (tests/stack_viability_test.cc),
+  // so skipping them loses nothing.
   int32_t max_lr_states = 512;
   int64_t max_transitions = int64_t{1} << 20;  // of the saturated P-automaton
   int64_t max_walk = int64_t{1} << 16;         // stack summaries walked to find nothing to check
+  // The reference walk: every summary keeps the states of the top
+  // max_depth entries, whether a later push can read them or not (the
+  // default keeps only those it can: the same verdict with far fewer
+  // summaries; tests/stack_viability_test.cc compares the two).
+  bool whole_window_walk = false;
 };
 
 struct StackViabilityStats {
@@ -70,6 +78,8 @@ struct StackViabilityStats {
   int64_t walked = 0;         // stack summaries walked (0: not needed)
   bool over_limits = false;
   double seconds = 0;
+  double saturation_seconds = 0;  // of `seconds`: the saturation
+  double walk_seconds = 0;        // of `seconds`: the walk over stack summaries
 };
 
 class StackViability {
@@ -128,6 +138,7 @@ class StackViability {
   std::vector<int64_t> offsets_;
   std::vector<std::pair<int32_t, int64_t>> rules_;
   int64_t num_goals_ = 0;
+  std::vector<int32_t> reads_;  // per LR state: the deepest `depth` of its rules
   // Interned entry states (guarded by mu_: sessions on several threads).
   mutable std::mutex mu_;
   mutable std::map<std::vector<int32_t>, int32_t> ids_;
