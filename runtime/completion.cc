@@ -17,7 +17,9 @@ namespace cfgmask {
 // column is left out, so that a run of blanks does not make new
 // configurations forever.
 uint64_t SessionKey(const Session& session) {
-  return FutureHash(session.live(), 0xcbf29ce484222325ull, session.store()->indenter_nl >= 0);
+  uint64_t seed = 0xcbf29ce484222325ull;
+  if (const ScopeLayer* layer = session.scope_layer()) seed ^= layer->ReadingHash();
+  return FutureHash(session.live(), seed, session.store()->indenter_nl >= 0);
 }
 
 constexpr int32_t kInf = INT32_MAX / 4;

@@ -26,8 +26,13 @@
 namespace cfgmask {
 
 // A hash of everything that decides the session's future (lexer state,
-// column, open slots, parser stack, indentation): sessions with equal keys
-// accept the same continuations (up to hash collisions).
+// column, open slots, parser stack, indentation) and, with a scope layer,
+// of the layer's reading state (ScopeLayer::ReadingHash: the lexeme,
+// string, escape and f-string being read).  Without a layer, sessions with
+// equal keys accept the same continuations (up to hash collisions); with
+// one, they may still differ in the names their scopes hold, so the search
+// may then prune a configuration that differs only there (a completion it
+// returns is always checked on the session itself).
 uint64_t SessionKey(const Session& session);
 
 enum class CompletionResult { kFound, kNone, kBudget };

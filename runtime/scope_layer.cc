@@ -569,6 +569,51 @@ bool ScopeLayer::Feed(std::string_view bytes) {
   return !dead_;
 }
 
+uint64_t ScopeLayer::ReadingHash() const {
+  uint64_t h = 0x84222325cbf29ce4ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ull;
+  };
+  auto mix_str = [&mix](const std::string& t) {
+    mix(t.size());
+    for (unsigned char c : t) mix(c);
+  };
+  mix(static_cast<uint64_t>(mode_));
+  mix(comment_in_indent_ | (triple_ << 1) | (raw_ << 2) | (fstr_ << 3) | (bytes_ << 4) |
+      (spec_esc_ << 5) | (dead_ << 6) | (in_pattern_ << 7) | (match_word_ << 8) |
+      (in_header_ << 9) | (target_ctx_ << 10) | (after_as_ << 11) | (must_trail_ << 12) |
+      (last_name_live_ << 13) | (return_pending_ << 14) | (next_async_ << 15));
+  mix(static_cast<uint32_t>(col_));
+  mix_str(word_);
+  mix(static_cast<uint64_t>(static_cast<uint8_t>(nchars_.need)) |
+      static_cast<uint64_t>(static_cast<uint8_t>(nchars_.got)) << 8 |
+      static_cast<uint64_t>(nchars_.lead) << 16 | static_cast<uint64_t>(nchars_.first) << 24 |
+      static_cast<uint64_t>(nchars_.in_number) << 25 | static_cast<uint64_t>(nchars_.cp) << 32);
+  mix_str(op_);
+  mix(static_cast<uint8_t>(quote_));
+  mix(static_cast<uint32_t>(quote_run_));
+  mix_str(uname_);
+  mix(static_cast<uint8_t>(hex_kind_) | static_cast<uint64_t>(static_cast<uint8_t>(hex_left_)) << 8 |
+      static_cast<uint64_t>(hex_value_) << 32);
+  mix(fstack_.size());
+  for (const FString& f : fstack_) {
+    mix(static_cast<uint8_t>(f.quote) | f.triple << 8 | f.raw << 9 |
+        static_cast<uint64_t>(static_cast<uint8_t>(f.part)) << 16 |
+        static_cast<uint64_t>(static_cast<uint8_t>(f.level)) << 24 |
+        static_cast<uint64_t>(static_cast<uint8_t>(f.pending)) << 32);
+    mix(static_cast<uint32_t>(f.base_depth) | static_cast<uint64_t>(static_cast<uint32_t>(f.quote_run)) << 32);
+  }
+  mix(static_cast<uint32_t>(depth_));
+  mix_str(prev_);
+  mix(static_cast<uint64_t>(prev_kind_));
+  mix(static_cast<uint64_t>(stmt_));
+  mix(frames_.size());
+  mix(seg_.size());
+  mix(scopes_.size());
+  return h;
+}
+
 bool ScopeLayer::CanEnd() const {
   if (dead_ || nchars_.need > 0) return false;
   // Ending can fail only where a next token could (Armed: a pending

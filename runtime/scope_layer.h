@@ -284,6 +284,14 @@ class ScopeLayer {
   // Clears, in `mask`, the tokens the layer refuses (only tokens set there
   // are looked at).
   void Filter(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask) const;
+  // A hash of the layer's reading state: the lexeme being read (mode,
+  // word, operator, string and escape in progress, open f-strings and their
+  // parts, bracket depth, column) and the last lexeme and statement kind.
+  // The scopes' name sets are not in it.  The completion search keys its
+  // configurations with it (runtime/completion.h's SessionKey): without it
+  // two texts that differ only inside an escape (`"\u` and `"\uc`) shared a
+  // key, and the search pruned the longer one as met before.
+  uint64_t ReadingHash() const;
   // Human-readable reason of the last refusal (tests).
   const std::string& why() const { return why_; }
   // Counts of refusals by check, for the corpus figures (not copied

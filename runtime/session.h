@@ -235,6 +235,8 @@ class Session {
   // Look-ups its row memo answered and missed so far (all the sessions that
   // share it counted); null when the memo is off.
   const std::shared_ptr<RowMemo>& memo() const { return memo_; }
+  // The scope layer over the text so far; null when the store has none.
+  const ScopeLayer* scope_layer() const { return scope_.get(); }
   // The row prefix table this session walks with: its memo's (shared by
   // every session of that memo) at the default cap, else its own.
   const RowPrefixes* row_prefixes() const { return row_prefixes_.get(); }
