@@ -371,15 +371,85 @@ int32_t Completer::Estimate(const Session& session) {
     }
     best = std::min(best, cost);
   }
-  // With a suffix S the goal is text + m + S complete: m + S completes the
-  // text, so |m| + |S| is at least the bound above, and |m| at least that
-  // less |S| (never more than without the suffix; no better bound in bytes
-  // is known here: S may close any of what the bound counts).
-  const int64_t suffix_bytes = static_cast<int64_t>(session.suffix().size());
-  if (best != INT32_MAX && suffix_bytes > 0) {
-    best = static_cast<int32_t>(std::max<int64_t>(0, best - suffix_bytes));
+  // With a suffix S the goal is text + m + S complete.  The bound above is
+  // at most the terminals' costs in any completion, here m + S, less the
+  // credit: at most |m| plus the costs of the terminals that end inside S
+  // (one begun in m included), which SuffixCredit bounds.  So |m| is at
+  // least the bound less SuffixCredit(S) (never more than without the
+  // suffix).
+  if (best != INT32_MAX && !session.suffix().empty()) {
+    best = static_cast<int32_t>(std::max<int64_t>(0, best - SuffixCredit(session.suffix())));
   }
   return best;
+}
+
+int64_t Completer::SuffixCredit(const std::string& suffix) {
+  if (suffix == credit_suffix_) return credit_suffix_value_;
+  const int64_t n = static_cast<int64_t>(suffix.size());
+  int64_t value = n;  // always an upper bound: a terminal costs at most its bytes
+  // The most, over every way the store's lexer can read S from any state
+  // (the parser ignored, so more ways than the session has), of the costs
+  // of the terminals that end inside S or at its end (credit_cost_: an
+  // _INDENT after a newline counted with it; ignored terminals cost 0).  A
+  // dynamic programme over S's bytes and lexer states, as
+  // Session::AdvanceOne moves: a byte steps the terminal in progress, or
+  // ends it (a cand: its cost) and steps from where the next one starts;
+  // after each byte the state may be compacted.  Given up (|S| kept) past a
+  // bound on the work.
+  const int32_t L = s_.num_lex_states;
+  std::unordered_map<int32_t, int64_t> cur, next;
+  cur.reserve(static_cast<size_t>(L));
+  for (int32_t q = 0; q < L; ++q) cur.emplace(q, 0);
+  int64_t work = 0;
+  constexpr int64_t kMaxWork = int64_t{1} << 26;
+  bool gave_up = false;
+  auto put = [&](int32_t q, int64_t v) {
+    if (q < 0 || q >= L) return;
+    auto [it, fresh] = next.emplace(q, v);
+    if (!fresh && it->second < v) it->second = v;
+    const int32_t c = s_.compact_to[q];
+    if (c >= 0 && c != q) {
+      auto [jt, fresh2] = next.emplace(c, v);
+      if (!fresh2 && jt->second < v) jt->second = v;
+    }
+  };
+  auto step = [&](int32_t q, uint8_t b) {
+    if (q < 0) return -1;
+    const int32_t* begin = s_.step_byte.data() + s_.step_offsets[q];
+    const int32_t* end = s_.step_byte.data() + s_.step_offsets[q + 1];
+    const int32_t* it = std::lower_bound(begin, end, static_cast<int32_t>(b));
+    return it == end || *it != b ? -1 : s_.step_to[it - s_.step_byte.data()];
+  };
+  for (int64_t i = 0; i < n && !cur.empty() && !gave_up; ++i) {
+    const uint8_t b = static_cast<uint8_t>(suffix[i]);
+    next.clear();
+    for (const auto& [q, v] : cur) {
+      work += 1 + (s_.cand_offsets[q + 1] - s_.cand_offsets[q]);
+      put(step(q, b), v);
+      for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+        const int32_t t = s_.cand_terminal[c];
+        const int64_t cost = t >= 0 && t < s_.num_terminals ? credit_cost_[t] : 0;
+        put(step(s_.cand_to[c], b), v + cost);
+      }
+    }
+    if (work > kMaxWork) gave_up = true;
+    cur.swap(next);
+  }
+  if (!gave_up) {
+    int64_t most = 0;  // no way read S: nothing after it counts (the goal is never met)
+    for (const auto& [q, v] : cur) {
+      int64_t end = 0;
+      for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+        const int32_t t = s_.cand_terminal[c];
+        if (t >= 0 && t < s_.num_terminals) end = std::max<int64_t>(end, credit_cost_[t]);
+      }
+      most = std::max(most, v + end);
+    }
+    value = std::min(value, most);
+  }
+  credit_suffix_ = suffix;
+  credit_suffix_value_ = value;
+  return value;
 }
 
 CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::string* completion,

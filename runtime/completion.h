@@ -68,6 +68,12 @@ class Completer {
 
  private:
   int32_t Estimate(const Session& session);
+  // With suffix S: at least the costs (credit_cost_) of the terminals that
+  // end inside S in any completion text + m + S, whatever the middle m
+  // (at most |S|; memoised for the last suffix asked).
+  int64_t SuffixCredit(const std::string& suffix);
+  std::string credit_suffix_;
+  int64_t credit_suffix_value_ = 0;
   // Per lexer terminal, the fewest bytes of a text the store's lexer ends as
   // it (a breadth-first search over its steps; 0 if never met).
   std::vector<int32_t> LexedMinBytes() const;
