@@ -3,9 +3,10 @@
 // searches for a shortest byte string that makes the text complete (A* over
 // single bytes, each step taken on the session itself and rolled back; the
 // estimate of the remaining length is a lower bound on the bytes of the
-// terminals the parser still has to shift, from its LALR tables and each
-// terminal's shortest spelling, less what the terminal in progress may have
-// written already), and CompleteWithTokens
+// terminals the parser still has to shift, from its LALR tables with their
+// lookaheads and each terminal's shortest spelling on the store's lexer,
+// less what the terminal in progress may have written already; with a
+// suffix, less what the suffix's own terminals can cost), and CompleteWithTokens
 // cuts the string into tokens, each checked against its mask, rolling the
 // walk back further when no completion is found within the budget.
 // Tested by tests/py/test_cli.py (sample), viable_prefix_test.cc and

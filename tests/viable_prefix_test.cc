@@ -979,6 +979,35 @@ TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
   EXPECT_GT(compared, walks * 3);
 }
 
+// The prefixes the estimate used to miss by several bytes (keywords past
+// three letters cost one byte; `x if y` needed 57,000 nodes, `@a -`
+// 138,956): each shortest completion (its length from a search without a
+// budget on the earlier estimate) is found within 10,000 nodes.
+TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  Completer completer(*store);
+  const std::vector<std::pair<std::string, size_t>> cases = {
+      {"x if y", 8}, {"@a -", 12}, {"f(g(h(i(j(k(l", 7}, {"try:\n  x\n", 9}, {"x = [1, {2: (3", 4}};
+  for (const auto& [text, want] : cases) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
+    std::string got;
+    int64_t used = 0;
+    ASSERT_EQ(completer.Search(&s, 10000, &got, &used), CompletionResult::kFound) << JsonQuote(text);
+    EXPECT_EQ(got.size(), want) << JsonQuote(text) << " completed by " << JsonQuote(got);
+    Session end = s.Fork();
+    ASSERT_TRUE(end.AdvanceBytes(got).ok());
+    EXPECT_TRUE(end.CanEnd()) << JsonQuote(text + got);
+    int64_t bound_sum = 0;
+    ExpectBoundBelowShortest(&completer, s, got, static_cast<int>(want), &bound_sum, text);
+    std::printf("%s: %lld nodes, %s\n", JsonQuote(text).c_str(), static_cast<long long>(used),
+                JsonQuote(got).c_str());
+  }
+}
+
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
   const bool quick = TestQuick();
   const int grammars = quick ? 32 : 400;
