@@ -397,21 +397,23 @@ int64_t Completer::SuffixCredit(const std::string& suffix) {
   // after each byte the state may be compacted.  Given up (|S| kept) past a
   // bound on the work.
   const int32_t L = s_.num_lex_states;
-  std::unordered_map<int32_t, int64_t> cur, next;
+  // Dense per-state values (-1: not reached) with lists of the states set.
+  std::vector<int64_t> cur_v(static_cast<size_t>(L), 0), next_v(static_cast<size_t>(L), -1);
+  std::vector<int32_t> cur, next;
   cur.reserve(static_cast<size_t>(L));
-  for (int32_t q = 0; q < L; ++q) cur.emplace(q, 0);
+  for (int32_t q = 0; q < L; ++q) cur.push_back(q);
   int64_t work = 0;
-  constexpr int64_t kMaxWork = int64_t{1} << 26;
+  constexpr int64_t kMaxWork = int64_t{1} << 27;
   bool gave_up = false;
+  auto set = [&](int32_t q, int64_t v) {
+    if (next_v[q] < 0) next.push_back(q);
+    if (next_v[q] < v) next_v[q] = v;
+  };
   auto put = [&](int32_t q, int64_t v) {
     if (q < 0 || q >= L) return;
-    auto [it, fresh] = next.emplace(q, v);
-    if (!fresh && it->second < v) it->second = v;
+    set(q, v);
     const int32_t c = s_.compact_to[q];
-    if (c >= 0 && c != q) {
-      auto [jt, fresh2] = next.emplace(c, v);
-      if (!fresh2 && jt->second < v) jt->second = v;
-    }
+    if (c >= 0 && c < L && c != q) set(c, v);
   };
   auto step = [&](int32_t q, uint8_t b) {
     if (q < 0) return -1;
@@ -423,7 +425,8 @@ int64_t Completer::SuffixCredit(const std::string& suffix) {
   for (int64_t i = 0; i < n && !cur.empty() && !gave_up; ++i) {
     const uint8_t b = static_cast<uint8_t>(suffix[i]);
     next.clear();
-    for (const auto& [q, v] : cur) {
+    for (int32_t q : cur) {
+      const int64_t v = cur_v[q];
       work += 1 + (s_.cand_offsets[q + 1] - s_.cand_offsets[q]);
       put(step(q, b), v);
       for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
@@ -433,11 +436,17 @@ int64_t Completer::SuffixCredit(const std::string& suffix) {
       }
     }
     if (work > kMaxWork) gave_up = true;
+    for (int32_t q : cur) cur_v[q] = -1;
+    for (int32_t q : next) {
+      cur_v[q] = next_v[q];
+      next_v[q] = -1;
+    }
     cur.swap(next);
   }
   if (!gave_up) {
     int64_t most = 0;  // no way read S: nothing after it counts (the goal is never met)
-    for (const auto& [q, v] : cur) {
+    for (int32_t q : cur) {
+      const int64_t v = cur_v[q];
       int64_t end = 0;
       for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
         const int32_t t = s_.cand_terminal[c];
