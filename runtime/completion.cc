@@ -10,6 +10,8 @@
 
 #include "parser/lr_core.h"
 
+#include "runtime/suffix_quotient.h"
+
 namespace cfgmask {
 
 // Everything that decides the session's future (FutureHash): two sessions
@@ -28,19 +30,33 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
   const int32_t S = s_.num_states, P = s_.num_parse_terminals, N = s_.num_nonterminals;
   const LrTables lr = s_.lr();
   for (int32_t len : s_.rule_length) max_rule_length_ = std::max(max_rule_length_, len);
+  keyed_ = S < (1 << 20) && P < (1 << 14) - 1 && max_rule_length_ < 255;
   // A terminal costs the fewest bytes the lexer ends as it (at least one;
-  // the indenter's _INDENT/_DEDENT and $END none).
+  // $END and the indenter's _DEDENT none): the larger of the compile's
+  // count (lexer/terminal_successors.h; it stops at a bound and then says 1,
+  // which made every keyword of the strict Python grammar past three letters
+  // cost one byte) and LexedMinBytes on the store's own lexer.  The
+  // indenter's _INDENT costs one: it follows a newline whose indentation is
+  // wider than the current one (so at least one blank), and the newline
+  // terminal's own cost counts only its shortest spelling, the line break.
   terminal_cost_.assign(P, 1);
+  const std::vector<int32_t> spelled = LexedMinBytes();
   for (int32_t t = 0; t < s_.num_terminals && t < P; ++t) {
-    terminal_cost_[t] = std::max(1, s_.terminal_min_bytes[t]);
+    terminal_cost_[t] = std::max({1, s_.terminal_min_bytes[t], spelled[t]});
   }
   terminal_cost_[P - 1] = 0;
-  if (s_.indenter_indent >= 0) terminal_cost_[s_.indenter_indent] = 0;
+  if (s_.indenter_indent >= 0) terminal_cost_[s_.indenter_indent] = 1;
   if (s_.indenter_dedent >= 0) terminal_cost_[s_.indenter_dedent] = 0;
-  // What the terminal in progress may already have written: its
-  // fewest bytes, at most, are credited back (Estimate).
+  // What the terminal in progress may already have written (Estimate's
+  // credit): at most its cost, and for the indenter's newline the
+  // indentation too, which the _INDENT after it is charged for.
+  credit_cost_.assign(s_.num_terminals, 0);
   for (int32_t t = 0; t < s_.num_terminals; ++t) {
-    max_terminal_cost_ = std::max(max_terminal_cost_, s_.terminal_min_bytes[t]);
+    credit_cost_[t] = t < P ? terminal_cost_[t] : 0;
+    if (t == s_.indenter_nl && s_.indenter_indent >= 0) {
+      credit_cost_[t] += terminal_cost_[s_.indenter_indent];
+    }
+    max_terminal_cost_ = std::max(max_terminal_cost_, credit_cost_[t]);
   }
 
   // The accessing symbol of every state (terminal t, or P + nonterminal) and
@@ -50,6 +66,8 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
   std::vector<int32_t> access(S, -1), pred(S, -1);
   moves_.assign(S, {});
   reduces_.assign(S, {});
+  reduce_on_.assign(S, {});
+  num_shifts_.assign(S, 0);
   accepts_.assign(S, 0);
   std::vector<std::vector<int32_t>> reduce_rules(S);
   for (int32_t st = 0; st < S; ++st) {
@@ -62,8 +80,10 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
         moves_[st].emplace_back(to, terminal_cost_[t]);
       } else if (const int32_t r = lr.ReduceBy(st, t); r >= 0) {
         reduces_[st].push_back(r);
+        reduce_on_[st].emplace_back(r, t);
       }
     }
+    num_shifts_[st] = static_cast<int32_t>(moves_[st].size());
     std::sort(reduces_[st].begin(), reduces_[st].end());
     reduces_[st].erase(std::unique(reduces_[st].begin(), reduces_[st].end()), reduces_[st].end());
     for (int32_t x = 0; x < N; ++x) {
@@ -148,44 +168,136 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
   }
 }
 
+std::vector<int32_t> Completer::LexedMinBytes() const {
+  // A breadth-first search over the store's lexer (Session::AdvanceOne's
+  // moves): a terminal's text is read by byte steps from the state where it
+  // starts (the initial state, or where a terminal before it ended:
+  // cand_to) to a state where it ends (a cand of it), passing through the
+  // compaction at each token's end (compact_to, no byte).  The fewest bytes
+  // from any such start to any such end is therefore at most the bytes of
+  // any text lexed as it.  0 for a terminal never met.
+  const int32_t L = s_.num_lex_states;
+  std::vector<int32_t> depth(L, -1), best(s_.num_terminals, 0);
+  std::vector<uint8_t> found(s_.num_terminals, 0), done(L, 0);
+  // Dijkstra with unit (a byte) and zero (compaction) weights.
+  using Entry = std::pair<int32_t, int32_t>;  // depth, state
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto relax = [&](int32_t to, int32_t d) {
+    if (to < 0 || to >= L || (depth[to] >= 0 && depth[to] <= d)) return;
+    depth[to] = d;
+    heap.emplace(d, to);
+  };
+  relax(s_.initial_lex_state, 0);
+  for (int32_t q = 0; q < L; ++q) {
+    if (s_.at_start[q]) relax(q, 0);
+    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) relax(s_.cand_to[c], 0);
+  }
+  while (!heap.empty()) {
+    const auto [d, q] = heap.top();
+    heap.pop();
+    if (done[q] || d != depth[q]) continue;
+    done[q] = 1;
+    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+      const int32_t t = s_.cand_terminal[c];
+      if (t >= 0 && t < s_.num_terminals && !found[t]) {
+        found[t] = 1;
+        best[t] = d;
+      }
+    }
+    relax(s_.compact_to[q], d);
+    for (int32_t k = s_.step_offsets[q]; k < s_.step_offsets[q + 1]; ++k) relax(s_.step_to[k], d + 1);
+  }
+  return best;
+}
+
 int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
-  // Dijkstra over (j, t, m): the stack cut to stack[0..j], then m states
-  // pushed over it, the last one t.  Shifting a terminal or deriving a
+  // Dijkstra over (j, t, m, a): the stack cut to stack[0..j], then m states
+  // pushed over it, the last one t, and a the lookahead the parser has
+  // committed to (-1 none yet).  Shifting a terminal or deriving a
   // nonterminal pushes a state; a reduction of m or more states pops back to
   // the real stack (shorter ones are already counted by nonterminal_cost_:
   // deriving their left side from the state they uncover).
+  //
+  // Why this is a lower bound (admissible).  Take any text c that completes
+  // the text, and the terminals a1 .. ak (then $END) that the parser shifts
+  // for it from this stack.  The LALR parser's run on them is a sequence of
+  // shifts, reductions and gotos; each reduction and the accept happen on a
+  // lookahead, the next terminal of the sequence, and the action of a state
+  // on a lookahead is unique.  That run is a path here: before a terminal is
+  // shifted the parser has committed to it as its lookahead (a free choice
+  // at a = -1, cost 0), every reduction on the way is the table's action on
+  // a (a pop into the real stack keeps a; a pop of fewer states than were
+  // pushed is a derivation, which the path takes instead as one nonterminal
+  // move from the state it started in: nonterminal_cost_ is at most the
+  // shifts' cost of any derivation of it, and the move forgets a), the shift
+  // of a costs terminal_cost_[a] and accepting needs a = $END.  So the
+  // path's cost is at most the sum of terminal_cost_ over a1 .. ak, and each
+  // terminal_cost_ is at most the bytes of any spelling of it (for _INDENT,
+  // the byte of indentation its newline carries at least: a new line must
+  // be wider than the current one, which is at least empty; _DEDENT and
+  // $END are free): at most |c| plus what the terminal in progress has
+  // written already, which Estimate credits.  The minimum over all paths is
+  // then at most the shortest completion.  The lookahead is what the old
+  // estimate relaxed: a reduction on any lookahead, then a shift of another.
   const LrTables lr = s_.lr();
-  using Entry = std::tuple<int32_t, int32_t, int32_t, int32_t>;  // cost, j, t, m
+  if (!keyed_) return stack.empty() ? INT32_MAX : 0;  // past the key's range: no bound
+  using Entry = std::pair<int32_t, uint64_t>;  // cost, key
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   std::unordered_map<uint64_t, int32_t> dist;
-  auto key = [&](int32_t j, int32_t t, int32_t m) {
-    return (static_cast<uint64_t>(j) << 40) | (static_cast<uint64_t>(t) << 8) |
-           static_cast<uint64_t>(m);
+  // j: 22 bits, t: 20, m: 8, a + 1: 14 (checked in the constructor).
+  auto key = [](int32_t j, int32_t t, int32_t m, int32_t a) {
+    return (static_cast<uint64_t>(j) << 42) | (static_cast<uint64_t>(t) << 22) |
+           (static_cast<uint64_t>(m) << 14) | static_cast<uint64_t>(a + 1);
   };
-  auto push = [&](int32_t c, int32_t j, int32_t t, int32_t m) {
-    auto [it, fresh] = dist.emplace(key(j, t, m), c);
+  auto push = [&](int32_t c, int32_t j, int32_t t, int32_t m, int32_t a) {
+    const uint64_t k = key(j, t, m, a);
+    auto [it, fresh] = dist.emplace(k, c);
     if (!fresh && it->second <= c) return;
     it->second = c;
-    heap.emplace(c, j, t, m);
+    heap.emplace(c, k);
   };
   const int32_t n = static_cast<int32_t>(stack.size()) - 1;
-  if (n < 0) return INT32_MAX;
-  push(0, n, stack[n], 0);
+  if (n < 0 || n >= (1 << 22)) return n < 0 ? INT32_MAX : 0;  // 0: no bound past the key's range
+  push(0, n, stack[n], 0, -1);
   while (!heap.empty()) {
-    auto [c, j, t, m] = heap.top();
+    auto [c, k] = heap.top();
     heap.pop();
-    if (dist[key(j, t, m)] < c) continue;
-    if (accepts_[t]) return c;
-    if (m < max_rule_length_) {
-      for (auto [to, cost] : moves_[t]) push(c + cost, j, to, m + 1);
-    }
-    for (int32_t r : reduces_[t]) {
+    if (dist[k] < c) continue;
+    const int32_t j = static_cast<int32_t>(k >> 42);
+    const int32_t t = static_cast<int32_t>((k >> 22) & ((1u << 20) - 1));
+    const int32_t m = static_cast<int32_t>((k >> 14) & 0xff);
+    const int32_t a = static_cast<int32_t>(k & 0x3fff) - 1;
+    // A reduction by r on the committed lookahead.
+    auto reduce = [&](int32_t r, int32_t la) {
       const int32_t len = lr.RuleLength(r);
-      if (len < m) continue;
+      if (len < m) return;  // counted by a nonterminal move
       const int32_t jj = j - (len - m);
-      if (jj < 0) continue;
+      if (jj < 0) return;
       const int32_t g = lr.GotoAfterReduce(stack[jj], r);
-      if (g >= 0) push(c, jj, g, 1);
+      if (g >= 0) push(c, jj, g, 1, la);
+    };
+    if (a < 0) {
+      if (accepts_[t]) return c;
+      // Commit to a lookahead: every terminal that t acts on (a shift is
+      // taken at once, a reduction keeps it).
+      if (m < max_rule_length_) {
+        for (auto [to, cost] : moves_[t]) push(c + cost, j, to, m + 1, -1);
+      }
+      for (const auto& [r, la] : reduce_on_[t]) reduce(r, la);
+    } else {
+      // Committed: the table's one action on a.
+      if (lr.AcceptsOn(t, a)) return c;
+      if (const int32_t to = lr.ShiftTo(t, a); to >= 0) {
+        if (m < max_rule_length_) push(c + terminal_cost_[a], j, to, m + 1, -1);
+      } else if (const int32_t r = lr.ReduceBy(t, a); r >= 0) {
+        reduce(r, a);
+      }
+      // A derivation that starts here (its first shift may be a's).
+      if (m < max_rule_length_) {
+        for (size_t i = num_shifts_[t]; i < moves_[t].size(); ++i) {
+          push(c + moves_[t][i].second, j, moves_[t][i].first, m + 1, -1);
+        }
+      }
     }
   }
   return INT32_MAX;
@@ -194,7 +306,6 @@ int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
 int32_t Completer::Credit(int32_t q) {
   auto it = credit_memo_.find(q);
   if (it != credit_memo_.end()) return it->second;
-  const int32_t P = s_.num_parse_terminals;
   if (visit_stamp_.empty()) visit_stamp_.assign(s_.num_lex_states, 0);
   ++stamp_;
   int32_t credit = 0;
@@ -207,7 +318,7 @@ int32_t Completer::Credit(int32_t q) {
       for (int32_t c = s_.cand_offsets[x]; c < s_.cand_offsets[x + 1]; ++c) {
         const int32_t t = s_.cand_terminal[c];
         // An ignored terminal is not counted by StackCost: no credit.
-        if (t < P) credit = std::max(credit, terminal_cost_[t] - d);
+        credit = std::max(credit, credit_cost_[t] - d);
       }
     }
     if (credit >= max_terminal_cost_ - d - 1) break;  // deeper levels give less
@@ -230,7 +341,11 @@ int32_t Completer::Credit(int32_t q) {
 
 int32_t Completer::Estimate(const Session& session) {
   int32_t best = INT32_MAX;
+  // With an exact suffix, a hypothesis from which no middle meets the
+  // suffix completes nothing (SuffixQuotient::Viable).
+  SuffixQuotient* quotient = session.suffix_quotient().get();
   for (const LiveState& l : session.live()) {
+    if (quotient != nullptr && !quotient->Viable(l)) continue;
     const uint64_t h = l.stack.Hash();
     auto it = stack_cost_memo_.find(h);
     if (it == stack_cost_memo_.end()) {
@@ -247,7 +362,8 @@ int32_t Completer::Estimate(const Session& session) {
       if (tail >= 0) {
         const int32_t set = s_.item_blockers[tail];
         for (int32_t i = s_.set_offsets[set]; i < s_.set_offsets[set + 1]; ++i) {
-          credit = std::max(credit, s_.terminal_min_bytes[s_.set_data[i]]);
+          const int32_t t = s_.set_data[i];
+          credit = std::max({credit, s_.terminal_min_bytes[t], credit_cost_[t]});
         }
       } else {
         credit = max_terminal_cost_;
@@ -257,7 +373,94 @@ int32_t Completer::Estimate(const Session& session) {
     }
     best = std::min(best, cost);
   }
+  // With a suffix S the goal is text + m + S complete.  The bound above is
+  // at most the terminals' costs in any completion, here m + S, less the
+  // credit: at most |m| plus the costs of the terminals that end inside S
+  // (one begun in m included), which SuffixCredit bounds.  So |m| is at
+  // least the bound less SuffixCredit(S) (never more than without the
+  // suffix).
+  if (best != INT32_MAX && !session.suffix().empty()) {
+    best = static_cast<int32_t>(std::max<int64_t>(0, best - SuffixCredit(session.suffix())));
+  }
   return best;
+}
+
+int64_t Completer::SuffixCredit(const std::string& suffix) {
+  if (suffix == credit_suffix_) return credit_suffix_value_;
+  const int64_t n = static_cast<int64_t>(suffix.size());
+  int64_t value = n;  // always an upper bound: a terminal costs at most its bytes
+  // The most, over every way the store's lexer can read S from any state
+  // (the parser ignored, so more ways than the session has), of the costs
+  // of the terminals that end inside S or at its end (credit_cost_: an
+  // _INDENT after a newline counted with it; ignored terminals cost 0).  A
+  // dynamic programme over S's bytes and lexer states, as
+  // Session::AdvanceOne moves: a byte steps the terminal in progress, or
+  // ends it (a cand: its cost) and steps from where the next one starts;
+  // after each byte the state may be compacted.  Given up (|S| kept) past a
+  // bound on the work.
+  const int32_t L = s_.num_lex_states;
+  // Dense per-state values (-1: not reached) with lists of the states set.
+  std::vector<int64_t> cur_v(static_cast<size_t>(L), 0), next_v(static_cast<size_t>(L), -1);
+  std::vector<int32_t> cur, next;
+  cur.reserve(static_cast<size_t>(L));
+  for (int32_t q = 0; q < L; ++q) cur.push_back(q);
+  int64_t work = 0;
+  constexpr int64_t kMaxWork = int64_t{1} << 27;
+  bool gave_up = false;
+  auto set = [&](int32_t q, int64_t v) {
+    if (next_v[q] < 0) next.push_back(q);
+    if (next_v[q] < v) next_v[q] = v;
+  };
+  auto put = [&](int32_t q, int64_t v) {
+    if (q < 0 || q >= L) return;
+    set(q, v);
+    const int32_t c = s_.compact_to[q];
+    if (c >= 0 && c < L && c != q) set(c, v);
+  };
+  auto step = [&](int32_t q, uint8_t b) {
+    if (q < 0) return -1;
+    const int32_t* begin = s_.step_byte.data() + s_.step_offsets[q];
+    const int32_t* end = s_.step_byte.data() + s_.step_offsets[q + 1];
+    const int32_t* it = std::lower_bound(begin, end, static_cast<int32_t>(b));
+    return it == end || *it != b ? -1 : s_.step_to[it - s_.step_byte.data()];
+  };
+  for (int64_t i = 0; i < n && !cur.empty() && !gave_up; ++i) {
+    const uint8_t b = static_cast<uint8_t>(suffix[i]);
+    next.clear();
+    for (int32_t q : cur) {
+      const int64_t v = cur_v[q];
+      work += 1 + (s_.cand_offsets[q + 1] - s_.cand_offsets[q]);
+      put(step(q, b), v);
+      for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+        const int32_t t = s_.cand_terminal[c];
+        const int64_t cost = t >= 0 && t < s_.num_terminals ? credit_cost_[t] : 0;
+        put(step(s_.cand_to[c], b), v + cost);
+      }
+    }
+    if (work > kMaxWork) gave_up = true;
+    for (int32_t q : cur) cur_v[q] = -1;
+    for (int32_t q : next) {
+      cur_v[q] = next_v[q];
+      next_v[q] = -1;
+    }
+    cur.swap(next);
+  }
+  if (!gave_up) {
+    int64_t most = 0;  // no way read S: nothing after it counts (the goal is never met)
+    for (int32_t q : cur) {
+      const int64_t v = cur_v[q];
+      int64_t end = 0;
+      for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+        const int32_t t = s_.cand_terminal[c];
+        if (t >= 0 && t < s_.num_terminals) end = std::max<int64_t>(end, credit_cost_[t]);
+      }
+      most = std::max(most, v + end);
+    }
+    value = std::min(value, most);
+  }
+  credit_suffix_ = suffix;
+  credit_suffix_value_ = value;
+  return value;
 }
 
 CompletionResult Completer::Search(Session* session, int64_t max_nodes, std::string* completion,

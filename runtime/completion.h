@@ -3,9 +3,10 @@
 // searches for a shortest byte string that makes the text complete (A* over
 // single bytes, each step taken on the session itself and rolled back; the
 // estimate of the remaining length is a lower bound on the bytes of the
-// terminals the parser still has to shift, from its LALR tables and each
-// terminal's shortest spelling, less what the terminal in progress may have
-// written already), and CompleteWithTokens
+// terminals the parser still has to shift, from its LALR tables with their
+// lookaheads and each terminal's shortest spelling on the store's lexer,
+// less what the terminal in progress may have written already; with a
+// suffix, less what the suffix's own terminals can cost), and CompleteWithTokens
 // cuts the string into tokens, each checked against its mask, rolling the
 // walk back further when no completion is found within the budget.
 // Tested by tests/py/test_cli.py (sample), viable_prefix_test.cc and
@@ -55,15 +56,33 @@ class Completer {
   bool Find(Session* session, int64_t max_nodes, std::string* completion,
             int64_t* nodes_used = nullptr);
 
+  // The search's estimate for the session as it is: a lower bound on the
+  // bytes of any completion (with a suffix: of any middle m such that the
+  // text + m + the suffix is complete); INT32_MAX if no hypothesis can
+  // complete.  For tests, which compare it with a breadth-first search.
+  int32_t Bound(const Session& session) { return Estimate(session); }
+
   // A lower bound on the bytes of the terminals the parser must still shift
-  // from `stack` to accept, each at its shortest spelling (lookaheads
-  // relaxed: any action of a state may be taken; the indenter's
-  // _INDENT/_DEDENT cost nothing).  INT32_MAX if the parser can never accept
-  // from there.
+  // from `stack` to accept, each at its shortest spelling (the indenter's
+  // _INDENT one byte, its _DEDENT nothing).  Reductions respect the
+  // lookaheads: between two shifts every reduction is the tables' action on
+  // the one terminal shifted next, and the last ones on $END; a derivation
+  // of a nonterminal pushed over the stack counts its fewest shifts
+  // (lookaheads relaxed inside).  The proof is at its definition.  INT32_MAX
+  // if the parser can never accept from there.
   int32_t StackCost(const std::vector<int32_t>& stack) const;
 
  private:
   int32_t Estimate(const Session& session);
+  // With suffix S: at least the costs (credit_cost_) of the terminals that
+  // end inside S in any completion text + m + S, whatever the middle m
+  // (at most |S|; memoised for the last suffix asked).
+  int64_t SuffixCredit(const std::string& suffix);
+  std::string credit_suffix_;
+  int64_t credit_suffix_value_ = 0;
+  // Per lexer terminal, the fewest bytes of a text the store's lexer ends as
+  // it (a breadth-first search over its steps; 0 if never met).
+  std::vector<int32_t> LexedMinBytes() const;
   // What the terminal in progress at lexer state q may already have
   // written of the bytes StackCost counts for it: the most, over the
   // terminals that can still end from q, of the terminal's cost less the
@@ -79,6 +98,14 @@ class Completer {
   // Per state: shift moves (target, cost), reductions (rule ids), accept.
   std::vector<std::vector<std::pair<int32_t, int32_t>>> moves_;
   std::vector<std::vector<int32_t>> reduces_;
+  // Per state: its reductions with their lookaheads, and how many of
+  // moves_[state] are shifts (the rest: nonterminal moves).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> reduce_on_;
+  std::vector<int32_t> num_shifts_;
+  // Per lexer terminal: what it may have written of StackCost's count when
+  // in progress (its cost; for the indenter's newline, an _INDENT's too).
+  std::vector<int32_t> credit_cost_;
+  bool keyed_ = true;  // StackCost's keys hold the tables' sizes
   std::vector<uint8_t> accepts_;
   std::unordered_map<uint64_t, int32_t> stack_cost_memo_;
   std::unordered_map<int32_t, int32_t> credit_memo_;

@@ -827,7 +827,8 @@ TEST(ViablePrefix, AGreedyMatchThatSwallowsItsSuccessorIsRefused) {
 // that search finds one within 10 bytes, and is longer than 10 bytes when
 // the search proves none is that short.  The estimate (StackCost less the
 // credit of the terminal in progress) must be a lower bound for this to
-// hold.
+// hold, and is checked to be one directly: at the prefix and at every
+// prefix of the completion found (Completer::Bound <= the bytes left).
 int ShortestByBreadthFirst(const Session& start, const std::string& alphabet, int bound,
                            int64_t max_nodes) {
   if (start.Fork().CanEnd()) return 0;
@@ -853,9 +854,26 @@ int ShortestByBreadthFirst(const Session& start, const std::string& alphabet, in
   return -1;  // none of at most `bound` bytes
 }
 
+// Completer::Bound at `start` and along `completion` (a shortest one, of
+// `want` bytes) never exceeds the bytes still to write.  Adds the bound at
+// the start to *bound_sum.
+void ExpectBoundBelowShortest(Completer* completer, const Session& start,
+                              const std::string& completion, int want, int64_t* bound_sum,
+                              const std::string& where) {
+  Session s = start.Fork();
+  const int32_t b0 = completer->Bound(s);
+  EXPECT_LE(b0, want) << where << " text " << JsonQuote(s.text());
+  *bound_sum += std::min<int32_t>(b0, want);
+  for (size_t i = 0; i < completion.size(); ++i) {
+    ASSERT_TRUE(s.AdvanceBytes(completion.substr(i, 1)).ok()) << where;
+    EXPECT_LE(completer->Bound(s), want - static_cast<int>(i) - 1)
+        << where << " text " << JsonQuote(s.text()) << " then " << JsonQuote(completion.substr(i + 1));
+  }
+}
+
 void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps, uint32_t seed) {
   std::mt19937 rng(seed);
-  int64_t compared = 0, longer = 0, unknown = 0;
+  int64_t compared = 0, longer = 0, unknown = 0, bound_sum = 0, want_sum = 0;
   std::vector<int64_t> nodes_used;
   for (int g = 0; g < grammars; ++g) {
     const std::string grammar = RandomLarkGrammar(rng, comments);
@@ -888,6 +906,8 @@ void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps
           Session end = s.Fork();
           ASSERT_TRUE(end.AdvanceBytes(got).ok());
           EXPECT_TRUE(end.CanEnd()) << grammar << JsonQuote(s.text() + got);
+          want_sum += want;
+          ExpectBoundBelowShortest(&completer, s, got, want, &bound_sum, grammar);
         } else {
           ++longer;
           if (r == CompletionResult::kFound) EXPECT_GT(got.size(), 10u) << JsonQuote(s.text());
@@ -905,10 +925,12 @@ void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps
     return nodes_used.empty() ? 0 : nodes_used[static_cast<size_t>(p * (nodes_used.size() - 1))];
   };
   std::printf("%lld prefixes with a completion of at most 10 bytes, all shortest; %lld longer; "
-              "%lld unknown; search nodes p50 %lld p99 %lld max %lld\n",
+              "%lld unknown; search nodes p50 %lld p99 %lld max %lld; estimate at the prefix "
+              "%lld bytes of %lld\n",
               static_cast<long long>(compared), static_cast<long long>(longer),
               static_cast<long long>(unknown), static_cast<long long>(at(0.5)),
-              static_cast<long long>(at(0.99)), static_cast<long long>(at(1.0)));
+              static_cast<long long>(at(0.99)), static_cast<long long>(at(1.0)),
+              static_cast<long long>(bound_sum), static_cast<long long>(want_sum));
   EXPECT_GT(compared, 50);
   EXPECT_LE(unknown * 20, compared);
 }
@@ -917,6 +939,86 @@ TEST(ViablePrefix, CompletionSearchFindsShortestCompletions) {
   const bool quick = TestQuick();
   ExpectShortestCompletions(false, quick ? 20 : 200, quick ? 2 : 6, quick ? 10 : 24, 20261127);
   ExpectShortestCompletions(true, quick ? 20 : 200, quick ? 2 : 6, quick ? 10 : 24, 20261128);
+}
+
+// With a suffix: on random grammars, sentences (a random masked walk, then
+// its shortest completion) are cut in three, prefix | middle | suffix; with
+// the suffix set, the search's middle is as short as a breadth-first search
+// over the alphabet finds (at most 8 bytes; Session::CanEnd reads the
+// suffix), and Completer::Bound stays below the bytes left at the prefix
+// and along the middle found.
+void ExpectShortestMiddles(bool comments, int grammars, int cuts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  int64_t compared = 0, exact = 0, bound_sum = 0, want_sum = 0;
+  std::vector<int64_t> nodes_used;
+  for (int g = 0; g < grammars; ++g) {
+    const std::string grammar = RandomLarkGrammar(rng, comments);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string name = (comments ? "middle_c" : "middle") + std::to_string(g);
+    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore store;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // conflicts
+    ASSERT_TRUE(StreamlineStore(&store, StreamlineOptions{}, nullptr).ok());
+    Completer completer(store);
+    for (int c = 0; c < cuts; ++c) {
+      // A sentence.
+      Session w(&store);
+      const int steps = static_cast<int>(rng() % 12);
+      for (int k = 0; k < steps; ++k) {
+        const std::vector<int32_t> allowed = AllowedTokens(store, w.Mask());
+        if (allowed.empty()) break;
+        ASSERT_TRUE(w.Advance(allowed[rng() % allowed.size()]).ok());
+      }
+      std::string rest;
+      if (completer.Search(&w, 200000, &rest) != CompletionResult::kFound) continue;
+      const std::string sentence = w.text() + rest;
+      if (sentence.size() < 2) continue;
+      const size_t i = rng() % sentence.size();
+      const size_t j = std::min(sentence.size(), i + 1 + rng() % 8);
+      Session s(&store);
+      ASSERT_TRUE(s.AdvanceBytes(sentence.substr(0, i)).ok()) << grammar << JsonQuote(sentence);
+      s.SetSuffix(sentence.substr(j));
+      const std::string where = grammar + "prefix " + JsonQuote(sentence.substr(0, i)) +
+                                " suffix " + JsonQuote(sentence.substr(j));
+      const int want = ShortestByBreadthFirst(s, alphabet, 8, 200000);
+      ASSERT_NE(want, -1) << where;  // the cut's own middle has at most 8 bytes
+      if (want < 0) continue;         // unknown
+      std::string got;
+      int64_t used = 0;
+      ASSERT_EQ(completer.Search(&s, 2000000, &got, &used), CompletionResult::kFound) << where;
+      nodes_used.push_back(used);
+      ++compared;
+      EXPECT_EQ(static_cast<int>(got.size()), want) << where << " middle " << JsonQuote(got);
+      exact += static_cast<int>(got.size()) == want;
+      Session end = s.Fork();
+      ASSERT_TRUE(end.AdvanceBytes(got).ok());
+      EXPECT_TRUE(end.CanEnd()) << where << " middle " << JsonQuote(got);
+      want_sum += want;
+      ExpectBoundBelowShortest(&completer, s, got, want, &bound_sum, where);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  std::sort(nodes_used.begin(), nodes_used.end());
+  const auto at = [&](double p) {
+    return nodes_used.empty() ? 0 : nodes_used[static_cast<size_t>(p * (nodes_used.size() - 1))];
+  };
+  std::printf("%lld cuts with a suffix, %lld middles shortest; search nodes p50 %lld p99 %lld "
+              "max %lld; estimate at the prefix %lld bytes of %lld\n",
+              static_cast<long long>(compared), static_cast<long long>(exact),
+              static_cast<long long>(at(0.5)), static_cast<long long>(at(0.99)),
+              static_cast<long long>(at(1.0)), static_cast<long long>(bound_sum),
+              static_cast<long long>(want_sum));
+  EXPECT_GT(compared, 30);
+}
+
+TEST(ViablePrefix, CompletionSearchWithASuffixFindsShortestMiddles) {
+  const bool quick = TestQuick();
+  ExpectShortestMiddles(false, quick ? 16 : 160, quick ? 4 : 12, 20261129);
+  ExpectShortestMiddles(true, quick ? 16 : 160, quick ? 4 : 12, 20261130);
 }
 
 // The same on the strict Python grammar with LLaMA's vocabulary: along
@@ -956,11 +1058,46 @@ TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
       Session end = s.Fork();
       ASSERT_TRUE(end.AdvanceBytes(got).ok());
       EXPECT_TRUE(end.CanEnd()) << JsonQuote(s.text() + got);
+      // The estimate at the prefix and along the completion stays below the
+      // bytes left (the completion is a shortest one if it is a lower bound;
+      // its length is checked against the breadth-first search above).
+      int64_t bound_sum = 0;
+      ExpectBoundBelowShortest(&completer, s, got, static_cast<int>(got.size()), &bound_sum,
+                               "strict python");
       ++compared;
     }
   }
   std::printf("%lld prefixes compared\n", static_cast<long long>(compared));
   EXPECT_GT(compared, walks * 3);
+}
+
+// The prefixes the estimate used to miss by several bytes (keywords past
+// three letters cost one byte; `x if y` needed 57,000 nodes, `@a -`
+// 138,956): each shortest completion (its length from a search without a
+// budget on the earlier estimate) is found within 10,000 nodes.
+TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  Completer completer(*store);
+  const std::vector<std::pair<std::string, size_t>> cases = {
+      {"x if y", 8}, {"@a -", 12}, {"f(g(h(i(j(k(l", 7}, {"try:\n  x\n", 9}, {"x = [1, {2: (3", 4}};
+  for (const auto& [text, want] : cases) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
+    std::string got;
+    int64_t used = 0;
+    ASSERT_EQ(completer.Search(&s, 10000, &got, &used), CompletionResult::kFound) << JsonQuote(text);
+    EXPECT_EQ(got.size(), want) << JsonQuote(text) << " completed by " << JsonQuote(got);
+    Session end = s.Fork();
+    ASSERT_TRUE(end.AdvanceBytes(got).ok());
+    EXPECT_TRUE(end.CanEnd()) << JsonQuote(text + got);
+    int64_t bound_sum = 0;
+    ExpectBoundBelowShortest(&completer, s, got, static_cast<int>(want), &bound_sum, text);
+    std::printf("%s: %lld nodes, %s\n", JsonQuote(text).c_str(), static_cast<long long>(used),
+                JsonQuote(got).c_str());
+  }
 }
 
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {

@@ -5,7 +5,8 @@ would, and the completion search then judges each walk's final prefix: a
 proved dead end ("none": no configuration reachable from it can end) fails
 the test.  Searches that run out of their budget are retried with a ten times
 larger one; they are counted and printed, with the search's nodes and time
-(p50 / p99 / max).
+(p50 / p99 / max).  Every shortest completion of at most 64 bytes must be
+found within the first budget of 10,000 nodes.
 
 Quick size (CI): the 32k SentencePiece (byte fallback) and SmolLM2's 49k BPE,
 100 walks of 120 tokens each.  CFGMASK_FULL=1: also Qwen2's 152k byte-level
@@ -43,7 +44,10 @@ def test_biased_walks_reach_no_dead_end(tmp_path, name, tok):
           f"{r['ended']} ended with EOS; search nodes p50 {np.percentile(nodes, 50):.0f} "
           f"p99 {np.percentile(nodes, 99):.0f} max {nodes.max()}, seconds p50 "
           f"{np.percentile(secs, 50):.3f} p99 {np.percentile(secs, 99):.3f} max {secs.max():.3f}")
+    first, short = dead_end_walks.share_within(r)
+    print(f"shortest completions of at most 64 bytes found within 10,000 nodes: {first} of {short}")
     assert not r["dead"], r["dead"][:5]
+    assert first == short, (first, short)
     assert r["found"] + r["ended"] + r["unknown"] == WALKS
     # An unknown may hide a dead end: it must stay rare.
     assert r["unknown"] * 50 <= WALKS, r["unknown"]
