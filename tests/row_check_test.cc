@@ -11,7 +11,9 @@
 // quick sizes under CFGMASK_QUICK=1.
 // The strict grammar's scope-layer filter (ScopeLayer::Filter: per-vocabulary
 // token lists and masks instead of scans) against its slow reference, every
-// token the grammar's rows allow fed to a copy of the layer: ScopeFilter.
+// token the grammar's rows allow fed to a copy of the layer: ScopeFilter;
+// also on a small byte-level vocabulary whose tokens end a name above ASCII
+// that NFKC changes (its programs both ways against CPython's compile()).
 // The memo of long reduction chains (ChainMemo, maskstore/hypothesis_parser.h)
 // against the same sessions with it off, on generated long tables (masks,
 // and the answers and depth read of every terminal at the tables' ends),
