@@ -515,15 +515,18 @@ TEST(ScopeFilter, StrictPythonQwen2FilterIsLayer) {
 // (Qwen2, LLaMA SPM, SmolLM2), so a byte-level vocabulary is built here: the
 // printable ASCII bytes, space, newline, every byte above ASCII, and tokens
 // where the ligature's word (or `__ｄebug__`, U+FF44) ends before `)`, `,`,
-// `:`, `=`, ` =`, a space or a newline, also joined to an open word
-// (`ixﬁ)` after `f`).  Each case's prefix is forced with the filter compared
-// at every step against every allowed token fed to a copy (CompareFilter);
-// at its end the key token's place in the session's mask must be CPython
-// 3.11's compile() verdict on prefix + token + rest ($CFGMASK_PYTHON), and
-// where CPython accepts, the rest is forced to an end the mask allows.
+// `:`, `=`, ` =`, a space or a newline, also joined to an open word (`ixﬁ)`
+// after `f`; U+0301 COMBINING ACUTE ACCENT, `\u0301x)`, after `e`).  Each
+// case is a prefix, a key token and a rest: the prefix is forced with the
+// filter compared at every step against every allowed token fed to a copy
+// (CompareFilter); the engine takes the token, the rest and the end exactly
+// when CPython 3.11's compile() ($CFGMASK_PYTHON) takes prefix + token +
+// rest; and where CPython refuses a name that the token decides (at_token),
+// the token itself is refused.
 TEST(ScopeFilter, NfkcNamesEndingInsideATokenAreCompared) {
   CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
   const std::string fi = "\xEF\xAC\x81", fw_d = "\xEF\xBD\x84";  // U+FB01, U+FF44
+  const std::string acute = "\xCC\x81", e_acute = "\xC3\xA9";    // U+0301, U+00E9
   std::vector<std::string> raw;
   for (int c = 33; c < 127; ++c) raw.push_back(std::string(1, static_cast<char>(c)));
   for (int c = 0x80; c < 0x100; ++c) raw.push_back(std::string(1, static_cast<char>(c)));
@@ -531,7 +534,7 @@ TEST(ScopeFilter, NfkcNamesEndingInsideATokenAreCompared) {
        {std::string(" "), std::string("\n"), std::string("    "), std::string("def"), std::string("pass"),
         std::string("global"), std::string("nonlocal"), std::string("lambda"), fi + "x", fi + "x)",
         fi + "x,", fi + "x:", fi + "x=", fi + "x =", fi + "x ", fi + "x\n", "ix" + fi + ")",
-        "__" + fw_d + "ebug__ =", "__" + fw_d + "ebug__,", "f" + fi + "x)"}) {
+        "__" + fw_d + "ebug__ =", "__" + fw_d + "ebug__,", "f" + fi + "x)", acute + "x)"}) {
     raw.push_back(t);
   }
   std::vector<std::string> tokens;
@@ -578,6 +581,10 @@ TEST(ScopeFilter, NfkcNamesEndingInsideATokenAreCompared) {
       // Joined to the open word `f`: `fixﬁ` is `fixfi` after NFKC.
       {"def f(fixfi, f", "ix" + fi + ")", ": pass\n", true},
       {"def f(fixfo, f", "ix" + fi + ")", ": pass\n", true},
+      // Joined to the open word `e` with a combining mark: `e\u0301x` is
+      // `\u00e9x` after NFKC, though the token's own run is unchanged by it.
+      {"def f(" + e_acute + "x, e", acute + "x)", ": pass\n", true},
+      {"def f(" + e_acute + "y, e", acute + "x)", ": pass\n", true},
       // Keyword arguments.
       {"f(fix=1, ", fi + "x=", "2)\n", false},
       {"f(fox=1, ", fi + "x=", "2)\n", false},
