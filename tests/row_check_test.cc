@@ -11,7 +11,9 @@
 // quick sizes under CFGMASK_QUICK=1.
 // The strict grammar's scope-layer filter (ScopeLayer::Filter: per-vocabulary
 // token lists and masks instead of scans) against its slow reference, every
-// token the grammar's rows allow fed to a copy of the layer: ScopeFilter.
+// token the grammar's rows allow fed to a copy of the layer: ScopeFilter;
+// also on a small byte-level vocabulary whose tokens end a name above ASCII
+// that NFKC changes (its programs both ways against CPython's compile()).
 // The memo of long reduction chains (ChainMemo, maskstore/hypothesis_parser.h)
 // against the same sessions with it off, on generated long tables (masks,
 // and the answers and depth read of every terminal at the tables' ends),
@@ -32,6 +34,7 @@
 #include "runtime/compile/compile.h"
 #include "runtime/tools/sample.h"
 #include "tests/exactness_harness.h"
+#include "tests/random_lark_grammar.h"
 #include "tests/serving_corpus.h"
 #include "tests/small_tokenizer.h"
 
@@ -502,6 +505,187 @@ TEST(ScopeFilter, StrictPythonQwen2FilterIsLayer) {
   const size_t programs = texts.size();
   for (std::string& t : StdlibTexts(6, 300, 6000)) texts.push_back(std::move(t));
   ExpectFiltered("strict python.lark x Qwen2", ForceFilter(store, texts, programs, 2000, 12));
+}
+
+// NameRunsKind's NFKC condition (ScopeTokenIndex::na_other_kind): a token
+// in which a word above ASCII that NFKC changes ends before a non-name byte
+// (`ﬁx)`, U+FB01 LATIN SMALL LIGATURE FI: NFKC `fix`) must go through a
+// copy of the layer, as its name is compared after NFKC; a word unchanged
+// by NFKC is compared as its bytes.  No real vocabulary holds such a token
+// (Qwen2, LLaMA SPM, SmolLM2), so a byte-level vocabulary is built here: the
+// printable ASCII bytes, space, newline, every byte above ASCII, and tokens
+// where the ligature's word (or `__ｄebug__`, U+FF44) ends before `)`, `,`,
+// `:`, `=`, ` =`, a space or a newline, also joined to an open word (`ixﬁ)`
+// after `f`; U+0301 COMBINING ACUTE ACCENT, `\u0301x)`, after `e`).  Each
+// case is a prefix, a key token and a rest: the prefix is forced with the
+// filter compared at every step against every allowed token fed to a copy
+// (CompareFilter); the engine takes the token, the rest and the end exactly
+// when CPython 3.11's compile() ($CFGMASK_PYTHON) takes prefix + token +
+// rest; and where CPython refuses a name that the token decides (at_token),
+// the token itself is refused.
+TEST(ScopeFilter, NfkcNamesEndingInsideATokenAreCompared) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_PYTHON");
+  const std::string fi = "\xEF\xAC\x81", fw_d = "\xEF\xBD\x84";  // U+FB01, U+FF44
+  const std::string acute = "\xCC\x81", e_acute = "\xC3\xA9";    // U+0301, U+00E9
+  std::vector<std::string> raw;
+  for (int c = 33; c < 127; ++c) raw.push_back(std::string(1, static_cast<char>(c)));
+  for (int c = 0x80; c < 0x100; ++c) raw.push_back(std::string(1, static_cast<char>(c)));
+  for (const std::string& t :
+       {std::string(" "), std::string("\n"), std::string("    "), std::string("def"), std::string("pass"),
+        std::string("global"), std::string("nonlocal"), std::string("lambda"), fi + "x", fi + "x)",
+        fi + "x,", fi + "x:", fi + "x=", fi + "x =", fi + "x ", fi + "x\n", "ix" + fi + ")",
+        "__" + fw_d + "ebug__ =", "__" + fw_d + "ebug__,", "f" + fi + "x)", acute + "x)"}) {
+    raw.push_back(t);
+  }
+  std::vector<std::string> tokens;
+  for (const std::string& t : raw) tokens.push_back(Gpt2ByteLevel(t));
+  // The tokenizer file is named by its text in the store cache's folder, so
+  // the store is compiled once per build (under the sanitizer by the
+  // optimised build's cfgmask, tests/sanitize.sh).
+  const std::string json = ByteLevelTokenizerJson(tokens);
+  std::string dir = TestEnv("CFGMASK_TEST_CACHE");
+  if (dir.empty()) dir = "/tmp/cfgmask-test-cache";
+  mkdir(dir.c_str(), 0755);
+  const std::string tok = dir + "/nfkc_tokenizer_" + std::to_string(std::hash<std::string>()(json)) + ".json";
+  WriteTextFile(tok, json);
+  Status st;
+  const CompiledStore* cached = StrictPythonStore(tok, &st);
+  ASSERT_NE(cached, nullptr) << st.message();
+  const CompiledStore& store = *cached;
+  ASSERT_TRUE(ScopeTokenIndex::Wanted(store));
+  auto id = [&](const std::string& bytes) {
+    for (int32_t t = 0; t < store.vocab_size; ++t) {
+      if (!store.token_special[t] && store.TokenBytes(t) == bytes) return t;
+    }
+    return int32_t{-1};
+  };
+  // at_token: where CPython refuses, the key token itself must be refused
+  // (the name is decided inside it); else a later step may refuse.
+  struct Case {
+    std::string prefix, token, rest;
+    bool at_token;
+  };
+  const std::string g = "def g():\n    ", h = "def g():\n    fix = 1\n    def h():\n        ";
+  const std::vector<Case> cases = {
+      // Parameters: the NFKC name written again, and a name it does not equal.
+      {"def f(fix, ", fi + "x)", ": pass\n", true},
+      {"def f(fox, ", fi + "x)", ": pass\n", true},
+      {"def f(fix, ", fi + "x,", " y): pass\n", true},
+      {"def f(fix, ", fi + "x=", "1): pass\n", true},
+      {"def f(fix, ", fi + "x:", " int): pass\n", true},
+      {"def f(fox, ", fi + "x:", " int): pass\n", true},
+      {"def f(*, fix, ", fi + "x =", " 1): pass\n", true},
+      {"lambda fix, ", fi + "x:", " 0\n", true},
+      {"lambda fox, ", fi + "x:", " 0\n", true},
+      {"lambda fix, ", fi + "x,", " y: 0\n", true},
+      // Joined to the open word `f`: `fixﬁ` is `fixfi` after NFKC.
+      {"def f(fixfi, f", "ix" + fi + ")", ": pass\n", true},
+      {"def f(fixfo, f", "ix" + fi + ")", ": pass\n", true},
+      // Joined to the open word `e` with a combining mark: `e\u0301x` is
+      // `\u00e9x` after NFKC, though the token's own run is unchanged by it.
+      {"def f(" + e_acute + "x, e", acute + "x)", ": pass\n", true},
+      {"def f(" + e_acute + "y, e", acute + "x)", ": pass\n", true},
+      // Keyword arguments.
+      {"f(fix=1, ", fi + "x=", "2)\n", false},
+      {"f(fox=1, ", fi + "x=", "2)\n", false},
+      {"f(fix=1, ", fi + "x =", " 2)\n", false},
+      // global / nonlocal after a use, a parameter, or the other.
+      {g + "fix = 1\n    global ", fi + "x\n", "", true},
+      {g + "fox = 1\n    global ", fi + "x\n", "", true},
+      {g + "fix = 1\n    global ", fi + "x,", " y\n", true},
+      {"def g(fix):\n    global ", fi + "x\n", "", true},
+      {"def g(fox):\n    global ", fi + "x\n", "", true},
+      {h + "fix = 2\n        nonlocal ", fi + "x\n", "", true},
+      {h + "nonlocal ", fi + "x\n", "", true},
+      {h + "global fix\n        nonlocal ", fi + "x\n", "", true},
+      {g + "global fix\n    ", fi + "x =", " 1\n", false},
+      {g + "print(fix)\n    global ", fi + "x\n", "", true},
+      // __debug__ (U+FF44 for its d).
+      {"x = 1\n", "__" + fw_d + "ebug__ =", " 1\n", false},
+      {"if ", "__" + fw_d + "ebug__ =", "= 1: pass\n", false},
+      {"x = 1\n", "__" + fw_d + "ebug__,", " y = 1, 2\n", false},
+      {"print(", "__" + fw_d + "ebug__,", " 1)\n", false},
+      // An assignment expression rebinding a comprehension's variable.
+      {"[fix := 0 for ", fi + "x ", "in y]\n", false},
+      {"[fox := 0 for ", fi + "x ", "in y]\n", false},
+      {"[f" + fi + "x for fix in y if (", fi + "x:", "= 1)]\n", false},
+  };
+  // CPython's verdicts, one process for every case.
+  const std::string programs = TempPath("nfkc_programs.txt"), script = TempPath("nfkc_compile.py");
+  {
+    std::string lines;
+    for (const Case& k : cases) {
+      for (unsigned char c : k.prefix + k.token + k.rest) {
+        char hex[3];
+        std::snprintf(hex, sizeof hex, "%02x", c);
+        lines += hex;
+      }
+      lines += '\n';
+    }
+    WriteTextFile(programs, lines);
+    WriteTextFile(script,
+                  "import sys\n"
+                  "for line in open(sys.argv[1]):\n"
+                  "    try:\n"
+                  "        compile(bytes.fromhex(line.strip()).decode(), '<case>', 'exec')\n"
+                  "        print(1)\n"
+                  "    except SyntaxError:\n"
+                  "        print(0)\n");
+  }
+  std::string verdicts;
+  {
+    FILE* p = popen((TestEnv("CFGMASK_PYTHON") + " " + script + " " + programs).c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) {
+      if (buf[0] == '0' || buf[0] == '1') verdicts += buf[0];
+    }
+    ASSERT_EQ(pclose(p), 0);
+  }
+  ASSERT_EQ(verdicts.size(), cases.size());
+  const int accepted = static_cast<int>(std::count(verdicts.begin(), verdicts.end(), '1'));
+  EXPECT_GT(accepted, 8);
+  EXPECT_GT(static_cast<int>(cases.size()) - accepted, 8);
+  ScopeTokenIndex index(store);
+  Segmenter seg(store);
+  std::mt19937_64 rng(13);
+  FilterCounts c;
+  // Forces `text`, the filter compared at every step and at the end; false
+  // where the mask refuses one of its tokens.
+  auto force = [&](Session* s, const std::string& text) {
+    for (const Segment& x : seg.Cut(text, SegmentMode::kGreedy, &rng)) {
+      CompareFilter(store, index, s, &c);
+      if (x.token < 0 || !MaskAllows(s->Mask(), x.token)) return false;
+      EXPECT_TRUE(s->Advance(x.token).ok());
+    }
+    CompareFilter(store, index, s, &c);
+    return true;
+  };
+  for (size_t i = 0; i < cases.size() && !testing::Test::HasFailure(); ++i) {
+    const Case& k = cases[i];
+    const int32_t t = id(k.token);
+    ASSERT_GE(t, 0) << k.token;
+    Session session(&store, NoMemo());
+    ASSERT_TRUE(force(&session, k.prefix)) << "prefix refused: " << k.prefix;
+    const bool cpython = verdicts[i] == '1';
+    const bool token = MaskAllows(session.Mask(), t);
+    if (!cpython && k.at_token) {
+      EXPECT_FALSE(token) << "after '" << k.prefix << "' the token '" << k.token << "'";
+    }
+    bool engine = token && session.Advance(t).ok() && force(&session, k.rest);
+    if (engine) {
+      bool eos = false;
+      for (int32_t e : store.eos_ids) eos |= MaskAllows(session.Mask(), e);
+      engine = eos;
+    }
+    EXPECT_EQ(engine, cpython) << "engine " << engine << ", CPython " << cpython << " on:\n"
+                               << k.prefix << k.token << k.rest;
+  }
+  std::printf("strict python.lark x NFKC tokens: %zu programs (%d compile), %lld steps, %lld tokens fed "
+              "to the layer, %lld refused\n",
+              cases.size(), accepted, static_cast<long long>(c.steps), static_cast<long long>(c.tokens),
+              static_cast<long long>(c.cleared));
+  EXPECT_GT(c.steps, 300);
 }
 
 // ---------------------------------------------------------------- chain memo
