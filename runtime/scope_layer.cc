@@ -585,7 +585,11 @@ uint64_t ScopeLayer::ReadingHash() const {
       (in_header_ << 9) | (target_ctx_ << 10) | (after_as_ << 11) | (must_trail_ << 12) |
       (last_name_live_ << 13) | (return_pending_ << 14) | (next_async_ << 15));
   mix(static_cast<uint32_t>(col_));
-  mix_str(word_);
+  // A name's own letters are left out, as the scopes' name sets are (they
+  // matter only to the checks on names); a number's are kept.
+  const bool number = !word_.empty() && word_[0] >= '0' && word_[0] <= '9';
+  mix(word_.empty() ? 0 : number ? 1 : 2);
+  if (number) mix_str(word_);
   mix(static_cast<uint64_t>(static_cast<uint8_t>(nchars_.need)) |
       static_cast<uint64_t>(static_cast<uint8_t>(nchars_.got)) << 8 |
       static_cast<uint64_t>(nchars_.lead) << 16 | static_cast<uint64_t>(nchars_.first) << 24 |
@@ -594,8 +598,14 @@ uint64_t ScopeLayer::ReadingHash() const {
   mix(static_cast<uint8_t>(quote_));
   mix(static_cast<uint32_t>(quote_run_));
   mix_str(uname_);
+  // An escape's value so far decides what may follow only for \U at the
+  // one value whose largest completion passes U+10FFFF (HexDigit): every
+  // other value of the same kind and digits left has the same future, so it
+  // is left out (or 22^4 configurations after `\u` would be distinct).
+  const uint64_t hex_max = (uint64_t{hex_value_} << (4 * hex_left_)) + (uint64_t{1} << (4 * hex_left_)) - 1;
+  const uint32_t hex_class = hex_kind_ == 'U' && hex_max > 0x10FFFF ? hex_value_ + 1 : 0;
   mix(static_cast<uint8_t>(hex_kind_) | static_cast<uint64_t>(static_cast<uint8_t>(hex_left_)) << 8 |
-      static_cast<uint64_t>(hex_value_) << 32);
+      static_cast<uint64_t>(hex_class) << 32);
   mix(fstack_.size());
   for (const FString& f : fstack_) {
     mix(static_cast<uint8_t>(f.quote) | f.triple << 8 | f.raw << 9 |
@@ -605,8 +615,8 @@ uint64_t ScopeLayer::ReadingHash() const {
     mix(static_cast<uint32_t>(f.base_depth) | static_cast<uint64_t>(static_cast<uint32_t>(f.quote_run)) << 32);
   }
   mix(static_cast<uint32_t>(depth_));
-  mix_str(prev_);
   mix(static_cast<uint64_t>(prev_kind_));
+  if (prev_kind_ != Lex::kName) mix_str(prev_);
   mix(static_cast<uint64_t>(stmt_));
   mix(frames_.size());
   mix(seg_.size());

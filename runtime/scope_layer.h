@@ -287,7 +287,9 @@ class ScopeLayer {
   // A hash of the layer's reading state: the lexeme being read (mode,
   // word, operator, string and escape in progress, open f-strings and their
   // parts, bracket depth, column) and the last lexeme and statement kind.
-  // The scopes' name sets are not in it.  The completion search keys its
+  // Names are not in it (neither the scopes' name sets nor the letters of
+  // the name being read or last read): they matter only to the checks on
+  // names.  The completion search keys its
   // configurations with it (runtime/completion.h's SessionKey): without it
   // two texts that differ only inside an escape (`"\u` and `"\uc`) shared a
   // key, and the search pruned the longer one as met before.

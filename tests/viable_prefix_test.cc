@@ -1073,8 +1073,10 @@ TEST(ViablePrefix, CompletionSearchIsShortestOnStrictPython) {
 
 // The prefixes the estimate used to miss by several bytes (keywords past
 // three letters cost one byte; `x if y` needed 57,000 nodes, `@a -`
-// 138,956): each shortest completion (its length from a search without a
-// budget on the earlier estimate) is found within 10,000 nodes.
+// 138,956), and escapes the search once called dead ends: each shortest
+// completion (its length from a search without a budget on the earlier
+// estimate; for the escapes, the digits, the quote and the newline, and
+// `{OX}` for `\N`) is found within 10,000 nodes.
 TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
   CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
   Status st;
@@ -1082,7 +1084,12 @@ TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
   ASSERT_NE(store, nullptr) << st.message();
   Completer completer(*store);
   const std::vector<std::pair<std::string, size_t>> cases = {
-      {"x if y", 8}, {"@a -", 12}, {"f(g(h(i(j(k(l", 7}, {"try:\n  x\n", 9}, {"x = [1, {2: (3", 4}};
+      {"x if y", 8}, {"@a -", 12}, {"f(g(h(i(j(k(l", 7}, {"try:\n  x\n", 9}, {"x = [1, {2: (3", 4},
+      // Inside an escape the lexer's state does not change, only the scope
+      // layer's: the search reported these as dead ends before its key held
+      // the layer's reading state (ScopeLayer::ReadingHash).
+      {"x = \"\\u", 6}, {"x = b\"\\x4", 3}, {"x = '\\U001", 7}, {"x = \"\\N", 6},
+      {"x = f\"{y!r:\\x4", 4}};
   for (const auto& [text, want] : cases) {
     Session s(store);
     ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
