@@ -17,6 +17,16 @@ namespace cfgmask {
 
 class IdIndex {
  public:
+  // murmur3's 64-bit finaliser: spreads a key whose low bits vary little
+  // (small ids, a hash built by a weak loop) before it picks a slot.
+  static uint64_t Fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+  }
   // The id of the entry hashed `h` for which `equal(id)` holds, among the
   // `count` entries of the list; when there is none, `add()` appends the
   // entry to the list and its id, `count`, is returned (*added set).

@@ -279,14 +279,7 @@ class Interner {
   // the sequence without its last id (kSeqSeed for the empty one), spread
   // to 64 bits for the index (equal hashes only cost a comparison).
   static constexpr uint32_t kSeqSeed = 0x811c9dc5u;
-  static uint64_t Fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-  }
+  static uint64_t Fmix(uint64_t k) { return IdIndex::Fmix64(k); }
   static uint32_t Step(uint32_t h, int32_t v) {
     const uint64_t k = Fmix(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(v));
     return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);

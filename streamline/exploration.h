@@ -119,14 +119,7 @@ class Exploration {
     // The index probes by the low bits, which the loop mixes poorly for keys
     // of small ids (LR states, items): finalised (murmur3's fmix64), so that
     // probe runs stay short.
-    static uint64_t HashEnd(uint64_t h) {
-      h ^= h >> 33;
-      h *= 0xff51afd7ed558ccdULL;
-      h ^= h >> 33;
-      h *= 0xc4ceb9fe1a85ec53ULL;
-      h ^= h >> 33;
-      return h;
-    }
+    static uint64_t HashEnd(uint64_t h) { return IdIndex::Fmix64(h); }
     static uint64_t Hash(const int32_t* key, size_t size);
     // The entry of `key` hashed h (Hash), added with value `init` if new.
     int32_t Entry(const std::vector<int32_t>& key, uint64_t h, int8_t init, bool* inserted);
@@ -291,14 +284,7 @@ class SuffixAnswers {
     const uint64_t k = Hash(static_cast<uint64_t>(h) << 32 | static_cast<uint32_t>(item));
     return static_cast<uint32_t>(k >> 32) ^ static_cast<uint32_t>(k);
   }
-  static uint64_t Hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-  }
+  static uint64_t Hash(uint64_t k) { return IdIndex::Fmix64(k); }
   IdIndex index_;
   std::vector<uint64_t> keys_;     // per suffix: first item << 32 | the next suffix's id
   std::vector<uint32_t> content_;  // per suffix: its content hash (ContentStep)
