@@ -871,22 +871,34 @@ void ExpectBoundBelowShortest(Completer* completer, const Session& start,
   }
 }
 
+// A random grammar (with a comment terminal when `comments`) and a random
+// byte-level vocabulary over its alphabet, compiled and streamlined into
+// *store; false where the grammar has conflicts (skipped).
+bool RandomStreamlinedStore(std::mt19937& rng, bool comments, const std::string& name,
+                            std::string* grammar, std::string* alphabet, CompiledStore* store) {
+  *grammar = RandomLarkGrammar(rng, comments);
+  std::vector<std::string> tokens;
+  Vocabulary(*grammar, rng, alphabet, &tokens);
+  const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
+  WriteTextFile(gpath, *grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  if (!CompileStore(gpath, tpath, CompileOptions{}, store).ok()) return false;  // conflicts
+  EXPECT_TRUE(StreamlineStore(store, StreamlineOptions{}, nullptr).ok());
+  return true;
+}
+
 void ExpectShortestCompletions(bool comments, int grammars, int walks, int steps, uint32_t seed) {
   std::mt19937 rng(seed);
   int64_t compared = 0, longer = 0, unknown = 0, bound_sum = 0, want_sum = 0;
   std::vector<int64_t> nodes_used;
   for (int g = 0; g < grammars; ++g) {
-    const std::string grammar = RandomLarkGrammar(rng, comments);
-    std::string alphabet;
-    std::vector<std::string> tokens;
-    Vocabulary(grammar, rng, &alphabet, &tokens);
-    const std::string name = (comments ? "shortest_c" : "shortest") + std::to_string(g);
-    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
-    WriteTextFile(gpath, grammar);
-    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    std::string grammar, alphabet;
     CompiledStore store;
-    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // conflicts
-    ASSERT_TRUE(StreamlineStore(&store, StreamlineOptions{}, nullptr).ok());
+    if (!RandomStreamlinedStore(rng, comments, (comments ? "shortest_c" : "shortest") + std::to_string(g),
+                                &grammar, &alphabet, &store)) {
+      continue;
+    }
+    ASSERT_FALSE(testing::Test::HasFailure());
     Completer completer(store);
     for (int w = 0; w < walks; ++w) {
       Session s(&store);
@@ -952,17 +964,13 @@ void ExpectShortestMiddles(bool comments, int grammars, int cuts, uint32_t seed)
   int64_t compared = 0, exact = 0, bound_sum = 0, want_sum = 0;
   std::vector<int64_t> nodes_used;
   for (int g = 0; g < grammars; ++g) {
-    const std::string grammar = RandomLarkGrammar(rng, comments);
-    std::string alphabet;
-    std::vector<std::string> tokens;
-    Vocabulary(grammar, rng, &alphabet, &tokens);
-    const std::string name = (comments ? "middle_c" : "middle") + std::to_string(g);
-    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".json");
-    WriteTextFile(gpath, grammar);
-    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    std::string grammar, alphabet;
     CompiledStore store;
-    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // conflicts
-    ASSERT_TRUE(StreamlineStore(&store, StreamlineOptions{}, nullptr).ok());
+    if (!RandomStreamlinedStore(rng, comments, (comments ? "middle_c" : "middle") + std::to_string(g),
+                                &grammar, &alphabet, &store)) {
+      continue;
+    }
+    ASSERT_FALSE(testing::Test::HasFailure());
     Completer completer(store);
     for (int c = 0; c < cuts; ++c) {
       // A sentence.
