@@ -167,6 +167,20 @@ inline std::string Gpt2ByteLevel(const std::string& bytes) {
 // grammar with classes above ASCII (RandomLarkGrammar's above_ascii) also
 // gets kCharsAboveAscii: each whole, after `#` and `#c`, in names, and as
 // units of the random strings (the alphabet has their bytes).
+// A random grammar with a dead context: `start: n0 | "@" nK DX` with DX
+// %declare'd (nothing produces it), sometimes with a live `"@" nJ "!"`
+// beside it (tests/stack_viability_test.cc, tests/viable_prefix_test.cc).
+inline std::string RandomGrammarWithDeadContext(std::mt19937& rng, bool comments) {
+  const std::string g = RandomLarkGrammar(rng, comments);
+  int nn = 0;
+  while (g.find("\nn" + std::to_string(nn) + ":") != std::string::npos) ++nn;
+  std::string start = "start: n0 | \"@\" n" + std::to_string(rng() % nn) + " DX";
+  if (rng() % 2) start += " | \"@\" n" + std::to_string(rng() % nn) + " \"!\"";
+  std::string out = g;
+  out.replace(0, out.find('\n'), start);
+  return out + "%declare DX\n";
+}
+
 inline void Vocabulary(const std::string& grammar, std::mt19937& rng, std::string* alphabet,
                 std::vector<std::string>* tokens) {
   std::set<char> bytes = {' '};

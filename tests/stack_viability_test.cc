@@ -31,18 +31,10 @@
 namespace cfgmask {
 namespace {
 
-// A random grammar; with `dead`, `start: n0 | "@" nK DX` with DX
-// %declare'd (nothing produces it), sometimes with a live `"@" nJ "!"`.
+// A random grammar; with `dead`, one with a dead context
+// (RandomGrammarWithDeadContext).
 std::string Grammar(std::mt19937& rng, bool dead, bool comments) {
-  const std::string g = RandomLarkGrammar(rng, comments);
-  if (!dead) return g;
-  int nn = 0;
-  while (g.find("\nn" + std::to_string(nn) + ":") != std::string::npos) ++nn;
-  std::string start = "start: n0 | \"@\" n" + std::to_string(rng() % nn) + " DX";
-  if (rng() % 2) start += " | \"@\" n" + std::to_string(rng() % nn) + " \"!\"";
-  std::string out = g;
-  out.replace(0, out.find('\n'), start);
-  return out + "%declare DX\n";
+  return dead ? RandomGrammarWithDeadContext(rng, comments) : RandomLarkGrammar(rng, comments);
 }
 
 TEST(StackViability, ReducedWalkAgreesWithTheWholeWindowWalk) {

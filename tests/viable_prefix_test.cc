@@ -1169,14 +1169,7 @@ TEST(ViablePrefix, RandomGrammarsWithCommentsAndNamesAboveAsciiHaveNoDeadEnds) {
 // it prevents are counted: the test fails if none appears).
 std::string WithDeadContext(std::mt19937& rng, bool comments) {
   for (;;) {
-    const std::string g = RandomLarkGrammar(rng, comments);
-    int nn = 0;
-    while (g.find("\nn" + std::to_string(nn) + ":") != std::string::npos) ++nn;
-    std::string start = "start: n0 | \"@\" n" + std::to_string(rng() % nn) + " DX";
-    if (rng() % 2) start += " | \"@\" n" + std::to_string(rng() % nn) + " \"!\"";
-    std::string out = g;
-    out.replace(0, out.find('\n'), start);
-    out += "%declare DX\n";
+    const std::string out = RandomGrammarWithDeadContext(rng, comments);
     Grammar parsed;
     if (!ReadLarkString(out, "random.lark", LarkReaderOptions{}, &parsed).ok()) continue;
     ParseTables tables;
