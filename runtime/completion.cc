@@ -20,7 +20,10 @@ namespace cfgmask {
 // configurations forever.
 uint64_t SessionKey(const Session& session) {
   uint64_t seed = 0xcbf29ce484222325ull;
-  if (const ScopeLayer* layer = session.scope_layer()) seed ^= layer->ReadingHash();
+  if (const ScopeLayer* layer = session.scope_layer()) {
+    seed ^= layer->ReadingHash();
+    if (layer->NamesMatter()) seed ^= layer->NamesHash() * 0x9E3779B97F4A7C15ull;
+  }
   return FutureHash(session.live(), seed, session.store()->indenter_nl >= 0);
 }
 

@@ -29,11 +29,13 @@ namespace cfgmask {
 // A hash of everything that decides the session's future (lexer state,
 // column, open slots, parser stack, indentation) and, with a scope layer,
 // of the layer's reading state (ScopeLayer::ReadingHash: the lexeme,
-// string, escape and f-string being read).  Without a layer, sessions with
-// equal keys accept the same continuations (up to hash collisions); with
-// one, they may still differ in the names their scopes hold, so the search
-// may then prune a configuration that differs only there (a completion it
-// returns is always checked on the session itself).
+// string, escape and f-string being read) and, where the names decide what
+// may follow (ScopeLayer::NamesMatter: a check armed on a name, a pending
+// nonlocal, a declaration's name being written), of its names
+// (ScopeLayer::NamesHash).  Sessions with equal keys accept the same
+// continuations (up to hash collisions), with a layer up to names that
+// decide nothing yet; a completion the search returns is always checked on
+// the session itself.
 uint64_t SessionKey(const Session& session);
 
 enum class CompletionResult { kFound, kNone, kBudget };

@@ -624,14 +624,62 @@ uint64_t ScopeLayer::ReadingHash() const {
   return h;
 }
 
+bool ScopeLayer::NamesMatter() const {
+  // A pending nonlocal, a check armed (Armed counts the checks at a word's
+  // end), a name being written that its end binds or deletes.
+  return PendingNonlocal() || Armed() ||
+         (!word_.empty() &&
+          (stmt_ == Stmt::kImport || stmt_ == Stmt::kFromNames || stmt_ == Stmt::kDel ||
+           stmt_ == Stmt::kGlobal || stmt_ == Stmt::kNonlocal));
+}
+
+uint64_t ScopeLayer::NamesHash() const {
+  uint64_t h = 0x9ae16a3b2f90404full;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ull;
+  };
+  auto mix_str = [&mix](const std::string& t) {
+    mix(t.size());
+    for (unsigned char c : t) mix(c);
+  };
+  auto mix_set = [&](const NameSet& set) {
+    mix(set.size());
+    for (const std::string& n : set) mix_str(n);
+  };
+  mix_str(word_);
+  mix_str(last_name_);
+  mix_str(prev_);
+  mix_str(import_pending_);
+  mix_str(def_name_);
+  mix_set(def_params_);
+  for (const Entry& e : seg_) {
+    mix_str(e.name);
+    mix(e.bare | e.attr << 1 | e.kept << 2);
+  }
+  for (const Frame& f : frames_) {
+    mix_set(f.names);
+    mix_set(f.comp_targets);
+    mix_set(f.walrus_targets);
+  }
+  for (const auto& sp : scopes_) {
+    const Scope& sc = *sp;
+    for (const NameSet* set : {&sc.seen, &sc.bound, &sc.params, &sc.globals, &sc.nonlocals}) {
+      mix_set(*set);
+    }
+    for (const Pending& p : sc.pending) {
+      mix_str(p.name);
+      mix(static_cast<uint32_t>(p.lo) | static_cast<uint64_t>(static_cast<uint32_t>(p.resolved_at)) << 32);
+    }
+  }
+  return h;
+}
+
 bool ScopeLayer::CanEnd() const {
   if (dead_ || nchars_.need > 0) return false;
   // Ending can fail only where a next token could (Armed: a pending
   // nonlocal, a name that its end would complete in a checked place).
-  if (!PendingNonlocal() && !Armed() && (word_.empty() || (stmt_ != Stmt::kImport && stmt_ != Stmt::kFromNames &&
-                                      stmt_ != Stmt::kDel))) {
-    return true;
-  }
+  if (!NamesMatter()) return true;
   ScopeLayer end = *this;
   if (end.mode_ == Mode::kStrOpen2) {  // an empty string ends the text
     end.mode_ = Mode::kCode;

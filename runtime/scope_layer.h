@@ -294,6 +294,19 @@ class ScopeLayer {
   // two texts that differ only inside an escape (`"\u` and `"\uc`) shared a
   // key, and the search pruned the longer one as met before.
   uint64_t ReadingHash() const;
+  // Do the names decide what may follow (a check pending on a name: Armed,
+  // a nonlocal without its binding, a name being written that its end
+  // binds or deletes)?  Where they do not, two layers equal in their
+  // reading state accept the same continuations whatever names they hold,
+  // up to checks that only a later token can arm.
+  bool NamesMatter() const;
+  // A hash of the names the layer holds: the word being written, the last
+  // name, the statement's targets, the open brackets' names and every
+  // scope's name sets.  The completion search adds it to its key where
+  // NamesMatter: without it `nonlocal ` (with a binding in an enclosing
+  // function) had no completion, every name sharing one key with the first
+  // one tried, which has no binding.
+  uint64_t NamesHash() const;
   // Human-readable reason of the last refusal (tests).
   const std::string& why() const { return why_; }
   // Counts of refusals by check, for the corpus figures (not copied

@@ -1097,7 +1097,14 @@ TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
       // layer's: the search reported these as dead ends before its key held
       // the layer's reading state (ScopeLayer::ReadingHash).
       {"x = \"\\u", 6}, {"x = b\"\\x4", 3}, {"x = '\\U001", 7}, {"x = \"\\N", 6},
-      {"x = f\"{y!r:\\x4", 4}};
+      {"x = f\"{y!r:\\x4", 4},
+      // Where a name decides (a declaration, a repeated parameter), the key
+      // holds the names too (ScopeLayer::NamesHash): without them every name
+      // shared the key of the first one tried (`A`, unbound; `x`, the
+      // repeated parameter) and the search answered "none".
+      {"def g():\n    x = 1\n    def h():\n        nonlocal ", 2},
+      {"def g():\n    x = 1\n    def h():\n        x = 2\n        nonlocal ", 2},
+      {"def f(x, *, x", 5}, {"lambda x, x", 4}};
   for (const auto& [text, want] : cases) {
     Session s(store);
     ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
