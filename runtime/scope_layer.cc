@@ -566,7 +566,26 @@ bool ScopeLayer::Feed(std::string_view bytes) {
     probe.FlushWord();
     if (probe.dead_) Fail(probe.why_);
   }
+  // A nonlocal with no enclosing function (a method of a class at module
+  // level) can only name the class cell, `__class__`: a word that is no
+  // prefix of it can only grow, and never ends as a name the statement
+  // takes (`nonlocal a` would be a dead end).  Judged at the byte that
+  // leaves the prefix.  A word above ASCII is left to its end (its NFKC
+  // may still be `__class__`).
+  if (!dead_ && mode_ == Mode::kCode && stmt_ == Stmt::kNonlocal && !word_.empty() &&
+      nchars_.need == 0 && !HasAboveAscii(word_) &&
+      std::string_view("__class__").substr(0, word_.size()) != word_ && !EnclosingFunction()) {
+    Fail("no binding for nonlocal '" + word_ + "' found");
+  }
   return !dead_;
+}
+
+bool ScopeLayer::EnclosingFunction() const {
+  for (size_t i = scopes_.size() - 1; i-- > 0;) {
+    if (scopes_[i]->kind == Scope::kModule) break;
+    if (scopes_[i]->kind == Scope::kFunction) return true;
+  }
+  return false;
 }
 
 uint64_t ScopeLayer::ReadingHash() const {

@@ -415,6 +415,9 @@ class ScopeLayer {
   // but `__class__`, no list).
   bool DeclForbidden(NameSet* out) const;
   bool PendingNonlocal() const;  // a nonlocal without binding yet
+  // Is a function scope around the current one (below the module)?  Without
+  // one a nonlocal can only name `__class__` (in a method).
+  bool EnclosingFunction() const;
   void CloseScopesTo(int32_t col);
   void PopScope();
   Scope& Top();

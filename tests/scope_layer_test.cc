@@ -49,6 +49,8 @@ const char* const kAccepted[] = {
     "def f():\n    class C:\n        def g(self):\n            nonlocal x\n    x = 1\n",
     "def f():\n    x = 1\n    class C:\n        nonlocal x\n",
     "class C:\n    def f(self):\n        nonlocal __class__\n",
+    "class C:\n    def f(self):\n        nonlocal __class__, __class__\n",
+    "class C:\n    def f(self):\n        def g():\n            nonlocal self\n",
     "def f():\n    x = 1\n    def g():\n        nonlocal x\n        def h():\n            nonlocal x\n",
     "def f():\n    x = 1\n    def a():\n        global x\n    def b():\n        nonlocal x\n",
     "global x\nglobal x\nx = 1\n",
@@ -164,6 +166,13 @@ const char* const kRefused[] = {
     "def f():\n    x = 1\n    def g():\n        def h():\n            nonlocal x\n        global x|\n",
     "def f():\n    class C:\n        x = 1\n        def g(self):\n            nonlocal x\n$",
     "def f():\n    def g():\n        nonlocal __debug__|\n",
+    // A method of a class at module level: only `__class__` has a binding,
+    // so a word that leaves its prefix is refused at once (it could only
+    // grow, never end).
+    "class C:\n    def f(self):\n        nonlocal |a",
+    "class C:\n    def f(self):\n        nonlocal __cl|x",
+    "class C:\n    def f(self):\n        nonlocal __class__|_",
+    "class C:\n    def f(self):\n        nonlocal __class__, |x",
     "x\nglobal x|\n",
     "x = 1\nglobal x|\n",
     "def f(x):\n    global x|\n",

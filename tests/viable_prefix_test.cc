@@ -1104,7 +1104,10 @@ TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
       // repeated parameter) and the search answered "none".
       {"def g():\n    x = 1\n    def h():\n        nonlocal ", 2},
       {"def g():\n    x = 1\n    def h():\n        x = 2\n        nonlocal ", 2},
-      {"def f(x, *, x", 5}, {"lambda x, x", 4}};
+      {"def f(x, *, x", 5}, {"lambda x, x", 4},
+      // A method's nonlocal can only name the class cell (ScopeLayer::Feed
+      // refuses a word that leaves `__class__`'s prefix).
+      {"class C:\n    def f(self):\n        nonlocal ", 10}};
   for (const auto& [text, want] : cases) {
     Session s(store);
     ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
