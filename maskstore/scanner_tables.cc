@@ -83,8 +83,7 @@ void PruneUnlexableLookaheads(const Grammar& g, const TerminalAutomaton& a, Comp
 }  // namespace
 
 void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAutomaton& a,
-                       const IndenterTerminals& indenter, const TerminalSuccessors& successors,
-                       CompiledStore* out) {
+                       const IndenterTerminals& indenter, CompiledStore* out) {
   CompiledStore& s = *out;
   // Terminals.
   const int32_t T = g.num_terminals();
@@ -98,19 +97,6 @@ void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAu
     s.terminal_rank[t] = a.rank(t);
   }
   for (int32_t t : g.ignore) s.terminal_ignored[t] = 1;
-  s.terminal_min_bytes.assign(T, 0);
-  for (int32_t t = 0; t < T && static_cast<size_t>(t) < successors.min_bytes.size(); ++t) {
-    s.terminal_min_bytes[t] = successors.min_bytes[t];
-  }
-  s.terminal_next_any.assign(T, 1);
-  s.terminal_next_offsets.assign(1, 0);
-  for (int32_t t = 0; t < T; ++t) {
-    if (static_cast<size_t>(t) < successors.any.size() && !successors.any[t]) {
-      s.terminal_next_any[t] = 0;
-      for (int32_t u : successors.next[t]) s.terminal_next_data.push_back(u);
-    }
-    s.terminal_next_offsets.push_back(static_cast<int32_t>(s.terminal_next_data.size()));
-  }
   s.terminal_is_string.assign(T, 0);
   s.unless_offsets.assign(1, 0);
   for (int32_t t = 0; t < T; ++t) {
@@ -169,6 +155,25 @@ void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAu
   PruneUnlexableLookaheads(g, a, &s);
   CloseDeadStates(s.lr(), s.action.data());
   s.ComputeViability();
+}
+
+void FillSuccessorTables(const TerminalSuccessors& successors, CompiledStore* out) {
+  CompiledStore& s = *out;
+  const int32_t T = s.num_terminals;
+  s.terminal_min_bytes.assign(T, 0);
+  for (int32_t t = 0; t < T && static_cast<size_t>(t) < successors.min_bytes.size(); ++t) {
+    s.terminal_min_bytes[t] = successors.min_bytes[t];
+  }
+  s.terminal_next_any.assign(T, 1);
+  s.terminal_next_offsets.assign(1, 0);
+  s.terminal_next_data.clear();
+  for (int32_t t = 0; t < T; ++t) {
+    if (static_cast<size_t>(t) < successors.any.size() && !successors.any[t]) {
+      s.terminal_next_any[t] = 0;
+      for (int32_t u : successors.next[t]) s.terminal_next_data.push_back(u);
+    }
+    s.terminal_next_offsets.push_back(static_cast<int32_t>(s.terminal_next_data.size()));
+  }
 }
 
 }  // namespace cfgmask

@@ -28,10 +28,16 @@ struct IndenterTerminals {
   bool used() const { return nl >= 0; }
 };
 
-// `successors`: what may follow each terminal (ComputeTerminalSuccessors).
 void FillGrammarTables(const Grammar& g, const ParseTables& pt, const TerminalAutomaton& a,
-                       const IndenterTerminals& indenter, const TerminalSuccessors& successors,
-                       CompiledStore* out);
+                       const IndenterTerminals& indenter, CompiledStore* out);
+
+// The tables of what may follow each terminal (CompiledStore::terminal_next_*,
+// terminal_min_bytes), from `successors` (ComputeTerminalSuccessors), for a
+// store whose FillGrammarTables has run.  Apart from FillGrammarTables since
+// the vocabulary walk does not read them: the compile computes the
+// successors beside the walk (runtime/compile/compile.cc) and fills these
+// after it.
+void FillSuccessorTables(const TerminalSuccessors& successors, CompiledStore* out);
 
 }  // namespace cfgmask
 

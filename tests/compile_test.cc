@@ -5,7 +5,11 @@
 // the statistics report (runtime/tools/report.h) renders the same figures as text
 // and JSON; a store the compile makes (std::unique_ptr) is the store it
 // builds into the caller's, and none after an error; --eos is applied in the
-// tokenizer phase, after the grammar is read.
+// tokenizer phase, after the grammar is read; the terminal successors,
+// computed beside the other phases with more than one thread, give the store
+// of the serial compile, and every error is the serial compile's.
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -104,6 +108,78 @@ TEST(CompileGrammar, MadeStoreEqualsCallersStore) {
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
   EXPECT_NE(st.message().find("eos: no token"), std::string::npos) << st.message();
   EXPECT_EQ(made, nullptr);
+}
+
+// The bytes of `s` as a store file, its timings left out.
+std::string StoreBytes(CompiledStore s) {
+  s.stats.seconds_grammar = s.stats.seconds_lalr = s.stats.seconds_automaton = 0;
+  s.stats.seconds_store = s.stats.seconds_tokenizer = s.stats.seconds_streamline = 0;
+  const std::string path = TempPath("bytes.cfgm");
+  EXPECT_TRUE(WriteCompiledStore(s, path).ok());
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST(CompileGrammar, SuccessorsBesideTheWalkGiveTheSerialStoreAndErrors) {
+  WriteTextFile(TempPath("tok.json"), SmallTokenizerJson());
+  // NAME NAME without a separator: NAME's successors are checked (not
+  // `any`), so the tables filled after the walk carry something.
+  WriteTextFile(TempPath("names.lark"), "start: (NAME | NUMBER)+\nNAME: /[a-z]+/\n"
+                                        "NUMBER: /[0-9]+/\n");
+  WriteTextFile(TempPath("g.lark"), kGrammar);
+  for (const char* g : {"names.lark", "g.lark"}) {
+    for (bool streamline : {true, false}) {
+      std::string serial;
+      for (int threads : {1, 2, 0}) {
+        CompileOptions options;
+        options.num_threads = threads;
+        CompiledStore s;
+        ASSERT_TRUE(
+            CompileGrammar(TempPath(g), TempPath("tok.json"), options, streamline, &s).ok());
+        if (std::string(g) == "names.lark") {
+          EXPECT_FALSE(s.terminal_next_data.empty()) << g;
+          EXPECT_GT(s.terminal_min_bytes.size(), 0u) << g;
+        }
+        const std::string bytes = StoreBytes(s);
+        if (threads == 1) serial = bytes;
+        EXPECT_TRUE(bytes == serial) << g << " threads " << threads << " streamline " << streamline;
+      }
+    }
+  }
+  // Errors: a grammar's (the LALR tables, the automaton) before the
+  // tokenizer's, the tokenizer's, the walk's; the same Status and no store
+  // with 1 or 2 threads.
+  WriteTextFile(TempPath("conflict.lark"), "start: a | b\na: \"x\"\nb: \"x\"\n");
+  WriteTextFile(TempPath("empty.lark"), "start: E\nE: /a*/\n");
+  struct Case {
+    const char* grammar;
+    const char* tokenizer;
+    int32_t max_roots;
+    const char* want;  // in the message
+  };
+  for (const Case& c : {Case{"conflict.lark", "missing.json", 1000000, "reduce/reduce conflict"},
+                        Case{"empty.lark", "missing.json", 1000000, "matches the empty string"},
+                        Case{"names.lark", "missing.json", 1000000, "missing.json: cannot open"},
+                        Case{"names.lark", "tok.json", 1, "(max_roots, --max-roots)"}}) {
+    std::string serial;
+    for (int threads : {1, 2}) {
+      CompileOptions options;
+      options.num_threads = threads;
+      options.max_roots = c.max_roots;
+      std::unique_ptr<CompiledStore> made;
+      Status st = CompileGrammar(TempPath(c.grammar), TempPath(c.tokenizer), options, true, &made);
+      EXPECT_FALSE(st.ok()) << c.grammar;
+      EXPECT_EQ(made, nullptr) << c.grammar;
+      CompiledStore into;
+      Status st2 = CompileStore(TempPath(c.grammar), TempPath(c.tokenizer), options, &into);
+      EXPECT_EQ(st2.message(), st.message()) << c.grammar;
+      EXPECT_TRUE(into.row_seq.empty()) << c.grammar;
+      const std::string said = std::to_string(static_cast<int>(st.code())) + " " + st.message();
+      if (threads == 1) serial = said;
+      EXPECT_EQ(said, serial) << c.grammar << " threads " << threads;
+    }
+    EXPECT_NE(serial.find(c.want), std::string::npos) << serial;
+  }
 }
 
 TEST(StoreReport, TextAndJsonCarryTheSameFigures) {

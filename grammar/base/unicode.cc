@@ -85,6 +85,14 @@ bool CodePointSet::Contains(uint32_t c) const {
 
 namespace {
 
+// `s` with its ranges merged: the shared tables below are merged before they
+// are published, so that threads reading them at once (the compile builds
+// two terminal automata side by side) never merge the same set.
+CodePointSet Merged(CodePointSet s) {
+  s.ranges();
+  return s;
+}
+
 template <size_t N>
 CodePointSet FromTable(const uint32_t (&table)[N][2]) {
   CodePointSet s;
@@ -134,6 +142,7 @@ const CodePointSet& CategorySet(CharCategory category, bool ascii) {
     sets[10].AddRange('a', 'z');
     sets[10].Add('_');
     for (int i = 0; i < 12; i += 2) sets[i + 1] = sets[i].Complement();
+    for (int i = 0; i < 12; ++i) sets[i] = Merged(sets[i]);
     return sets;
   }();
   return kSets[(ascii ? 6 : 0) + static_cast<int>(category)];
@@ -155,7 +164,7 @@ uint32_t UnicodeToLower(uint32_t c) { return MapThrough(LowerPairs(), c); }
 uint32_t UnicodeToUpper(uint32_t c) { return MapThrough(UpperPairs(), c); }
 
 const CodePointSet& UnicodeCasedSet() {
-  static const CodePointSet* const kCased = new CodePointSet(FromTable(kCasedRanges));
+  static const CodePointSet* const kCased = new CodePointSet(Merged(FromTable(kCasedRanges)));
   return *kCased;
 }
 
@@ -188,12 +197,12 @@ CodePointSet Domain(const std::vector<std::pair<uint32_t, uint32_t>>& pairs) {
 }  // namespace
 
 CodePointSet LowerPreimage(const CodePointSet& s) {
-  static const CodePointSet* const kChanged = new CodePointSet(Domain(LowerPairs()));
+  static const CodePointSet* const kChanged = new CodePointSet(Merged(Domain(LowerPairs())));
   return Preimage(LowerPairs(), *kChanged, s);
 }
 
 CodePointSet UpperPreimage(const CodePointSet& s) {
-  static const CodePointSet* const kChanged = new CodePointSet(Domain(UpperPairs()));
+  static const CodePointSet* const kChanged = new CodePointSet(Merged(Domain(UpperPairs())));
   return Preimage(UpperPairs(), *kChanged, s);
 }
 

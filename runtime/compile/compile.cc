@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include "grammar/base/stop_check.h"
 #include "grammar/lark_reader.h"
@@ -95,6 +98,74 @@ Status BuildAutomatonPhase(const Grammar& g, const ParseTables& tables,
   CFGMASK_RETURN_IF_ERROR(TerminalAutomaton::Build(g, indenter_nl, ao, &built));
   *out = std::shared_ptr<TerminalAutomaton>(std::move(built));
   return Status::Ok();
+}
+
+// A side task of the compile: `work`, run on a thread of its own beside the
+// phases that follow when `parallel` and a thread can be had (the memory
+// limit counts a thread's stack), else on the caller's thread by Wait(),
+// where the serial compile runs it.  Wait() returns its Status and rethrows
+// what it threw (std::bad_alloc under the memory limit); the destructor
+// waits for the thread, so that an early return or an exception never leaves
+// it running over what it reads.
+class SideTask {
+ public:
+  SideTask(bool parallel, std::function<Status()> work) : work_(std::move(work)) {
+    if (!parallel) return;
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+    }
+  }
+  SideTask(const SideTask&) = delete;
+  SideTask& operator=(const SideTask&) = delete;
+  ~SideTask() { Join(); }
+
+  Status Wait() {
+    Join();
+    if (!done_) Run();
+    if (thrown_) std::rethrow_exception(thrown_);
+    return status_;
+  }
+  // Whether the work runs on a thread of its own.
+  bool on_thread() const { return thread_.joinable(); }
+  // Waits for the thread (if any) without running the work or reading it.
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    try {
+      status_ = work_();
+    } catch (...) {
+      thrown_ = std::current_exception();
+    }
+    done_ = true;
+  }
+
+  std::function<Status()> work_;
+  std::thread thread_;
+  Status status_;
+  std::exception_ptr thrown_;
+  bool done_ = false;
+};
+
+// An out-of-memory of a side task, rethrown where the serial compile ran it:
+// it names that phase, for the compile's out-of-memory error.
+class PhaseOutOfMemory : public std::bad_alloc {
+ public:
+  explicit PhaseOutOfMemory(const char* phase) : phase_(phase) {}
+  const char* phase() const { return phase_; }
+  const char* what() const noexcept override { return "out of memory"; }
+
+ private:
+  const char* phase_;
+};
+
+// Threads the compile may use: options.num_threads, all cores for 0.
+int32_t CompileThreads(const CompileOptions& o) {
+  if (o.num_threads > 0) return o.num_threads;
+  return std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
 }
 
 // Seconds as the user wrote them ("3", "0.5"), for messages.
@@ -252,6 +323,32 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   const double seconds_grammar = Since(t0);
   CFGMASK_RETURN_IF_ERROR(over_time("grammar"));
 
+  // lexer/: what may follow each terminal (about 1.5 s of a Python grammar's
+  // compile), from the grammar alone and read first by streamlining.  With
+  // more than one thread it runs beside the LALR tables, the automaton, the
+  // tokenizer and the walk, and is waited for as the store phases end; with
+  // one, where the serial compile runs it, after the automaton.  Either way
+  // its error is the compile's where the serial compile would meet it
+  // (`then`): before any error of a later phase.  The grammar is not changed
+  // from here on; the task is joined before the grammar can be released.
+  auto successors = std::make_unique<TerminalSuccessors>();
+  SideTask successors_task(CompileThreads(options) > 1, [&g = *grammar, nl = indenter.nl,
+                                                          out = successors.get()] {
+    return ComputeTerminalSuccessors(g, nl, kSuccessorMaxStates, out);
+  });
+  auto successors_status = [&successors_task]() -> Status {
+    try {
+      return successors_task.Wait();
+    } catch (const std::bad_alloc&) {
+      throw PhaseOutOfMemory("automaton");
+    }
+  };
+  // A later phase's error `st`, unless the successors failed first.
+  auto then = [&](Status st) {
+    Status first = successors_status();
+    return first.ok() ? st : first;
+  };
+
   // parser/: the LALR(1) tables.
   t0 = Clock::now();
   progress("lalr");
@@ -269,15 +366,14 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
   const double seconds_lalr = Since(t0);
   CFGMASK_RETURN_IF_ERROR(over_time("lalr"));
 
-  // lexer/: the terminal automaton and what may follow each terminal.
-  // seconds_automaton spans these, the tokenizer and the walk.
+  // lexer/: the terminal automaton (and, in the serial compile, what may
+  // follow each terminal).  seconds_automaton spans these, the tokenizer and
+  // the walk.
   t0 = Clock::now();
   progress("automaton");
   std::shared_ptr<TerminalAutomaton> a;
   CFGMASK_RETURN_IF_ERROR(BuildAutomatonPhase(*grammar, *pt, indenter, options, &stop, &a));
-  auto successors = std::make_unique<TerminalSuccessors>();
-  CFGMASK_RETURN_IF_ERROR(
-      ComputeTerminalSuccessors(*grammar, indenter.nl, kSuccessorMaxStates, successors.get()));
+  if (!successors_task.on_thread()) CFGMASK_RETURN_IF_ERROR(successors_status());
   CFGMASK_RETURN_IF_ERROR(over_time("automaton"));
 
   // maskstore/: the tokenizer, then the store phases, which take over the
@@ -287,13 +383,18 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
     const auto tok0 = Clock::now();
     progress("tokenizer");
     StorePhaseInput in;
-    CFGMASK_RETURN_IF_ERROR(tokenizer.get(&in));
+    // Declared after `in`, so gone before it: the successors task is joined
+    // before `in` can release the grammar, on every way out of the block.
+    struct JoinFirst {
+      SideTask* task;
+      ~JoinFirst() { task->Join(); }
+    } join_first{&successors_task};
+    if (Status st = tokenizer.get(&in); !st.ok()) return then(st);
     const double seconds_tokenizer = tokenizer.prepared ? 0 : Since(tok0);
-    CFGMASK_RETURN_IF_ERROR(over_time("tokenizer"));
+    if (Status st = over_time("tokenizer"); !st.ok()) return then(st);
     in.grammar = grammar.get();
     in.indenter = indenter;
     in.parse_tables = std::move(pt);
-    in.successors = std::move(successors);
     in.automaton = std::move(a);
     if (until == Until::kStore || !streamline) in.owned_grammar = std::move(grammar);
     in.UseSubset(options.vocab_subset);
@@ -301,7 +402,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
     CompiledStore& s = *sink->Open();
     auto fail = [&](Status st) {
       sink->Clear();
-      return st;
+      return then(st);
     };
     s.grammar_name = grammar_path.substr(grammar_path.find_last_of('/') + 1);
     s.start = start_rule;
@@ -309,8 +410,7 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
     s.stats.seconds_lalr = seconds_lalr;
     s.stats.seconds_tokenizer = seconds_tokenizer;
     CopyVocabulary(in.tokenizer->tokens, &s);
-    FillGrammarTables(*in.grammar, *in.parse_tables, *in.automaton, in.indenter, *in.successors,
-                      &s);
+    FillGrammarTables(*in.grammar, *in.parse_tables, *in.automaton, in.indenter, &s);
 
     progress("walk");
     VocabularyWalkInput input;
@@ -333,6 +433,9 @@ Status RunPipeline(const std::string& grammar_path, const TokenizerSource& token
     t0 = Clock::now();
     progress("store");
     walk.Freeze(in.automaton.get(), &s);
+    if (Status st = successors_status(); !st.ok()) return fail(st);
+    in.successors = std::move(successors);
+    FillSuccessorTables(*in.successors, &s);
     s.stats.seconds_store = Since(t0);
     if (Status st = over_time("store"); !st.ok()) return fail(st);
     if (options.record != nullptr) {
@@ -455,8 +558,9 @@ Status CompileGuarded(const std::string& grammar_path, const TokenizerSource& to
                         " s (max_seconds, --max-seconds) in the streamline phase");
     }
     return fin;
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc& e) {
     out->Clear();
+    if (const auto* side = dynamic_cast<const PhaseOutOfMemory*>(&e)) phase = side->phase();
     return Status(ErrorCode::kResourceLimit,
                   grammar_path + ": out of memory in the " + phase + " phase of the compile " +
                       "(memory limit " + std::to_string(budget) +

@@ -13,7 +13,8 @@
 //              table surgery (maskstore/scanner_tables.h)
 //   walk       the vocabulary walk: nfa_transition and the mask-store rows
 //              (maskstore/vocab_walk.h, with its own WalkOptions)
-//   store      the automaton frozen, items and sequences numbered
+//   store      the automaton frozen, items and sequences numbered, the
+//              successors' tables filled (FillSuccessorTables)
 //   streamline the streamlining pass (streamline/streamline.h), unless off
 //
 // and the store file written (WriteCompiledStore, store_writer.h).  Every
@@ -23,6 +24,12 @@
 // tokenizer (maskstore/store_input.h), the streamlining pass the grammar
 // (StreamlineCompiledStore), so that the driver enters each folder once, in
 // layer order; the store itself is made when the store phases begin.
+// With more than one thread (num_threads), what may follow each terminal is
+// computed on a thread of its own from the end of the grammar phase, beside
+// the LALR tables, the automaton, the tokenizer and the walk (none of which
+// reads it), and waited for in the store phase; its error, if any, is the
+// compile's where the serial compile (one thread) meets it, after the
+// automaton and before any later phase's error.  Same store either way.
 // Progress goes to options.progress, phase by phase, with seconds counted
 // from the start of the whole compile.  Defaults are maskstore/defaults.h.
 // Tested by compile_test.cc, vocab_walk_test.cc and resource_limits_test.cc.
@@ -98,7 +105,9 @@ struct CompileOptions {
   // (cfgmask compile --no-lexer-modes).
   bool lexer_modes = defaults::kLexerModes;
   // Threads of the vocabulary walk and of streamlining: 0 = all cores, 1 =
-  // serial.  The store is byte-identical for every value.
+  // serial; above 1, the terminals' successors also run on one more thread
+  // beside the phases up to the walk's end.  The store is byte-identical for
+  // every value.
   int32_t num_threads = defaults::kNumThreads;
   std::vector<std::string> import_paths;
   std::string lark_grammars_dir;  // see LarkReaderOptions
