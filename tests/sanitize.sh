@@ -32,9 +32,11 @@ EXCLUDE=(
 
 t0=$(date +%s)
 # -O2 with minimal debug information (-g1: functions and line tables): the
-# reports keep file:line and the build skips full debug information.
+# reports keep file:line and the build skips full debug information
+# (CFGMASK_RELWITHDEBINFO_FLAGS: CMakeLists.txt overrode the
+# CMAKE_CXX_FLAGS_RELWITHDEBINFO this script used to pass, so it built with -g).
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFGMASK_SANITIZE=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
+  -DCFGMASK_RELWITHDEBINFO_FLAGS="-O2 -g1" \
   -DCFGMASK_CUDA=OFF -DPython3_EXECUTABLE="$CFGMASK_PYTHON" >/dev/null
 # Every GoogleTest binary (tests/*_test.cc), and the cfgmask command that
 # some of them run (error exits on bad input); not the benchmarks.
@@ -50,8 +52,16 @@ export CFGMASK_TEST_CACHE="$BUILD/test-cache"
 # the optimised build's cfgmask, when ./setup.sh made it, and then loaded and
 # used under the sanitizer; the compile itself runs under the sanitizer in
 # the tests that call CompileStore directly (every grammar of the unit tests).
+# They are keyed by the optimised build's libraries and kept in its cache, so
+# the stores the optimised ctest run compiled are loaded, not compiled again
+# (the same stores: the compiler writes them unstreamlined, as CompileStore).
 if [ -x "$ROOT/build/cfgmask" ]; then
   export CFGMASK_TEST_COMPILER="$ROOT/build/cfgmask"
+  if [ -f "$ROOT/build/tests/core_libs.txt" ]; then
+    CFGMASK_TEST_STORE_LIBS="$(cat "$ROOT/build/tests/core_libs.txt")"
+    export CFGMASK_TEST_STORE_LIBS
+    export CFGMASK_TEST_CACHE="$ROOT/build/test-cache"
+  fi
 fi
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

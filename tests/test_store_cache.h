@@ -13,6 +13,14 @@
 // sessions, the tools) without the instrumented compile of each large store
 // (minutes each); the compile itself runs under the sanitizer in the tests
 // that call CompileStore directly.
+//
+// $CFGMASK_TEST_STORE_LIBS, when set, names the libraries (':'-separated)
+// whose build keys the stores in place of the test's own: the optimised
+// build's (build/tests/core_libs.txt), so that with CFGMASK_TEST_CACHE and
+// CFGMASK_TEST_COMPILER pointing at that build the sanitizer run loads the
+// stores the optimised run compiled instead of compiling them again.  Such a
+// store equals what the compiler writes with --no-streamline, the compile's
+// statistics aside (seconds, row_bytes_before).
 #ifndef CFGMASK_TESTS_TEST_STORE_CACHE_H_
 #define CFGMASK_TESTS_TEST_STORE_CACHE_H_
 
@@ -56,6 +64,7 @@ inline const CompiledStore* CachedTestStore(const std::string& grammar, const st
 #ifdef CFGMASK_CORE_LIB
   // The engine's libraries, ':'-separated.
   std::string libs = CFGMASK_CORE_LIB, stamp;
+  if (!TestEnv("CFGMASK_TEST_STORE_LIBS").empty()) libs = TestEnv("CFGMASK_TEST_STORE_LIBS");
   for (size_t from = 0; from <= libs.size();) {
     size_t to = libs.find(':', from);
     if (to == std::string::npos) to = libs.size();
