@@ -551,7 +551,7 @@ bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLaye
 }
 
 bool Session::WordLeadsNowhere(const std::vector<LiveState>& live, const ScopeLayer& layer) const {
-  if (live.empty() || !layer.RefusesAsyncAhead()) return false;
+  if (!dead_word_check_ || live.empty() || !layer.RefusesAsyncAhead()) return false;
   // A depth-first search over the name bytes that the hypotheses can still
   // read: a word that a blank may end (the lexer ends its terminal and the
   // parser takes it) and the layer keeps, other than `async`, is a way on.
@@ -607,7 +607,7 @@ bool Session::WordLeadsNowhere(const std::vector<LiveState>& live, const ScopeLa
 }
 
 void Session::ClearWordsLeadingNowhere(uint32_t* mask) const {
-  if (!scope_ || terminated_) return;
+  if (!scope_ || terminated_ || !dead_word_check_) return;
   std::vector<int32_t> cands;
   scope_->AsyncPrefixCandidates(*scope_index_, mask, &cands);
   std::vector<LiveState> out;

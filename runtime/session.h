@@ -230,6 +230,10 @@ class Session {
 
   // Slow reference: is token t allowed?  (Advances a copy.)
   bool AllowsSlow(int32_t token);
+  // Tests: with false, a text may end in a word that leads nowhere
+  // (WordLeadsNowhere is not asked), so that the completion search can
+  // prove such a prefix dead.  On by default; kept by Fork.
+  void set_dead_word_check(bool on) { dead_word_check_ = on; }
   size_t num_live() const { return live_.size(); }
   const CompiledStore* store() const { return store_; }
   // Look-ups its row memo answered and missed so far (all the sessions that
@@ -304,6 +308,7 @@ class Session {
   // empty, ignored text included.
   bool empty_language_ = false;
   bool trace_ = false;
+  bool dead_word_check_ = true;
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
   // version_ (bumped by every change of live_, scope_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;
