@@ -422,6 +422,8 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
                  b.substr(b.size() - runs.back().size()) == runs.back()) {
         size_t i = b.size() - runs.back().size();
         while (i > 0 && (b[i - 1] == ' ' || b[i - 1] == '\t' || b[i - 1] == '\f')) --i;
+        const bool opening =
+            b.find_first_of("([{") != std::string_view::npos || b.find("lambda") != std::string_view::npos;
         if (i == 0) {
           async_prefix_blank_.push_back(t);
         } else {
@@ -430,11 +432,18 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
                                  (IsIdent(static_cast<unsigned char>(b[i - 2])) || b[i - 2] == ')' ||
                                   b[i - 2] == ']' || b[i - 2] == '}' || b[i - 2] == '\'' || b[i - 2] == '"') &&
                                  !(b[i - 2] >= '0' && b[i - 2] <= '9');
-          if (std::string_view("([{,=+-*/%&|^~<>!:;@#").find(c) == std::string_view::npos && !attribute) {
+          // (A backslash in code must be followed by a line end: a word
+          // right after one is a string's text; `$`, `?`, `` ` `` are no
+          // Python outside strings and comments.)
+          if (std::string_view("([{,=+-*/%&|^~<>!:;@#\\$?`").find(c) != std::string_view::npos || attribute) {
+            // no word after an operand
+          } else if (i == 1 && c == '.') {
+            async_prefix_dot_.push_back(t);  // `.a`: an operand only as an ellipsis's third `.`
+          } else if (i == 1 && (c == '\'' || c == '"')) {
+            async_prefix_quote_.push_back(t);  // `'a`: an operand only where the quote ends a string
+          } else {
             async_prefix_inner_.push_back(t);
-            if (b.find_first_of("([{") != std::string_view::npos || b.find("lambda") != std::string_view::npos) {
-              async_prefix_opening_.push_back(t);
-            }
+            if (opening) async_prefix_opening_.push_back(t);
           }
         }
       }
@@ -1331,8 +1340,10 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
 
 bool ScopeLayer::RefusesAsyncAhead() const {
   const std::string_view kw("async");
-  if (dead_ || mode_ != Mode::kCode || frames_.empty() || word_.empty() || word_.size() >= kw.size() ||
-      kw.substr(0, word_.size()) != word_ || !AfterOperand()) {
+  // (Inside parentheses `async` may start a generator expression: Keyword
+  // refuses it only in a display, subscript or lambda.)
+  if (dead_ || mode_ != Mode::kCode || frames_.empty() || frames_.back().close == ')' || word_.empty() ||
+      word_.size() >= kw.size() || kw.substr(0, word_.size()) != word_ || !AfterOperand()) {
     return false;
   }
   ScopeLayer probe = *this;
@@ -1351,25 +1362,40 @@ void ScopeLayer::AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint3
   // A token that ends the word after an operand of its own: inside a
   // bracket open before it, or one it opens.
   take(frames_.empty() ? index.async_prefix_opening() : index.async_prefix_inner());
-  // The others add no bracket: a bracket must be open, and the operand is
-  // the text's own (before the blanks, or before the word being written).
-  if (frames_.empty()) return;
-  {
-    ScopeLayer probe = *this;
-    if (probe.Feed(" ") && probe.mode_ == Mode::kCode && probe.word_.empty() && probe.AfterOperand()) {
-      take(index.async_prefix_blank());
+  // The others open no bracket: one other than `(` must be open, and the
+  // operand is the text's own (before the blanks, before the token's first
+  // byte, or before the word being written), read from the state without
+  // a copy: the last lexeme, or the word or operator that a byte would end.
+  if (frames_.empty() || frames_.back().close == ')') return;
+  // A quote that ends a string (not one that opens a string, in code).
+  if (mode_ != Mode::kCode) take(index.async_prefix_quote());
+  if (mode_ != Mode::kCode) return;
+  // What a blank or a new word would follow: the open operator (its end),
+  // else the last lexeme.  A partial character: unsure, so taken.
+  const bool ends_operand = nchars_.need > 0 ||
+                            (op_.empty() ? AfterOperand()
+                                         : op_ == ")" || op_ == "]" || op_ == "}" || (op_ == "." && dots_ == 2));
+  if (word_.empty()) {
+    if (ends_operand) take(index.async_prefix_blank());
+    if (ends_operand) take(index.async_piece(0));
+    // A third `.` of an ellipsis (`..` read) before the word.
+    if (op_.empty() ? prev_kind_ == Lex::kOp && prev_ == "." && dots_ == 2 : op_ == "." && dots_ == 1) {
+      take(index.async_prefix_dot());
     }
+    return;
   }
+  // A word being written: a blank ends it as an operand if it is a name or
+  // a number (a keyword but None, True, False is none); `.` goes on a
+  // number.
+  const bool number = (word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.';
+  if (nchars_.need > 0 || number || !IsKeyword(word_) || word_ == "None" || word_ == "True" ||
+      word_ == "False") {
+    take(index.async_prefix_blank());
+  }
+  if (nchars_.need > 0 || number) take(index.async_prefix_dot());
   const std::string_view kw("async");
-  if (word_.size() < 4 && kw.substr(0, word_.size()) == word_) {
-    if (word_.empty()) {
-      ScopeLayer probe = *this;
-      if (probe.Feed("a") && probe.mode_ == Mode::kCode && probe.word_ == "a" && probe.AfterOperand()) {
-        take(index.async_piece(0));
-      }
-    } else if (mode_ == Mode::kCode && AfterOperand()) {
-      take(index.async_piece(static_cast<int>(word_.size())));
-    }
+  if (word_.size() < 4 && kw.substr(0, word_.size()) == word_ && AfterOperand()) {
+    take(index.async_piece(static_cast<int>(word_.size())));
   }
 }
 

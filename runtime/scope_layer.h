@@ -227,12 +227,16 @@ class ScopeTokenIndex {
   // (ScopeLayer::AsyncPrefixCandidates): async_piece(k), those made only of
   // "async".substr(k, m) with k + m < 5 (they extend a partial word
   // "async".substr(0, k), k = 0..3); async_prefix_blank, blanks and then such
-  // a word; async_prefix_inner, the others that end with such a word after
-  // a byte that may end an operand (not after an operator, an opening
-  // bracket, `,`, `:`, `;`, `@`, `#` or an attribute's `.`); of those,
-  // async_prefix_opening, the ones that may open a bracket or a lambda.
+  // a word; async_prefix_dot and async_prefix_quote, a `.` or a quote and
+  // then such a word; async_prefix_inner, the others that end with such a
+  // word after a byte that may end an operand (not after an operator, an
+  // opening bracket, `,`, `:`, `;`, `@`, `#`, a backslash, `$`, `?`, `` ` ``
+  // or an attribute's `.`); of those, async_prefix_opening, the ones that may
+  // open a bracket or a lambda.
   const std::vector<int32_t>& async_piece(int k) const { return async_piece_[k]; }
   const std::vector<int32_t>& async_prefix_blank() const { return async_prefix_blank_; }
+  const std::vector<int32_t>& async_prefix_dot() const { return async_prefix_dot_; }
+  const std::vector<int32_t>& async_prefix_quote() const { return async_prefix_quote_; }
   const std::vector<int32_t>& async_prefix_inner() const { return async_prefix_inner_; }
   const std::vector<int32_t>& async_prefix_opening() const { return async_prefix_opening_; }
   // Is the store's grammar the strict Python grammar (or one derived from it)?
@@ -246,7 +250,8 @@ class ScopeTokenIndex {
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
-  std::vector<int32_t> async_piece_[4], async_prefix_blank_, async_prefix_inner_, async_prefix_opening_;
+  std::vector<int32_t> async_piece_[4], async_prefix_blank_, async_prefix_dot_, async_prefix_quote_,
+      async_prefix_inner_, async_prefix_opening_;
   std::vector<int32_t> na_other_, na_after_[4], na_bad_words_;
   std::vector<uint8_t> na_other_kind_, na_group_;
   std::vector<std::string> na_blanks_;
@@ -304,11 +309,12 @@ class ScopeLayer {
   // an async function, an await in an annotation)?  Then only a completion
   // of the word into another keyword (or a name) can go on: the session
   // asks its lexer and parser (Session::WordLeadsNowhere).  Frames: the
-  // layer refuses `async` after an operand only inside one (Keyword).
+  // layer refuses `async` after an operand only inside one, and not inside
+  // parentheses (Keyword: a generator expression may be asynchronous).
   bool RefusesAsyncAhead() const;
   // The tokens set in `mask` after which RefusesAsyncAhead may hold
   // (ScopeTokenIndex::async_piece and async_prefix_*), each to be judged on
-  // a copy: a superset, cheap to list (two copies of the layer at most).
+  // a copy: a superset, listed from the state without a copy.
   void AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint32_t* mask,
                              std::vector<int32_t>* out) const;
   // A hash of the layer's reading state: the lexeme being read (mode,
