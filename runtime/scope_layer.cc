@@ -403,6 +403,51 @@ ScopeTokenIndex::ScopeTokenIndex(const CompiledStore& store) {
         std::string_view("async").substr(5 - b.size()) == b) {
       ending_async_[1 + (5 - static_cast<int>(b.size()))].push_back(t);
     }
+    // Ends with a proper prefix of `async` (`a` .. `asyn`) as a word of its
+    // own: after an operand inside a bracket the word may have no completion
+    // but a refused `async` (Session::WordLeadsNowhere).  Made only of such
+    // letters: a piece that extends a partial word `async`.substr(0, k).
+    // Else by what stands before the word in the token: only blanks (the
+    // operand is before the token), or a byte that can end an operand there;
+    // a token where an operator, an opening bracket, `,`, `:`, `;`, `@`, `#`
+    // or an attribute's `.` stands before it leaves no word after an operand.
+    {
+      const std::string_view async_kw("async");
+      if (leading && runs.size() == 1 && runs[0].size() == b.size()) {
+        for (size_t k = 0; k < 4; ++k) {
+          if (b.size() + k < 5 && async_kw.substr(k, b.size()) == b) async_piece_[k].push_back(t);
+        }
+      } else if (!runs.empty() && runs.back().size() < 5 && async_kw.substr(0, runs.back().size()) == runs.back() &&
+                 b.size() >= runs.back().size() &&
+                 b.substr(b.size() - runs.back().size()) == runs.back()) {
+        size_t i = b.size() - runs.back().size();
+        while (i > 0 && (b[i - 1] == ' ' || b[i - 1] == '\t' || b[i - 1] == '\f')) --i;
+        const bool opening =
+            b.find_first_of("([{") != std::string_view::npos || b.find("lambda") != std::string_view::npos;
+        if (i == 0) {
+          async_prefix_blank_.push_back(t);
+        } else {
+          const char c = b[i - 1];
+          const bool attribute = c == '.' && i >= 2 &&
+                                 (IsIdent(static_cast<unsigned char>(b[i - 2])) || b[i - 2] == ')' ||
+                                  b[i - 2] == ']' || b[i - 2] == '}' || b[i - 2] == '\'' || b[i - 2] == '"') &&
+                                 !(b[i - 2] >= '0' && b[i - 2] <= '9');
+          // (A backslash in code must be followed by a line end: a word
+          // right after one is a string's text; `$`, `?`, `` ` `` are no
+          // Python outside strings and comments.)
+          if (std::string_view("([{,=+-*/%&|^~<>!:;@#\\$?`").find(c) != std::string_view::npos || attribute) {
+            // no word after an operand
+          } else if (i == 1 && c == '.') {
+            async_prefix_dot_.push_back(t);  // `.a`: an operand only as an ellipsis's third `.`
+          } else if (i == 1 && (c == '\'' || c == '"')) {
+            async_prefix_quote_.push_back(t);  // `'a`: an operand only where the quote ends a string
+          } else {
+            async_prefix_inner_.push_back(t);
+            if (opening) async_prefix_opening_.push_back(t);
+          }
+        }
+      }
+    }
     if (b.find('\n') != std::string_view::npos) newline_.push_back(t);
     if (b.find(':') != std::string_view::npos) colon_.push_back(t);
     if (b.find('*') != std::string_view::npos) star_.push_back(t);
@@ -636,6 +681,7 @@ uint64_t ScopeLayer::ReadingHash() const {
   mix(static_cast<uint32_t>(depth_));
   mix(static_cast<uint64_t>(prev_kind_));
   if (prev_kind_ != Lex::kName) mix_str(prev_);
+  mix(dots_);
   mix(static_cast<uint64_t>(stmt_));
   mix(frames_.size());
   mix(seg_.size());
@@ -1359,6 +1405,67 @@ void ScopeLayer::Filter(const CompiledStore& store, const ScopeTokenIndex& index
   }
 }
 
+bool ScopeLayer::RefusesAsyncAhead() const {
+  const std::string_view kw("async");
+  // (Inside parentheses `async` may start a generator expression: Keyword
+  // refuses it only in a display, subscript or lambda.)
+  if (dead_ || mode_ != Mode::kCode || frames_.empty() || frames_.back().close == ')' || word_.empty() ||
+      word_.size() >= kw.size() || kw.substr(0, word_.size()) != word_ || !AfterOperand()) {
+    return false;
+  }
+  ScopeLayer probe = *this;
+  return !probe.Feed(kw.substr(word_.size()));
+}
+
+void ScopeLayer::AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint32_t* mask,
+                                       std::vector<int32_t>* out) const {
+  out->clear();
+  if (dead_) return;
+  auto take = [&](const std::vector<int32_t>& ts) {
+    for (int32_t t : ts) {
+      if ((mask[t >> 5] >> (t & 31)) & 1u) out->push_back(t);
+    }
+  };
+  // A token that ends the word after an operand of its own: inside a
+  // bracket open before it, or one it opens.
+  take(frames_.empty() ? index.async_prefix_opening() : index.async_prefix_inner());
+  // The others open no bracket: one other than `(` must be open, and the
+  // operand is the text's own (before the blanks, before the token's first
+  // byte, or before the word being written), read from the state without
+  // a copy: the last lexeme, or the word or operator that a byte would end.
+  if (frames_.empty() || frames_.back().close == ')') return;
+  // A quote that ends a string (not one that opens a string, in code).
+  if (mode_ != Mode::kCode) take(index.async_prefix_quote());
+  if (mode_ != Mode::kCode) return;
+  // What a blank or a new word would follow: the open operator (its end),
+  // else the last lexeme.  A partial character: unsure, so taken.
+  const bool ends_operand = nchars_.need > 0 ||
+                            (op_.empty() ? AfterOperand()
+                                         : op_ == ")" || op_ == "]" || op_ == "}" || (op_ == "." && dots_ == 2));
+  if (word_.empty()) {
+    if (ends_operand) take(index.async_prefix_blank());
+    if (ends_operand) take(index.async_piece(0));
+    // A third `.` of an ellipsis (`..` read) before the word.
+    if (op_.empty() ? prev_kind_ == Lex::kOp && prev_ == "." && dots_ == 2 : op_ == "." && dots_ == 1) {
+      take(index.async_prefix_dot());
+    }
+    return;
+  }
+  // A word being written: a blank ends it as an operand if it is a name or
+  // a number (a keyword but None, True, False is none); `.` goes on a
+  // number.
+  const bool number = (word_[0] >= '0' && word_[0] <= '9') || word_[0] == '.';
+  if (nchars_.need > 0 || number || !IsKeyword(word_) || word_ == "None" || word_ == "True" ||
+      word_ == "False") {
+    take(index.async_prefix_blank());
+  }
+  if (nchars_.need > 0 || number) take(index.async_prefix_dot());
+  const std::string_view kw("async");
+  if (word_.size() < 4 && kw.substr(0, word_.size()) == word_ && AfterOperand()) {
+    take(index.async_piece(static_cast<int>(word_.size())));
+  }
+}
+
 bool ScopeLayer::AfterOperand() const {
   switch (prev_kind_) {
     case Lex::kName:
@@ -1368,7 +1475,8 @@ bool ScopeLayer::AfterOperand() const {
     case Lex::kKeyword:
       return prev_ == "None" || prev_ == "True" || prev_ == "False";
     case Lex::kOp:
-      return prev_ == ")" || prev_ == "]" || prev_ == "}" || prev_ == "...";
+      // (`...` is read as three `.`: dots_ tells an ellipsis from an attribute.)
+      return prev_ == ")" || prev_ == "]" || prev_ == "}" || (prev_ == "." && dots_ == 3);
     default:
       return false;
   }
@@ -2236,6 +2344,7 @@ bool ScopeLayer::LambdaTerminator(const std::string& x) const {
 
 void ScopeLayer::Lexeme(Lex kind, const std::string& text, bool above_ascii) {
   if (dead_) return;
+  dots_ = kind == Lex::kOp && text == "." ? static_cast<uint8_t>(std::min(dots_ + 1, 4)) : 0;
   // match statements: the role of a first word `match` is known now.
   if (match_word_) {
     match_word_ = false;

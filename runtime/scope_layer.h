@@ -222,6 +222,23 @@ class ScopeTokenIndex {
   // (ending_async(-1)), and those made only of "async".substr(k), which
   // finish a partial word `async`.substr(0, k) (ending_async(k), k = 0..4).
   const std::vector<int32_t>& ending_async(int k) const { return ending_async_[k + 1]; }
+  // Tokens after which the word being written may be a proper prefix of
+  // `async` (`a`, `as`, `asy`, `asyn`) right after an operand
+  // (ScopeLayer::AsyncPrefixCandidates): async_piece(k), those made only of
+  // "async".substr(k, m) with k + m < 5 (they extend a partial word
+  // "async".substr(0, k), k = 0..3); async_prefix_blank, blanks and then such
+  // a word; async_prefix_dot and async_prefix_quote, a `.` or a quote and
+  // then such a word; async_prefix_inner, the others that end with such a
+  // word after a byte that may end an operand (not after an operator, an
+  // opening bracket, `,`, `:`, `;`, `@`, `#`, a backslash, `$`, `?`, `` ` ``
+  // or an attribute's `.`); of those, async_prefix_opening, the ones that may
+  // open a bracket or a lambda.
+  const std::vector<int32_t>& async_piece(int k) const { return async_piece_[k]; }
+  const std::vector<int32_t>& async_prefix_blank() const { return async_prefix_blank_; }
+  const std::vector<int32_t>& async_prefix_dot() const { return async_prefix_dot_; }
+  const std::vector<int32_t>& async_prefix_quote() const { return async_prefix_quote_; }
+  const std::vector<int32_t>& async_prefix_inner() const { return async_prefix_inner_; }
+  const std::vector<int32_t>& async_prefix_opening() const { return async_prefix_opening_; }
   // Is the store's grammar the strict Python grammar (or one derived from it)?
   static bool Wanted(const CompiledStore& store);
 
@@ -233,6 +250,8 @@ class ScopeTokenIndex {
   std::vector<uint32_t> word_enders_, name_only_, quote_lead_;
   std::vector<uint32_t> hex_digits_[kMaxHexDigits + 1], hex_risky_[kMaxHexDigits + 1];
   std::vector<int32_t> ending_async_[6];
+  std::vector<int32_t> async_piece_[4], async_prefix_blank_, async_prefix_dot_, async_prefix_quote_,
+      async_prefix_inner_, async_prefix_opening_;
   std::vector<int32_t> na_other_, na_after_[4], na_bad_words_;
   std::vector<uint8_t> na_other_kind_, na_group_;
   std::vector<std::string> na_blanks_;
@@ -284,6 +303,20 @@ class ScopeLayer {
   // Clears, in `mask`, the tokens the layer refuses (only tokens set there
   // are looked at).
   void Filter(const CompiledStore& store, const ScopeTokenIndex& index, uint32_t* mask) const;
+  // Is the word being written a proper prefix of `async` (`a` .. `asyn`)
+  // right after an operand inside a bracket, in code, where the layer
+  // refuses the whole word `async` (an asynchronous comprehension outside
+  // an async function, an await in an annotation)?  Then only a completion
+  // of the word into another keyword (or a name) can go on: the session
+  // asks its lexer and parser (Session::WordLeadsNowhere).  Frames: the
+  // layer refuses `async` after an operand only inside one, and not inside
+  // parentheses (Keyword: a generator expression may be asynchronous).
+  bool RefusesAsyncAhead() const;
+  // The tokens set in `mask` after which RefusesAsyncAhead may hold
+  // (ScopeTokenIndex::async_piece and async_prefix_*), each to be judged on
+  // a copy: a superset, listed from the state without a copy.
+  void AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint32_t* mask,
+                             std::vector<int32_t>* out) const;
   // A hash of the layer's reading state: the lexeme being read (mode,
   // word, operator, string and escape in progress, open f-strings and their
   // parts, bracket depth, column) and the last lexeme and statement kind.
@@ -497,6 +530,9 @@ class ScopeLayer {
   // Lexeme context.
   std::string prev_;            // previous lexeme text
   Lex prev_kind_ = Lex::kNewline;
+  // Consecutive `.` lexemes up to the last one (the layer reads `...` as
+  // three): an ellipsis is an operand (AfterOperand), an attribute's `.` not.
+  uint8_t dots_ = 0;
   std::string last_name_;       // the last lexeme, if a name not yet placed
   bool last_name_live_ = false;
   // Tokenizer.

@@ -39,6 +39,11 @@ int32_t FindStep(const CompiledStore* s, int32_t q, uint8_t b, int32_t* hits) {
   return s->step_to[i];
 }
 
+// An ASCII name byte: a letter, a digit or `_`.
+bool IsNameByte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
 // One token index per vocabulary (it reads only the token bytes), shared by
 // every session of every store over that vocabulary.
 std::shared_ptr<const ScopeTokenIndex> SharedScopeIndex(const CompiledStore& s) {
@@ -493,7 +498,10 @@ void Session::FillMask(uint32_t* mask) {
 }
 
 void Session::FilterMask(uint32_t* mask) const {
-  if (scope_) scope_->Filter(*store_, *scope_index_, mask);
+  if (scope_) {
+    scope_->Filter(*store_, *scope_index_, mask);
+    ClearWordsLeadingNowhere(mask);
+  }
   if (!quotient_ || terminated_) return;
   // The suffix's exact check per allowed token (runtime/suffix_quotient.h);
   // EOS: CanEnd decided it.
@@ -516,6 +524,7 @@ bool Session::FilterClears(std::vector<int32_t>* clears) const {
   const int32_t words = store_->mask_words();
   std::vector<uint32_t> all(static_cast<size_t>(words), ~0u);
   scope_->Filter(*store_, *scope_index_, all.data());
+  ClearWordsLeadingNowhere(all.data());
   for (int32_t w = 0; w < words; ++w) {
     for (uint32_t bits = ~all[w]; bits != 0; bits &= bits - 1) {
       const int32_t t = w * 32 + __builtin_ctz(bits);
@@ -539,6 +548,77 @@ bool Session::ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLaye
   if (!next->Feed(bytes)) return false;
   *out = std::move(next);
   return true;
+}
+
+bool Session::WordLeadsNowhere(const std::vector<LiveState>& live, const ScopeLayer& layer) const {
+  if (!dead_word_check_ || live.empty() || !layer.RefusesAsyncAhead()) return false;
+  // A depth-first search over the name bytes that the hypotheses can still
+  // read: a word that a blank may end (the lexer ends its terminal and the
+  // parser takes it) and the layer keeps, other than `async`, is a way on.
+  // Keywords have at most 8 letters and a name that the parser takes ends
+  // at once, so the search is short; past its limits the word stands.
+  constexpr size_t kMaxLetters = 12;
+  constexpr int kMaxNodes = 64;
+  const CompiledStore* s = store_;
+  const std::string word = layer.partial_word();
+  struct Node {
+    std::vector<LiveState> live;
+    std::string more;
+  };
+  std::vector<Node> stack;
+  stack.push_back({live, ""});
+  std::vector<LiveState> out;
+  int nodes = 0;
+  while (!stack.empty()) {
+    if (++nodes > kMaxNodes) return false;
+    Node n = std::move(stack.back());
+    stack.pop_back();
+    if (word + n.more != "async") {
+      out.clear();
+      if (!AdvanceOne(n.live, " ", &out).ok()) return false;
+      if (!out.empty()) {
+        ScopeLayer end = layer;
+        if (end.Feed(n.more + " ")) return false;
+      }
+    }
+    if (n.more.size() >= kMaxLetters) return false;
+    for (int c = 0; c < 128; ++c) {
+      if (!IsNameByte(static_cast<unsigned char>(c))) continue;
+      // Only a byte some hypothesis has a step on (in its terminal, or
+      // after a boundary) can go on: AdvanceOne's own two ways.
+      bool step = false;
+      for (const LiveState& l : n.live) {
+        int32_t hits = 0;
+        step = FindStep(s, l.q, static_cast<uint8_t>(c), &hits) >= 0;
+        for (int32_t k = s->cand_offsets[l.q]; !step && k < s->cand_offsets[l.q + 1]; ++k) {
+          step = FindStep(s, s->cand_to[k], static_cast<uint8_t>(c), &hits) >= 0;
+        }
+        if (step) break;
+      }
+      if (!step) continue;
+      const char byte = static_cast<char>(c);
+      out.clear();
+      if (!AdvanceOne(n.live, std::string_view(&byte, 1), &out).ok()) return false;
+      if (!out.empty()) stack.push_back({std::move(out), n.more + byte});
+      out = {};
+    }
+  }
+  return true;
+}
+
+void Session::ClearWordsLeadingNowhere(uint32_t* mask) const {
+  if (!scope_ || terminated_ || !dead_word_check_) return;
+  std::vector<int32_t> cands;
+  scope_->AsyncPrefixCandidates(*scope_index_, mask, &cands);
+  std::vector<LiveState> out;
+  for (int32_t t : cands) {
+    const std::string_view bytes = store_->TokenBytes(t);
+    ScopeLayer next = *scope_;
+    if (!next.Feed(bytes) || !next.RefusesAsyncAhead()) continue;
+    out.clear();
+    if (!AdvanceOne(live_, bytes, &out).ok() || out.empty()) continue;
+    if (WordLeadsNowhere(out, next)) mask[t >> 5] &= ~(1u << (t & 31));
+  }
 }
 
 bool Session::CanEnd() {
@@ -852,7 +932,8 @@ Status Session::Advance(int32_t token) {
   std::vector<LiveState> out;
   CFGMASK_RETURN_IF_ERROR(AdvanceOne(live_, store_->TokenBytes(token), &out));
   std::shared_ptr<const ScopeLayer> scope = scope_;
-  if (out.empty() || !ScopeAfter(store_->TokenBytes(token), &scope)) {
+  if (out.empty() || !ScopeAfter(store_->TokenBytes(token), &scope) ||
+      (scope && WordLeadsNowhere(out, *scope))) {
     return Status(ErrorCode::kInvalidToken,
                   "token " + std::to_string(token) + " cannot continue the text at offset " +
                       std::to_string(text_.size()));
@@ -882,7 +963,7 @@ Status Session::AdvanceBytes(std::string_view bytes) {
   }
   out.swap(cur);
   std::shared_ptr<const ScopeLayer> scope = scope_;
-  if (out.empty() || !ScopeAfter(bytes, &scope)) {
+  if (out.empty() || !ScopeAfter(bytes, &scope) || (scope && WordLeadsNowhere(out, *scope))) {
     std::string shown(bytes.substr(0, 40));
     return Status(ErrorCode::kInvalidToken,
                   "text offset " + std::to_string(text_.size()) + ": \"" + shown +
@@ -906,7 +987,7 @@ bool Session::AllowsSlow(int32_t token) {
   Status st = AdvanceOne(live_, store_->TokenBytes(token), &out);
   std::shared_ptr<const ScopeLayer> scope;
   return st.ok() && !out.empty() && ScopeAfter(store_->TokenBytes(token), &scope) &&
-         MeetsSuffix(out);
+         !(scope && WordLeadsNowhere(out, *scope)) && MeetsSuffix(out);
 }
 
 }  // namespace cfgmask

@@ -230,6 +230,10 @@ class Session {
 
   // Slow reference: is token t allowed?  (Advances a copy.)
   bool AllowsSlow(int32_t token);
+  // Tests: with false, a text may end in a word that leads nowhere
+  // (WordLeadsNowhere is not asked), so that the completion search can
+  // prove such a prefix dead.  On by default; kept by Fork.
+  void set_dead_word_check(bool on) { dead_word_check_ = on; }
   size_t num_live() const { return live_.size(); }
   const CompiledStore* store() const { return store_; }
   // Look-ups its row memo answered and missed so far (all the sessions that
@@ -270,6 +274,18 @@ class Session {
   std::shared_ptr<const ScopeTokenIndex> scope_index_;
   // The layer after `bytes`, or null if it refuses them (ok when no layer).
   bool ScopeAfter(std::string_view bytes, std::shared_ptr<const ScopeLayer>* out) const;
+  // After a text that the hypotheses `live` and the layer `layer` have read:
+  // is its last word a proper prefix of `async` whose only completions the
+  // lexer and parser still take are the keyword `async`, which the layer
+  // refuses there (ScopeLayer::RefusesAsyncAhead: `[x as` outside an async
+  // function)?  Such a text has no completion: a dead end, refused by
+  // Advance, AdvanceBytes, AllowsSlow and the mask.  Exact both ways: a word
+  // that more name bytes can make a keyword the parser takes (`as` inside
+  // `with (`, `a` -> `and`), or a name, stands.
+  bool WordLeadsNowhere(const std::vector<LiveState>& live, const ScopeLayer& layer) const;
+  // Clears in `mask` the tokens after which WordLeadsNowhere holds (only the
+  // few ScopeLayer::AsyncPrefixCandidates lists, each on a copy).
+  void ClearWordsLeadingNowhere(uint32_t* mask) const;
   // The history is a persistent list: a step pushes a node in O(1), Fork
   // shares the list, Rollback(k) walks k nodes.  Released iteratively, so a
   // long history cannot overflow the stack.
@@ -292,6 +308,7 @@ class Session {
   // empty, ignored text included.
   bool empty_language_ = false;
   bool trace_ = false;
+  bool dead_word_check_ = true;
   // The suffix (shared by forks) and CanEnd's answer for it, valid while
   // version_ (bumped by every change of live_, scope_ or terminated_) is unchanged.
   std::shared_ptr<const std::string> suffix_;

@@ -26,9 +26,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "maskstore/hypothesis_parser.h"
+#include "runtime/completion.h"
 #include "runtime/scope_layer.h"
 #include "runtime/segment.h"
 #include "runtime/compile/compile.h"
@@ -399,6 +401,11 @@ const char* const kScopePrograms[] = {
 
 struct FilterCounts {
   int64_t steps = 0, tokens = 0, cleared = 0;
+  // Tokens after which the last word is a proper prefix of `async` that
+  // the layer refuses whole (ScopeLayer::RefusesAsyncAhead): refused by the
+  // session (dead_words: each proved a dead end) or kept (live_words: none
+  // proved dead).
+  int64_t dead_words = 0, live_words = 0;
 };
 
 // At one step: the grammar's mask (the OR of the rows AcceptedRows gives,
@@ -416,6 +423,7 @@ void CompareFilter(const CompiledStore& s, const ScopeTokenIndex& index, Session
   std::vector<uint32_t> fast = grammar;
   layer.Filter(s, index, fast.data());
   ++c->steps;
+  std::vector<int32_t> async_words;
   for (int32_t t = 0; t < s.vocab_size; ++t) {
     if (!MaskAllows(grammar, t) || s.token_special[t]) continue;
     ScopeLayer next = layer;
@@ -428,10 +436,36 @@ void CompareFilter(const CompiledStore& s, const ScopeTokenIndex& index, Session
                     << session->text();
       return;
     }
+    if (slow && next.RefusesAsyncAhead()) async_words.push_back(t);
   }
   std::vector<uint32_t> mask = session->Mask();
   for (int32_t e : s.eos_ids) mask[e >> 5] &= ~(1u << (e & 31));
-  EXPECT_EQ(mask, fast) << "session mask after:\n" << session->text();
+  // The session refuses besides only tokens whose last word can become
+  // nothing but an `async` the layer refuses (Session::WordLeadsNowhere):
+  // each such token is a dead end that the completion search proves on a
+  // copy that does not ask (and AllowsSlow refuses it too); the others of
+  // those words stay, and the search proves none of them dead.
+  std::vector<uint32_t> want = fast;
+  std::optional<Completer> completer;
+  if (!async_words.empty()) completer.emplace(s);
+  for (int32_t t : async_words) {
+    Session copy = session->Fork();
+    copy.set_dead_word_check(false);
+    ASSERT_TRUE(copy.Advance(t).ok()) << s.TokenBytes(t);
+    std::string got;
+    const CompletionResult r = completer->Search(&copy, 20000, &got);
+    if (MaskAllows(mask, t)) {
+      ++c->live_words;
+      EXPECT_NE(r, CompletionResult::kNone) << "kept, dead: " << JsonQuote(copy.text());
+    } else {
+      ++c->dead_words;
+      EXPECT_EQ(r, CompletionResult::kNone) << "refused, completed by " << JsonQuote(got) << ": "
+                                            << JsonQuote(copy.text());
+      EXPECT_FALSE(session->AllowsSlow(t)) << JsonQuote(copy.text());
+      want[t >> 5] &= ~(1u << (t & 31));
+    }
+  }
+  EXPECT_EQ(mask, want) << "session mask after:\n" << session->text();
 }
 
 // Teacher forcing of `texts`: in the first `every_step` texts every step
@@ -474,8 +508,12 @@ void ExpectFiltered(const char* what, const FilterCounts& c) {
   std::printf("%s: %lld steps, %lld tokens fed to the layer, %lld refused\n", what,
               static_cast<long long>(c.steps), static_cast<long long>(c.tokens),
               static_cast<long long>(c.cleared));
+  std::printf("%s: %lld tokens end in a prefix of a refused async: %lld refused (proved dead ends), "
+              "%lld kept\n", what, static_cast<long long>(c.dead_words + c.live_words),
+              static_cast<long long>(c.dead_words), static_cast<long long>(c.live_words));
   EXPECT_GT(c.steps, TestSanitized() ? 100 : 200);
   EXPECT_GT(c.cleared, 100);
+  EXPECT_GT(c.dead_words, 0);
 }
 
 TEST(ScopeFilter, StrictPythonFilterIsLayer) {

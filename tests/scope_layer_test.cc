@@ -85,6 +85,7 @@ const char* const kAccepted[] = {
     "((await x) for x in y)\n",
     "([await x for x in y] for z in w)\n",
     "def f():\n    return (x async for x in y), ([x async for x in y] for z in w)\n",
+    "x = (... async for a in c)\n",
     "f = lambda: (yield)\n",
     "def f():\n    x = (yield) + (yield from g())\n    return [x for x in (yield)]\n",
     "def f():\n    class A((yield)):\n        pass\n    def g(x=(yield)):\n        pass\n",
@@ -141,6 +142,8 @@ const char* const kRefused[] = {
     "x = {a % b asyn|c for a in c}\n",
     "def f():\n    return {k: v asyn|c for k, v in y}\n",
     "x = [(a) asyn|c for a in c]\n",
+    "x = [... asyn|c for a in c]\n",  // `...` is an operand (read as three `.`)
+    "x = [....real asyn|c for a in c]\n",
     "def f(a, a|)",
     "def f(a, *a|)",
     "def f(a, *, b, a|)",
@@ -527,7 +530,7 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "async def f():\n    yield 1\n    ", "async def f():\n    yield 1\n    retur",
         "async def f():\n    yield 1\n    return", "await", "async def f():\n    await",
         "def f():\n    yield", "async def f():\n    x = yield", "async def f():\n    return 1\n    yield",
-        "x = [y asyn", "async def f():\n    x = [y async", "def f():\n    x = (await",
+        "x = [y a", "async def f():\n    x = [y asyn", "async def f():\n    x = [y async", "def f():\n    x = (await",
         // a statement that so far is a declared name: only a `:` (or a
         // backslash before one) can annotate it
         "def f():\n    global X\n    X", "def f():\n    global X\n    X ",
@@ -547,8 +550,11 @@ TEST(ScopeLayer, SessionForkRollbackMaskAndEnd) {
         "del (a, ", "del", "de", "del [a", "del x, (y", "x = (a, ",
         // `async` after an operand: refused in a list, set or dict display
         // outside an async function, allowed in parentheses and inside one
-        "x = [b", "x = [b as", "x = [b asy", "x = ({ a % b", "x = (a % b",
-        "async def f():\n    x = [b", "x = [f(a)",
+        // (`[b as`, `[b asy`: no completion but the refused `async`, so
+        // the session refuses them, Session::WordLeadsNowhere)
+        "x = [b", "x = [b a", "x = (b as", "x = (b asy", "x = ({ a % b", "x = (a % b",
+        "async def f():\n    x = [b", "async def f():\n    x = [b as", "x = [f(a)", "x = [...",
+        "x = [... a", "x = [....real",
         // match statements: the soft keyword, case lines, patterns, the
         // line starts after an irrefutable case
         "matc", "match", "match ", "match x", "match x:\n", "match x:\n    ", "match x:\n    cas",

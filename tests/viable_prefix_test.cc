@@ -1125,6 +1125,70 @@ TEST(ViablePrefix, CompletionSearchFindsHardPythonCompletionsWithinBudget) {
   }
 }
 
+// After an operand inside a list, set or dict outside an async function,
+// a word that is a proper prefix of `async` (`as`, `asy`, `asyn`) can only
+// become the keyword `async`, which the scope layer refuses there
+// (asynchronous comprehension): the engine refuses the word
+// (Session::WordLeadsNowhere), and a session that does not ask
+// (set_dead_word_check(false)) reads it, from where the completion search
+// proves it dead.  Where the word still has a way on (an async function, a
+// generator expression, `as` of a with item, an import or a pattern,
+// `a` -> `and`, a list inside a generator expression) the engine takes it and
+// the search completes it within 10,000 nodes (test_dead_ends.py has CPython
+// compile the completions).
+TEST(ViablePrefix, PrefixesOfARefusedAsyncAreDeadEnds) {
+  CFGMASK_REQUIRE_ENV("CFGMASK_TOK_LLAMA_SPM");
+  Status st;
+  const CompiledStore* store = StrictPythonStore(TestEnv("CFGMASK_TOK_LLAMA_SPM"), &st);
+  ASSERT_NE(store, nullptr) << st.message();
+  Completer completer(*store);
+  // Each dead prefix with the text before its last word: there the word's
+  // token (if the vocabulary has it whole) is out of the mask.
+  const std::vector<std::pair<std::string, std::string>> dead = {
+      {"[x as", "[x"}, {"[x asy", "[x"}, {"[x asyn", "[x"}, {"{x asy", "{x"}, {"{x: y as", "{x: y"},
+      {"x = [1 as", "x = [1"}, {"x = [(y) as", "x = [(y)"}, {"x = ['s' as", "x = ['s'"},
+      {"x = [... as", "x = [..."}, {"[x\n as", "[x\n"}, {"[x for y in z as", "[x for y in z"},
+      {"def f():\n    return [x as", "def f():\n    return [x"},
+      {"async def f():\n    def g():\n        return [x asy", "async def f():\n    def g():\n        return [x"},
+      {"async def f():\n    lambda: [x as", "async def f():\n    lambda: [x"}};
+  for (const auto& [text, before] : dead) {
+    Session s(store);
+    EXPECT_FALSE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
+    Session off(store);
+    off.set_dead_word_check(false);
+    ASSERT_TRUE(off.AdvanceBytes(text).ok()) << JsonQuote(text);
+    std::string got;
+    EXPECT_EQ(completer.Search(&off, 200000, &got), CompletionResult::kNone)
+        << JsonQuote(text) << " completed by " << JsonQuote(got);
+    Session at(store);
+    ASSERT_TRUE(at.AdvanceBytes(before).ok()) << JsonQuote(before);
+    const std::string word = text.substr(before.size());
+    const std::vector<uint32_t> mask = at.Mask();
+    for (int32_t t = 0; t < store->vocab_size; ++t) {
+      if (store->token_special[t] || store->TokenBytes(t) != word) continue;
+      const std::string_view b = store->TokenBytes(t);
+      Session off_at = at.Fork();
+      off_at.set_dead_word_check(false);
+      EXPECT_TRUE(off_at.AllowsSlow(t)) << JsonQuote(before) << " + " << JsonQuote(std::string(b));
+      EXPECT_FALSE(MaskAllows(mask, t)) << JsonQuote(before) << " + " << JsonQuote(std::string(b));
+      EXPECT_FALSE(at.AllowsSlow(t)) << JsonQuote(before) << " + " << JsonQuote(std::string(b));
+    }
+  }
+  const std::vector<std::string> live = {
+      "async def f():\n    return [x as", "async def f():\n    return {x asyn", "(x as", "f(x as",
+      "def f():\n    return (x asy", "with (x as", "from m import (x as", "[x a", "{x: y a",
+      "match z:\n    case [x as", "async def f():\n    [[x as", "try:\n    pass\nexcept (E as"};
+  for (const std::string& text : live) {
+    Session s(store);
+    ASSERT_TRUE(s.AdvanceBytes(text).ok()) << JsonQuote(text);
+    std::string got;
+    int64_t used = 0;
+    EXPECT_EQ(completer.Search(&s, 10000, &got, &used), CompletionResult::kFound) << JsonQuote(text);
+    std::printf("%s: %lld nodes, %s\n", JsonQuote(text).c_str(), static_cast<long long>(used),
+                JsonQuote(got).c_str());
+  }
+}
+
 TEST(ViablePrefix, RandomGrammarsHaveNoDeadEnds) {
   const bool quick = TestQuick();
   const int grammars = quick ? 32 : 400;

@@ -67,3 +67,43 @@ def test_comment_where_an_operand_must_follow_with_names_above_ascii(tmp_path):
                  "x = (a /  # c\n     \u03c0)\n"]:
         m = cfgmask.GrammarMatcher(store)
         assert m.accept_string(text) and m.can_end(), text
+
+
+def _closed(text: str) -> str:
+    """`text` with its open brackets closed (innermost first)."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack = []
+    for c in text:
+        if c in pairs:
+            stack.append(pairs[c])
+        elif c in ")]}":
+            stack.pop()
+    return text + "".join(reversed(stack))
+
+
+def test_words_that_can_only_become_a_refused_async(tmp_path):
+    """After an operand in a list, set or dict outside an async function, a
+    word `as`, `asy` or `asyn` can only become `async` (the parser takes no
+    `as` there), and CPython refuses that asynchronous comprehension: the
+    engine refuses the word (a dead end otherwise: the walks met `[x as`).
+    Where the word has another way on (an async function, a generator
+    expression, `as` of a with item, an import or a pattern, `a` -> `and`)
+    it stands, and CPython compiles the completion the search finds."""
+    store = cfgmask.Store.load(str(compile_store(TOK_LLAMA, tmp_path / "py.cfgm")))
+    dead = ["[x as", "[x asy", "[x asyn", "{x asy", "{x: y as", "x = [... as",
+            "def f():\n    return [x as", "[x for y in z as"]
+    for text in dead:
+        assert not cfgmask.GrammarMatcher(store).accept_string(text), text
+        word = text.rsplit(" ", 1)[1]
+        assert cfgmask.GrammarMatcher(store).accept_string(text[:-len(word)]), text
+        with pytest.raises(SyntaxError, match="asynchronous comprehension outside"):
+            compile(_closed(text + "async"[len(word):] + " for x in y") + "\n", "<dead>", "exec")
+    live = ["async def f():\n    return [x as", "(x as", "f(x as", "def f():\n    return (x asy",
+            "with (x as", "from m import (x as", "[x a", "{x: y a", "x = [... a",
+            "match z:\n    case [x as", "async def f():\n    [[x as"]
+    for text in live:
+        m = cfgmask.GrammarMatcher(store)
+        assert m.accept_string(text), text
+        what, completion, _ = m.completion_search(10000)
+        assert what == "found", (text, what)
+        compile(text + completion, "<live>", "exec")
