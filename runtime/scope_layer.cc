@@ -633,16 +633,25 @@ bool ScopeLayer::EnclosingFunction() const {
   return false;
 }
 
-uint64_t ScopeLayer::ReadingHash() const {
-  uint64_t h = 0x84222325cbf29ce4ull;
-  auto mix = [&h](uint64_t v) {
+namespace {
+// The mixing of ReadingHash and NamesHash: values and strings into one
+// 64-bit state.
+struct LayerHasher {
+  uint64_t h;
+  void operator()(uint64_t v) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     h *= 0xBF58476D1CE4E5B9ull;
-  };
-  auto mix_str = [&mix](const std::string& t) {
-    mix(t.size());
-    for (unsigned char c : t) mix(c);
-  };
+  }
+  void Str(const std::string& t) {
+    (*this)(t.size());
+    for (unsigned char c : t) (*this)(c);
+  }
+};
+}  // namespace
+
+uint64_t ScopeLayer::ReadingHash() const {
+  LayerHasher mix{0x84222325cbf29ce4ull};
+  auto mix_str = [&mix](const std::string& t) { mix.Str(t); };
   mix(static_cast<uint64_t>(mode_));
   mix(comment_in_indent_ | (triple_ << 1) | (raw_ << 2) | (fstr_ << 3) | (bytes_ << 4) |
       (spec_esc_ << 5) | (dead_ << 6) | (in_pattern_ << 7) | (match_word_ << 8) |
@@ -686,7 +695,7 @@ uint64_t ScopeLayer::ReadingHash() const {
   mix(frames_.size());
   mix(seg_.size());
   mix(scopes_.size());
-  return h;
+  return mix.h;
 }
 
 bool ScopeLayer::NamesMatter() const {
@@ -699,15 +708,8 @@ bool ScopeLayer::NamesMatter() const {
 }
 
 uint64_t ScopeLayer::NamesHash() const {
-  uint64_t h = 0x9ae16a3b2f90404full;
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    h *= 0xBF58476D1CE4E5B9ull;
-  };
-  auto mix_str = [&mix](const std::string& t) {
-    mix(t.size());
-    for (unsigned char c : t) mix(c);
-  };
+  LayerHasher mix{0x9ae16a3b2f90404full};
+  auto mix_str = [&mix](const std::string& t) { mix.Str(t); };
   auto mix_set = [&](const NameSet& set) {
     mix(set.size());
     for (const std::string& n : set) mix_str(n);
@@ -737,7 +739,7 @@ uint64_t ScopeLayer::NamesHash() const {
       mix(static_cast<uint32_t>(p.lo) | static_cast<uint64_t>(static_cast<uint32_t>(p.resolved_at)) << 32);
     }
   }
-  return h;
+  return mix.h;
 }
 
 bool ScopeLayer::CanEnd() const {
