@@ -279,9 +279,11 @@ class Session {
   // lexer and parser still take are the keyword `async`, which the layer
   // refuses there (ScopeLayer::RefusesAsyncAhead: `[x as` outside an async
   // function)?  Such a text has no completion: a dead end, refused by
-  // Advance, AdvanceBytes, AllowsSlow and the mask.  Exact both ways: a word
-  // that more name bytes can make a keyword the parser takes (`as` inside
-  // `with (`, `a` -> `and`), or a name, stands.
+  // Advance, AdvanceBytes, AllowsSlow and the mask.  It never refuses a word
+  // that can still complete: a word that more name bytes can make a keyword
+  // the parser takes (`as` inside `with (`, `a` -> `and`), or a name, stands,
+  // and so does any word past the search's limits (64 nodes, 12 more
+  // letters; keywords have at most 8).
   bool WordLeadsNowhere(const std::vector<LiveState>& live, const ScopeLayer& layer) const;
   // Clears in `mask` the tokens after which WordLeadsNowhere holds (only the
   // few ScopeLayer::AsyncPrefixCandidates lists, each on a copy).
