@@ -1441,9 +1441,8 @@ void ScopeLayer::AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint3
   if (mode_ != Mode::kCode) return;
   // What a blank or a new word would follow: the open operator (its end),
   // else the last lexeme.  A partial character: unsure, so taken.
-  const bool ends_operand = nchars_.need > 0 ||
-                            (op_.empty() ? AfterOperand()
-                                         : op_ == ")" || op_ == "]" || op_ == "}" || (op_ == "." && dots_ == 2));
+  const bool ends_operand =
+      nchars_.need > 0 || (op_.empty() ? AfterOperand() : ClosesOperand(op_, dots_ + 1));
   if (word_.empty()) {
     if (ends_operand) take(index.async_prefix_blank());
     if (ends_operand) take(index.async_piece(0));
@@ -1468,6 +1467,12 @@ void ScopeLayer::AsyncPrefixCandidates(const ScopeTokenIndex& index, const uint3
   }
 }
 
+bool ScopeLayer::ClosesOperand(std::string_view op, int dots) {
+  // (`...` is read as three `.`: `dots`, the run of `.` ending with `op`,
+  // tells an ellipsis from an attribute.)
+  return op == ")" || op == "]" || op == "}" || (op == "." && dots == 3);
+}
+
 bool ScopeLayer::AfterOperand() const {
   switch (prev_kind_) {
     case Lex::kName:
@@ -1477,8 +1482,7 @@ bool ScopeLayer::AfterOperand() const {
     case Lex::kKeyword:
       return prev_ == "None" || prev_ == "True" || prev_ == "False";
     case Lex::kOp:
-      // (`...` is read as three `.`: dots_ tells an ellipsis from an attribute.)
-      return prev_ == ")" || prev_ == "]" || prev_ == "}" || (prev_ == "." && dots_ == 3);
+      return ClosesOperand(prev_, dots_);
     default:
       return false;
   }

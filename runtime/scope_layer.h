@@ -374,6 +374,9 @@ class ScopeLayer {
   // The lexeme before the word being written is an operand (a name, a
   // literal, a closing bracket): a name cannot come next, only a keyword.
   bool AfterOperand() const;
+  // Does the operator `op` end an operand (a closing bracket, an ellipsis's
+  // third `.`: `dots` counts the `.` run that `op` ends)?
+  static bool ClosesOperand(std::string_view op, int dots);
   void FlushOp();
   // f-strings: the checks CPython 3.11 makes on a field's text (FCheck),
   // a byte of a field's expression (FieldCode), the end of a field.
