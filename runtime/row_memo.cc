@@ -5,6 +5,7 @@
 
 #include "runtime/or_reduce.h"
 #include "runtime/session.h"
+#include "runtime/suffix_quotient.h"
 
 namespace cfgmask {
 
@@ -12,6 +13,7 @@ RowMemo::RowMemo(const CompiledStore* store, int64_t cap_bytes)
     : store_(store),
       text_mask_(store->vocab_size > 0 ? TextTokenMask(*store) : std::vector<uint32_t>()),
       row_prefixes_(std::make_shared<RowPrefixes>(store->num_roots)),
+      suffix_lexings_(std::make_shared<SuffixLexings>(store)),
       shard_cap_(std::max<int64_t>(cap_bytes / static_cast<int64_t>(kShards), 1)),
       shards_(new Shard[kShards]) {}
 

@@ -38,6 +38,7 @@ namespace cfgmask {
 
 struct LiveState;
 class RowPrefixes;
+class SuffixLexings;
 
 class RowMemo {
  public:
@@ -55,6 +56,11 @@ class RowMemo {
   // to a byte per row (2.7 MB with sql.lark x Qwen2) in a server that opens
   // a session per request.
   const std::shared_ptr<RowPrefixes>& row_prefixes() const { return row_prefixes_; }
+  // The store's lexing classes for exact suffix masks (SuffixLexings,
+  // runtime/suffix_quotient.h), shared by the quotients of every session that
+  // shares this memo: a function of the store alone, made per lexer state on
+  // first use.
+  const std::shared_ptr<SuffixLexings>& suffix_lexings() const { return suffix_lexings_; }
   static uint64_t Hash(const LiveState& l);
   // Appends the rows memoised for `l` and returns true, or returns false.
   bool Find(const LiveState& l, uint64_t hash, std::vector<int32_t>* rows);
@@ -88,6 +94,7 @@ class RowMemo {
   const CompiledStore* store_;
   std::vector<uint32_t> text_mask_;
   std::shared_ptr<RowPrefixes> row_prefixes_;
+  std::shared_ptr<SuffixLexings> suffix_lexings_;
   int64_t shard_cap_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> hits_{0}, misses_{0};

@@ -743,7 +743,8 @@ void Session::SetSuffix(std::string suffix, SuffixMiddle middle) {
     // Past its limit the quotient is not built: prefix masks, as elsewhere.
     SuffixQuotientLimits limits;
     limits.middle = middle;
-    if (!SuffixQuotient::Build(store_, *suffix_, limits, &quotient_).ok()) {
+    if (!SuffixQuotient::Build(store_, *suffix_, limits, &quotient_, nullptr,
+                               memo_ ? memo_->suffix_lexings() : nullptr).ok()) {
       quotient_.reset();
     }
   }

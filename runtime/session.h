@@ -123,9 +123,16 @@ class RowMemo;
 class SuffixQuotient;
 
 // Which middle layer an exact suffix's quotient uses (runtime/suffix_quotient.h).
+// Both are exact (tests/suffix_quotient_test.cc compares each with a
+// breadth-first search for a middle); they differ in size and speed.
 enum class SuffixMiddle : int32_t {
-  kBytes = 0,      // the byte-level middle (exact for every grammar); past its limits, prefix masks
-  kTerminals = 1,  // the terminal-level middle (exact where a blank separates any two terminals)
+  kBytes = 0,      // the byte-level middle; past its limits, prefix masks
+  kTerminals = 1,  // the terminal-level middle (smaller and faster where both fit)
+  // The session's default: where the byte-level middle fits its limits
+  // (SuffixQuotient::Fits, counted in milliseconds before any saturation),
+  // the terminal-level one is built, and the byte-level one if that goes
+  // past the limits; elsewhere prefix masks, at Fits' cost.
+  kAuto = 2,
 };
 
 // What AcceptedRows did, summed over the calls since it was attached
@@ -191,7 +198,7 @@ class Session {
   // quotient is built here, once.  Elsewhere tokens are masked as a prefix
   // of the language: a text can wander where no completion meets the
   // suffix.  Empty: no suffix.  Kept by Reset and Rollback; shared by Fork.
-  void SetSuffix(std::string suffix, SuffixMiddle middle = SuffixMiddle::kBytes);
+  void SetSuffix(std::string suffix, SuffixMiddle middle = SuffixMiddle::kAuto);
   const std::string& suffix() const;
   bool suffix_exact() const { return quotient_ != nullptr; }
   const std::shared_ptr<SuffixQuotient>& suffix_quotient() const { return quotient_; }

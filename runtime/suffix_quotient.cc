@@ -128,7 +128,7 @@ void SuffixQuotient::CountFeed(int32_t term) {
 
 Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix,
                              SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
-                             SuffixQuotientStats* stats) {
+                             SuffixQuotientStats* stats, std::shared_ptr<SuffixLexings> lexings) {
   if (!Supported(*store)) {
     return Status(ErrorCode::kInvalidArgument,
                   "exact suffix masks do not cover grammars with an indenter");
@@ -138,7 +138,16 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
   if (!terminals) {
     if (Status st = Fits(store, limits, stats); !st.ok()) return st;
   }
-  const Status st = BuildWith(store, suffix, limits, terminals, out, stats);
+  if (lexings == nullptr || lexings->store() != store) {
+    lexings = std::make_shared<SuffixLexings>(store);
+  }
+  Status st = BuildWith(store, suffix, limits, terminals || limits.middle == SuffixMiddle::kAuto,
+                        out, stats, lexings);
+  if (!st.ok() && limits.middle == SuffixMiddle::kAuto) {
+    // The terminal-level middle went past the limits where the byte-level
+    // one's count fits: build that one.
+    st = BuildWith(store, suffix, limits, false, out, stats, lexings);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) stats->seconds = seconds;
@@ -150,8 +159,10 @@ Status SuffixQuotient::Build(const CompiledStore* store, std::string_view suffix
 Status SuffixQuotient::BuildWith(const CompiledStore* store, std::string_view suffix,
                                  SuffixQuotientLimits limits, bool terminal_middle,
                                  std::shared_ptr<SuffixQuotient>* out,
-                                 SuffixQuotientStats* stats) {
+                                 SuffixQuotientStats* stats,
+                                 std::shared_ptr<SuffixLexings> lexings) {
   std::shared_ptr<SuffixQuotient> q(new SuffixQuotient(store, std::string(suffix), limits));
+  q->lexings_ = std::move(lexings);
   q->terminal_middle_ = terminal_middle;
   q->stats_.terminal_middle = terminal_middle;
   q->acc_ = q->Intern(Key{Kind::kAcc});
@@ -1340,15 +1351,35 @@ bool SuffixQuotient::Viable(const LiveState& l) {
   return ViableLocked(l);
 }
 
-std::shared_ptr<const SuffixQuotient::LexClasses> SuffixQuotient::ClassesOf(int32_t q) {
-  auto it = classes_.find(q);
-  if (it != classes_.end()) return it->second;
-  // Bounded: past 64 lexer states' worth of tokens, start again.
-  if (class_tokens_ > 64 * static_cast<int64_t>(s_->vocab_size)) {
-    classes_.clear();
-    class_tokens_ = 0;
+std::shared_ptr<const SuffixLexClasses> SuffixLexings::Of(int32_t q) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = classes_.find(q);
+    if (it != classes_.end()) return it->second;
   }
-  auto cls = std::make_shared<LexClasses>();
+  std::shared_ptr<const SuffixLexClasses> cls = Make(q);  // outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = classes_.find(q);
+  if (it != classes_.end()) return it->second;  // made meanwhile on another thread
+  // Bounded: past 64 lexer states' worth of tokens, start again.
+  if (tokens_ > 64 * static_cast<int64_t>(s_->vocab_size)) {
+    classes_.clear();
+    tokens_ = 0;
+  }
+  tokens_ += s_->vocab_size;
+  ++made_;
+  classes_.emplace(q, cls);
+  return cls;
+}
+
+int64_t SuffixLexings::made() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return made_;
+}
+
+std::shared_ptr<const SuffixLexClasses> SuffixLexings::Make(int32_t q) const {
+  using Lexing = SuffixLexing;
+  auto cls = std::make_shared<SuffixLexClasses>();
   cls->of_token.assign(s_->vocab_size, -1);
   std::unordered_map<std::string, int32_t> ids;
   std::vector<Lexing> cur, next;
@@ -1407,8 +1438,6 @@ std::shared_ptr<const SuffixQuotient::LexClasses> SuffixQuotient::ClassesOf(int3
     if (fresh) cls->lexings.push_back(cur);
     cls->of_token[t] = jt->second;
   }
-  class_tokens_ += s_->vocab_size;
-  classes_.emplace(q, cls);
   return cls;
 }
 

@@ -32,9 +32,10 @@
 // the middle layer reads S[0] from any lexer state, in the middle of a
 // terminal too.
 //
-// The middle at the level of terminals (SuffixMiddle::kTerminals; not the
-// session's default yet: no shipped grammar whose byte-level middle does
-// not fit fits this one, see docs/exactness.md).  In the byte-level
+// The middle at the level of terminals (SuffixMiddle::kTerminals; the one
+// the session builds where the byte-level middle's count fits, since it is
+// smaller and faster there: SuffixMiddle::kAuto.  No shipped grammar whose
+// byte-level middle does not fit fits this one, see docs/exactness.md).  In the byte-level
 // middle a feed is a terminal together with the text's continuation after
 // it (lexer state, slots, the items left), and each feed has its own
 // reduction states, because the pushdown system must come back to that
@@ -109,7 +110,9 @@ struct SuffixQuotientLimits {
   int64_t max_transitions = int64_t{1} << 20;
   // Pushdown rules made; past it too.
   int64_t max_rules = int64_t{1} << 20;
-  // Which middle layer to build (see the head of the file).
+  // Which middle layer to build (see the head of the file); kAuto: the
+  // terminal-level one where the byte-level one's count fits (Fits), the
+  // byte-level one if that goes past the limits.
   SuffixMiddle middle = SuffixMiddle::kBytes;
 };
 
@@ -146,6 +149,45 @@ struct SuffixQuotientStats {
   std::vector<int64_t> transitions_by_holder = std::vector<int64_t>(kNumHolders, 0);
 };
 
+// The vocabulary's lexings from one lexer state without the parser (each
+// token's raw end states and items, as Session::AdvanceOne walks its bytes),
+// grouped into classes of equal lexings: what SuffixQuotient::Filter checks,
+// once per class and hypothesis.  They are a function of the store alone, so
+// the sessions of one store share one cache (RowMemo::suffix_lexings): a
+// server that sets a suffix per request walks a lexer state's vocabulary
+// once, not once per request (that walk is the exact suffix masks' slowest
+// step: a step that meets a lexer state for the first time).
+struct SuffixLexing {
+  int32_t q;                   // raw end state
+  std::vector<int32_t> items;  // in order: cand items and Hits
+};
+struct SuffixLexClasses {
+  std::vector<int32_t> of_token;                   // class per token; -1 none, -2 too many
+  std::vector<std::vector<SuffixLexing>> lexings;  // per class
+};
+class SuffixLexings {
+ public:
+  explicit SuffixLexings(const CompiledStore* store) : s_(store) {}
+  SuffixLexings(const SuffixLexings&) = delete;
+  SuffixLexings& operator=(const SuffixLexings&) = delete;
+  // The classes of lexer state q: made on first use (outside the lock, so
+  // that other threads go on meanwhile), then kept.  Thread-safe.  Bounded:
+  // past 64 lexer states' worth of tokens the cache starts again.
+  std::shared_ptr<const SuffixLexClasses> Of(int32_t q);
+  // A token with more lexings than this is class -2 (asked of the slow path).
+  static constexpr size_t kMaxLexings = 4096;
+  const CompiledStore* store() const { return s_; }
+  int64_t made() const;  // lexer states walked so far (for tests)
+
+ private:
+  std::shared_ptr<const SuffixLexClasses> Make(int32_t q) const;
+  const CompiledStore* s_;
+  mutable std::mutex mu_;
+  std::unordered_map<int32_t, std::shared_ptr<const SuffixLexClasses>> classes_;
+  int64_t tokens_ = 0;  // of_token entries held, for the cap
+  int64_t made_ = 0;
+};
+
 class SuffixQuotient {
  public:
   // Can the store's grammar get exact suffix masks?  Not with the indenter.
@@ -165,14 +207,19 @@ class SuffixQuotient {
 
   // The quotient of the store's language by `suffix`.  The byte-level
   // middle checks Fits first: a store past the limit is refused at that
-  // cost.  limits.middle = kTerminals builds the terminal-level middle.  With the empty suffix
+  // cost.  limits.middle = kTerminals builds the terminal-level middle
+  // (no Fits first), kAuto as said at SuffixQuotientLimits.  With the empty suffix
   // it is pre* of the accepting configurations: Viable says whether a
   // hypothesis can still reach an accepted end at all (the viable-prefix
   // oracle of tests/viable_prefix_test.cc).
   // `stats` (optional): filled whether the build succeeds or stops.
+  // `lexings` (optional): the store's shared lexing classes (a session
+  // passes its row memo's); null or another store's: the quotient keeps its
+  // own.
   static Status Build(const CompiledStore* store, std::string_view suffix,
                       SuffixQuotientLimits limits, std::shared_ptr<SuffixQuotient>* out,
-                      SuffixQuotientStats* stats = nullptr);
+                      SuffixQuotientStats* stats = nullptr,
+                      std::shared_ptr<SuffixLexings> lexings = nullptr);
 
   // Is there a text m such that hypothesis l, reading m and then the
   // suffix, ends in an accepted input?  Thread-safe (a hypothesis in a lexer
@@ -199,7 +246,8 @@ class SuffixQuotient {
                           SuffixQuotientLimits limits, bool estimate = false);
   static Status BuildWith(const CompiledStore* store, std::string_view suffix,
                           SuffixQuotientLimits limits, bool terminal_middle,
-                          std::shared_ptr<SuffixQuotient>* out, SuffixQuotientStats* stats);
+                          std::shared_ptr<SuffixQuotient>* out, SuffixQuotientStats* stats,
+                          std::shared_ptr<SuffixLexings> lexings);
 
   // A control state of the pushdown system (see the head of the file).
   enum class Kind : int32_t {
@@ -260,21 +308,14 @@ class SuffixQuotient {
   void Saturate();
   uint64_t Pair(int32_t c, int32_t g) const { return static_cast<uint64_t>(c) * G_ + g; }
 
-  static constexpr size_t kMaxLexings = 4096;
-  struct Lexing {
-    int32_t q;                   // raw end state
-    std::vector<int32_t> items;  // in order: cand items and Hits
-  };
-  struct LexClasses {
-    std::vector<int32_t> of_token;            // class per token; -1 none, -2 too many
-    std::vector<std::vector<Lexing>> lexings;  // per class
-  };
-  // Shared: a Filter on another thread may drop the cache meanwhile.
-  std::shared_ptr<const LexClasses> ClassesOf(int32_t q);  // under mu_
+  static constexpr size_t kMaxLexings = SuffixLexings::kMaxLexings;
+  using Lexing = SuffixLexing;
+  using LexClasses = SuffixLexClasses;
   bool ClassViable(const LiveState& l, const std::vector<Lexing>& lexings);  // under mu_
   bool ViableLocked(const LiveState& l);
-  std::unordered_map<int32_t, std::shared_ptr<const LexClasses>> classes_;
-  int64_t class_tokens_ = 0;  // of_token entries held, for the cap
+  // The lexing classes per lexer state: the store's shared cache, or the
+  // quotient's own (thread-safe either way; read without mu_).
+  std::shared_ptr<SuffixLexings> lexings_;
 
   const CompiledStore* s_;
   std::string suffix_;
@@ -414,10 +455,10 @@ void SuffixQuotient::Filter(const std::vector<LiveState>& live, uint32_t* mask, 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (over_) return;
-    for (size_t i = 0; i < live.size(); ++i) {
-      classes.push_back(ClassesOf(live[i].q));
-      verdicts[i].assign(classes.back()->lexings.size(), -1);
-    }
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    classes.push_back(lexings_->Of(live[i].q));
+    verdicts[i].assign(classes.back()->lexings.size(), -1);
   }
   for (int32_t w = 0; w < s_->mask_words(); ++w) {
     for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {

@@ -25,6 +25,7 @@
 
 #include "runtime/compile/compile.h"
 #include "runtime/completion.h"
+#include "runtime/row_memo.h"
 #include "runtime/session.h"
 #include "runtime/suffix_quotient.h"
 #include "streamline/streamline.h"
@@ -414,6 +415,128 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsBytesWhereNoBlankEndsAToken) {
     // "x" + m + "y" would be NAME NAME with nothing between: no middle.
     EXPECT_FALSE(MaskAllows(s.Mask(), a));
   }
+}
+
+// The session's default (SuffixMiddle::kAuto) builds the terminal-level
+// middle where the byte-level one's count fits, and its masks are the
+// byte-level ones: on random grammars (with and without comments), at random
+// cuts of random sentences, each step of a random masked walk of the middle
+// gives the same mask and the same end verdict both ways.
+TEST(SuffixQuotient, TheSessionDefaultIsTheTerminalMiddleWithTheSameMasks) {
+  const bool quick = TestQuick();
+  std::mt19937 rng(20261128);
+  int64_t steps = 0, terminal = 0, sessions = 0, allowed = 0;
+  for (int g = 0; g < (quick ? 30 : 300); ++g) {
+    const bool comments = g % 2 == 1;
+    const std::string grammar = RandomLarkGrammar(rng, comments);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string name = "auto" + std::to_string(g);
+    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".tokenizer.json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore store;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // a conflict
+    for (int c = 0; c < 4; ++c) {
+      const std::string text = RandomSentence(&store, rng, 14);
+      if (text.empty()) continue;
+      const size_t i = rng() % (text.size() + 1);
+      const size_t j = i + rng() % (text.size() - i + 1);
+      const std::string suffix = j == text.size() ? " " : text.substr(j);
+      Session a(&store), b(&store);
+      ASSERT_TRUE(a.AdvanceBytes(text.substr(0, i)).ok()) << grammar;
+      ASSERT_TRUE(b.AdvanceBytes(text.substr(0, i)).ok());
+      a.SetSuffix(suffix);
+      b.SetSuffix(suffix, SuffixMiddle::kBytes);
+      ASSERT_EQ(a.suffix_exact(), b.suffix_exact()) << grammar;
+      if (!a.suffix_exact()) continue;
+      ++sessions;
+      terminal += a.suffix_quotient()->stats().terminal_middle;
+      for (int k = 0; k < 10; ++k) {
+        const std::vector<uint32_t> ma = a.Mask();
+        ASSERT_EQ(ma, b.Mask()) << grammar << "prefix " << JsonQuote(a.text()) << " suffix "
+                                << JsonQuote(suffix);
+        ASSERT_EQ(a.CanEnd(), b.CanEnd());
+        ++steps;
+        std::vector<int32_t> next;
+        for (int32_t t = 0; t < store.vocab_size; ++t) {
+          if (MaskAllows(ma, t) && !store.token_special[t]) next.push_back(t);
+        }
+        allowed += static_cast<int64_t>(next.size());
+        if (next.empty()) break;
+        const int32_t t = next[rng() % next.size()];
+        ASSERT_TRUE(a.Advance(t).ok());
+        ASSERT_TRUE(b.Advance(t).ok());
+      }
+    }
+  }
+  std::printf("%lld sessions (%lld with the terminal-level middle), %lld steps, %lld tokens allowed\n",
+              static_cast<long long>(sessions), static_cast<long long>(terminal),
+              static_cast<long long>(steps), static_cast<long long>(allowed));
+  EXPECT_GT(sessions, 0);
+  EXPECT_EQ(terminal, sessions);  // none of these small grammars goes past the limits
+  EXPECT_GT(allowed, 0);
+}
+
+// Sessions that share a row memo share its lexing classes
+// (RowMemo::suffix_lexings): the second request on a store walks no lexer
+// state's vocabulary that the first one walked, and its masks are those of
+// a session with a cache of its own, step by step, over the same walk.
+TEST(SuffixQuotient, SessionsOfOneMemoShareTheLexingClasses) {
+  std::mt19937 rng(20261129);
+  int64_t compared = 0;
+  for (int g = 0; g < 12 && compared == 0; ++g) {
+    const std::string grammar = RandomLarkGrammar(rng, g % 2 == 1);
+    std::string alphabet;
+    std::vector<std::string> tokens;
+    Vocabulary(grammar, rng, &alphabet, &tokens);
+    const std::string name = "shared" + std::to_string(g);
+    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".tokenizer.json");
+    WriteTextFile(gpath, grammar);
+    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    CompiledStore store;
+    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;
+    const std::string text = RandomSentence(&store, rng, 14);
+    if (text.size() < 2) continue;
+    const std::string prefix = text.substr(0, text.size() / 2), suffix = text.substr(text.size() / 2);
+    auto memo = std::make_shared<RowMemo>(&store, int64_t{1} << 20);
+    // Tokens for a walk: the first session's choices, replayed by the others.
+    std::vector<int32_t> walk;
+    {
+      Session first(&store, SessionLimits{}, memo);
+      ASSERT_TRUE(first.AdvanceBytes(prefix).ok());
+      first.SetSuffix(suffix);
+      if (!first.suffix_exact()) continue;
+      for (int k = 0; k < 8; ++k) {
+        const std::vector<uint32_t> mask = first.Mask();
+        std::vector<int32_t> next;
+        for (int32_t t = 0; t < store.vocab_size; ++t) {
+          if (MaskAllows(mask, t) && !store.token_special[t]) next.push_back(t);
+        }
+        if (next.empty()) break;
+        walk.push_back(next[rng() % next.size()]);
+        ASSERT_TRUE(first.Advance(walk.back()).ok());
+      }
+    }
+    const int64_t made = memo->suffix_lexings()->made();
+    ASSERT_GT(made, 0) << grammar;
+    Session shared(&store, SessionLimits{}, memo), own(&store);
+    ASSERT_TRUE(shared.AdvanceBytes(prefix).ok());
+    ASSERT_TRUE(own.AdvanceBytes(prefix).ok());
+    shared.SetSuffix(suffix);
+    own.SetSuffix(suffix);
+    for (size_t k = 0; k <= walk.size(); ++k) {
+      ASSERT_EQ(shared.Mask(), own.Mask()) << grammar << " step " << k;
+      ++compared;
+      if (k < walk.size()) {
+        ASSERT_TRUE(shared.Advance(walk[k]).ok());
+        ASSERT_TRUE(own.Advance(walk[k]).ok());
+      }
+    }
+    EXPECT_EQ(memo->suffix_lexings()->made(), made) << "the second session walked again";
+  }
+  EXPECT_GT(compared, 0);
 }
 
 // The hub is the lexer after a token and a blank, inside that blank.  A

@@ -14,7 +14,12 @@
 // P-automaton's transitions by the kind of state that holds them.
 // Not a test: build/tests/suffix_bench STORE.cfgm TEXT [--middle BYTES]
 //   [--sizes 100,2048,51200] [--runs N] [--no-indenter [--limit N]] [--terminals]
-// --terminals: the terminal-level middle instead of the byte-level one.
+// --terminals: the terminal-level middle instead of the byte-level one;
+// --auto: the session's default (SuffixMiddle::kAuto).
+// --shared-memo: every run's session shares one row memo, as a server's
+// sessions of one store do (and with it the lexing classes the filter
+// checks: SuffixLexings); the last two columns are then the runs after the
+// first alone.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "maskstore/compiled_store.h"
+#include "runtime/row_memo.h"
 #include "runtime/segment.h"
 #include "runtime/session.h"
 #include "runtime/suffix_quotient.h"
@@ -57,13 +63,16 @@ int main(int argc, char** argv) {
   bool no_indenter = false;
   int64_t limit = 0;  // --limit N: the quotient's limits (rules, transitions) in the probe
   SuffixMiddle kind = SuffixMiddle::kBytes;
+  bool shared_memo = false;
   for (int i = 3; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-indenter") no_indenter = true;
     if (std::string(argv[i]) == "--terminals") kind = SuffixMiddle::kTerminals;
+    if (std::string(argv[i]) == "--auto") kind = SuffixMiddle::kAuto;
+    if (std::string(argv[i]) == "--shared-memo") shared_memo = true;
   }
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--no-indenter" || a == "--terminals") {
+    if (a == "--no-indenter" || a == "--terminals" || a == "--auto" || a == "--shared-memo") {
       --i;
       continue;
     }
@@ -164,11 +173,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(fit.rules), fit.seconds * 1000);
     if (!st.ok() && kind == SuffixMiddle::kBytes) return 0;
   }
+  std::shared_ptr<RowMemo> memo =
+      shared_memo ? std::make_shared<RowMemo>(&store, SessionLimits{}.memo_bytes) : nullptr;
   Segmenter seg(store);
   std::vector<uint32_t> mask(store.mask_words());
-  std::printf("%-9s %9s %9s %10s %10s %12s %6s %9s %9s %9s %9s\n", "suffix", "bytes",
+  std::printf("%-9s %9s %9s %10s %10s %12s %6s %9s %9s %9s %9s %9s\n", "suffix", "bytes",
               "setup ms", "controls", "rules", "transitions", "steps", "mask p50", "mask p99",
-              "plain p50", "plain p99");
+              "plain p50", "plain p99", shared_memo ? "later p50 / p99" : "mask max");
   for (size_t want : sizes) {
     if (want + middle >= text.size()) {
       std::fprintf(stderr, "%s: shorter than %zu + --middle bytes\n", argv[2], want);
@@ -178,11 +189,11 @@ int main(int argc, char** argv) {
     const std::string mid = text.substr(text.size() - want - middle, middle);
     const std::string prefix = text.substr(0, text.size() - want - middle);
     const std::vector<Segment> steps = seg.Cut(mid, SegmentMode::kGreedy, nullptr);
-    std::vector<double> setup, with, without;
+    std::vector<double> setup, with, without, later;
     int64_t controls = 0, transitions = 0, rules = 0;
-    bool exact = true;
+    bool exact = true, s_terminal = false;
     for (int r = 0; r < runs; ++r) {
-      Session s(&store), plain(&store);
+      Session s(&store, SessionLimits{}, memo), plain(&store);
       if (!s.AdvanceBytes(prefix).ok() || !plain.AdvanceBytes(prefix).ok()) {
         std::fprintf(stderr, "the prefix is refused\n");
         return 1;
@@ -192,6 +203,7 @@ int main(int argc, char** argv) {
       setup.push_back(Micros(t0, std::chrono::steady_clock::now()) / 1000);
       exact = s.suffix_exact();
       if (exact) {
+        s_terminal = s.suffix_quotient()->stats().terminal_middle;
         controls = s.suffix_quotient()->stats().controls;
         transitions = s.suffix_quotient()->stats().transitions;
         rules = s.suffix_quotient()->stats().rules;
@@ -204,6 +216,7 @@ int main(int argc, char** argv) {
         auto c = std::chrono::steady_clock::now();
         with.push_back(Micros(a, b));
         without.push_back(Micros(b, c));
+        if (r > 0) later.push_back(Micros(a, b));
         const Status st = g.token >= 0 ? s.Advance(g.token)
                                        : s.AdvanceBytes(mid.substr(g.offset, g.length));
         if (!st.ok()) {
@@ -221,12 +234,19 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    std::printf("%-9s %9zu %9.1f %10lld %10lld %12lld %6zu %9.0f %9.0f %9.0f %9.0f%s\n",
+    char last[64];
+    if (shared_memo) {
+      std::snprintf(last, sizeof last, "%.0f / %.0f", Pct(later, 0.5), Pct(later, 0.99));
+    } else {
+      std::snprintf(last, sizeof last, "%.0f", Pct(with, 1.0));
+    }
+    std::printf("%-9s %9zu %9.1f %10lld %10lld %12lld %6zu %9.0f %9.0f %9.0f %9.0f %9s%s%s\n",
                 std::to_string(want).c_str(), suffix.size(), Pct(setup, 0.5),
                 static_cast<long long>(controls), static_cast<long long>(rules),
                 static_cast<long long>(transitions),
                 steps.size(), Pct(with, 0.5), Pct(with, 0.99), Pct(without, 0.5),
-                Pct(without, 0.99), exact ? "" : "  (over the limit: prefix masks)");
+                Pct(without, 0.99), last, exact ? "" : "  (over the limit: prefix masks)",
+                exact && s_terminal ? "  (terminal-level)" : "");
   }
   return 0;
 }
