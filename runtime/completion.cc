@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <deque>
 #include <queue>
 #include <random>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 
 #include "parser/lr_core.h"
 
@@ -619,6 +621,244 @@ bool Completer::Find(Session* session, int64_t max_nodes, std::string* completio
   return Search(session, max_nodes, completion, nodes_used) == CompletionResult::kFound;
 }
 
+const std::vector<std::string>& Completer::Spellings() {
+  if (spelled_) return spellings_;
+  spelled_ = true;
+  // LexedMinBytes' search with the bytes kept: each state's first parent
+  // (the state and byte it was reached from; byte -1 for a compaction or a
+  // start).  Bytes are tried in increasing order, so among the shortest
+  // spellings the first in byte order is kept.
+  const int32_t L = s_.num_lex_states;
+  std::vector<int32_t> depth(L, -1), parent(L, -1), via(L, -1);
+  std::vector<uint8_t> done(L, 0);
+  spellings_.assign(s_.num_terminals, std::string());
+  std::vector<uint8_t> found(s_.num_terminals, 0);
+  using Entry = std::pair<int32_t, int32_t>;  // depth, state
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto relax = [&](int32_t to, int32_t d, int32_t from, int32_t byte) {
+    if (to < 0 || to >= L || (depth[to] >= 0 && depth[to] <= d)) return;
+    depth[to] = d;
+    parent[to] = from;
+    via[to] = byte;
+    heap.emplace(d, to);
+  };
+  relax(s_.initial_lex_state, 0, -1, -1);
+  for (int32_t q = 0; q < L; ++q) {
+    if (s_.at_start[q]) relax(q, 0, -1, -1);
+    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+      relax(s_.cand_to[c], 0, -1, -1);
+    }
+  }
+  while (!heap.empty()) {
+    const auto [d, q] = heap.top();
+    heap.pop();
+    if (done[q] || d != depth[q]) continue;
+    done[q] = 1;
+    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+      const int32_t t = s_.cand_terminal[c];
+      if (t < 0 || t >= s_.num_terminals || found[t] || d == 0) continue;
+      found[t] = 1;
+      std::string text;
+      for (int32_t x = q; x >= 0 && parent[x] != x; x = parent[x]) {
+        if (via[x] >= 0) text.push_back(static_cast<char>(via[x]));
+        if (parent[x] < 0) break;
+      }
+      std::reverse(text.begin(), text.end());
+      spellings_[t] = std::move(text);
+    }
+    relax(s_.compact_to[q], d, q, -1);
+    for (int32_t k = s_.step_offsets[q]; k < s_.step_offsets[q + 1]; ++k) {
+      relax(s_.step_to[k], d + 1, q, s_.step_byte[k]);
+    }
+  }
+  return spellings_;
+}
+
+namespace {
+
+bool WordByte(uint8_t b) {
+  return (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || b == '_' ||
+         b >= 0x80;
+}
+
+// The column after `text`'s last line break, as the indenter counts it (a
+// tab 8), and whether that line holds only blanks so far.
+int32_t LastColumn(const std::string& text, bool* blank_line) {
+  int32_t col = 0;
+  *blank_line = true;
+  const size_t nl = text.rfind('\n');
+  for (size_t i = nl == std::string::npos ? 0 : nl + 1; i < text.size(); ++i) {
+    if (text[i] == ' ') {
+      ++col;
+    } else if (text[i] == '\t') {
+      col += 8;
+    } else {
+      *blank_line = false;
+      ++col;
+    }
+  }
+  return col;
+}
+
+}  // namespace
+
+CompletionResult Completer::SearchSpelled(Session* session, int64_t max_nodes,
+                                          std::string* completion, int64_t* nodes_used) {
+  if (nodes_used) *nodes_used = 0;
+  completion->clear();
+  if (session->CanEnd()) return CompletionResult::kFound;
+  const std::vector<std::string>& spelled = Spellings();
+  const bool indenter = s_.indenter_nl >= 0;
+  // The words: every terminal's spelling but the ignored ones' and the
+  // indenter's newline (its edges carry the indentation), each once.
+  // Punctuation (a spelling that starts with no word byte) other than
+  // brackets only as the first edge, unless the suffix's start uses it: an
+  // operator rarely opens what the suffix goes on in, and every one of them
+  // at every depth is most of the breadth.
+  const std::string& suffix = session->suffix();
+  const std::string near = suffix.substr(0, 256);
+  std::vector<std::string> words;
+  std::vector<uint8_t> first_only;
+  for (int32_t t = 0; t < s_.num_terminals; ++t) {
+    if (spelled[t].empty() || s_.terminal_ignored[t] || (indenter && t == s_.indenter_nl)) continue;
+    if (std::find(words.begin(), words.end(), spelled[t]) != words.end()) continue;
+    words.push_back(spelled[t]);
+    first_only.push_back(!WordByte(static_cast<uint8_t>(spelled[t][0])) &&
+                         !s_.terminal_open_paren[t] && !s_.terminal_close_paren[t] &&
+                         near.find(spelled[t]) == std::string::npos);
+  }
+  // Joins: the start of a spelling whose rest begins the suffix.
+  std::vector<std::string> joins;
+  for (int32_t t = 0; t < s_.num_terminals; ++t) {
+    const std::string& w = spelled[t];
+    for (size_t k = 1; k < w.size(); ++k) {
+      if (suffix.compare(0, w.size() - k, w, k, std::string::npos) == 0 &&
+          std::find(joins.begin(), joins.end(), w.substr(0, k)) == joins.end()) {
+        joins.push_back(w.substr(0, k));
+      }
+    }
+  }
+  // The columns of the suffix's lines (after each line break, its blanks).
+  std::vector<int32_t> suffix_cols;
+  for (size_t i = suffix.find('\n'); i != std::string::npos; i = suffix.find('\n', i + 1)) {
+    int32_t col = 0;
+    size_t j = i + 1;
+    for (; j < suffix.size() && (suffix[j] == ' ' || suffix[j] == '\t'); ++j) {
+      col += suffix[j] == ' ' ? 1 : 8;
+    }
+    if (j < suffix.size() && suffix[j] != '\n' && suffix[j] != '\r' &&
+        std::find(suffix_cols.begin(), suffix_cols.end(), col) == suffix_cols.end()) {
+      suffix_cols.push_back(col);
+      if (suffix_cols.size() >= 16) break;
+    }
+  }
+  struct Node {
+    int64_t parent;
+    std::string edge;
+  };
+  std::vector<Node> nodes{Node{-1, std::string()}};
+  std::deque<int64_t> open{0};
+  std::unordered_set<uint64_t> seen{SessionKey(*session)};
+  std::string path, edge;
+  auto path_of = [&](int64_t id) {
+    std::vector<int64_t> chain;
+    for (; id > 0; id = nodes[id].parent) chain.push_back(id);
+    path.clear();
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) path += nodes[*it].edge;
+  };
+  // Is the session, after the edge just taken, complete with a join?
+  auto goal = [&](std::string* found) {
+    if (session->CanEnd()) {
+      found->clear();
+      return true;
+    }
+    for (const std::string& j : joins) {
+      if (!session->AdvanceBytes(j).ok()) continue;
+      const bool ok = session->CanEnd();
+      session->Rollback(1);
+      if (ok) {
+        *found = j;
+        return true;
+      }
+    }
+    return false;
+  };
+  std::string tail;
+  if (goal(&tail)) {
+    *completion = tail;
+    return CompletionResult::kFound;
+  }
+  bool budget_hit = false;
+  std::vector<std::string> edges;
+  while (!open.empty() && !budget_hit) {
+    const int64_t id = open.front();
+    open.pop_front();
+    path_of(id);
+    if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
+    const std::string& text = session->text();
+    bool blank_line = false;
+    const int32_t col = LastColumn(text, &blank_line);
+    const bool after_word = !text.empty() && WordByte(static_cast<uint8_t>(text.back()));
+    edges.clear();
+    for (size_t k = 0; k < words.size(); ++k) {
+      if (first_only[k] && id != 0) continue;
+      const std::string& w = words[k];
+      edges.push_back(after_word && WordByte(static_cast<uint8_t>(w[0])) ? " " + w : w);
+    }
+    if (indenter) {
+      std::vector<int32_t> cols = suffix_cols;
+      for (const LiveState& l : session->live()) {
+        for (int32_t level : l.indent) cols.push_back(level);
+        if (!l.indent.empty()) cols.push_back(l.indent.back() + 4);
+      }
+      std::sort(cols.begin(), cols.end());
+      cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+      for (int32_t c : cols) {
+        if (c < 0 || c > 256) continue;
+        edges.push_back("\n" + std::string(static_cast<size_t>(c), ' '));
+        if (blank_line && c > col) edges.push_back(std::string(static_cast<size_t>(c - col), ' '));
+      }
+    }
+    for (const std::string& e : edges) {
+      if (!session->AdvanceBytes(e).ok()) continue;
+      if (goal(&tail)) {
+        *completion = path + e + tail;
+        session->Rollback(1);
+        if (!path.empty()) session->Rollback(1);
+        if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
+        return CompletionResult::kFound;
+      }
+      if (seen.insert(SessionKey(*session)).second) {
+        if (static_cast<int64_t>(nodes.size()) - 1 >= max_nodes) {
+          budget_hit = true;
+        } else {
+          nodes.push_back(Node{id, e});
+          open.push_back(static_cast<int64_t>(nodes.size()) - 1);
+        }
+      }
+      session->Rollback(1);
+      if (budget_hit) break;
+    }
+    if (!path.empty()) session->Rollback(1);
+  }
+  if (nodes_used) *nodes_used = static_cast<int64_t>(nodes.size()) - 1;
+  return budget_hit ? CompletionResult::kBudget : CompletionResult::kNone;
+}
+
+CompletionResult Completer::SearchForSteering(Session* session, int64_t max_nodes,
+                                              std::string* completion, int64_t* nodes_used) {
+  int64_t used = 0;
+  CompletionResult r = Search(session, max_nodes, completion, &used);
+  if (r == CompletionResult::kBudget && !session->suffix().empty()) {
+    int64_t more = 0;
+    const CompletionResult spelled = SearchSpelled(session, max_nodes, completion, &more);
+    used += more;
+    if (spelled == CompletionResult::kFound) r = spelled;
+  }
+  if (nodes_used) *nodes_used = used;
+  return r;
+}
+
 bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
                         Completer* completer, Session* session, int64_t* tokens,
                         std::string* why) {
@@ -635,7 +875,7 @@ bool CompleteWithTokens(const CompiledStore& store, const Segmenter& segmenter,
   for (int64_t step = 8;; step *= 2) {
     std::string text;
     int64_t nodes = 0;
-    const CompletionResult found = completer->Search(session, kNodes, &text, &nodes);
+    const CompletionResult found = completer->SearchForSteering(session, kNodes, &text, &nodes);
     if (found == CompletionResult::kFound) {
       std::mt19937_64 unused;
       std::vector<uint32_t> mask(store.mask_words());

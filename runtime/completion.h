@@ -58,6 +58,36 @@ class Completer {
   bool Find(Session* session, int64_t max_nodes, std::string* completion,
             int64_t* nodes_used = nullptr);
 
+  // A completion made of whole terminals, for steering where the byte-level
+  // search runs out of its budget with a suffix (its bound is near zero
+  // there, so it is breadth-first over bytes, and a middle that must open a
+  // block the suffix goes on in, `try:` before an `except`, is past any
+  // budget).  Breadth-first over edges, each a whole terminal at its
+  // shortest spelling on the store's lexer (Spellings; a blank before it
+  // where it would otherwise join the word before), or, with the indenter, a
+  // line break and the indentation of a level the hypotheses hold, of a line
+  // of the suffix or one step deeper (or, at the start of a line, the blanks
+  // up to such a column); configurations met before (SessionKey) are not
+  // expanded again.  The goal is Session::CanEnd (with the suffix), after an
+  // edge or after an edge and a join: the start of a terminal's spelling
+  // whose rest begins the suffix (`i` before the suffix `f x:`).  Not a
+  // shortest completion: the fewest edges, and only spellings of this kind.
+  // kFound sets *completion; kBudget: `max_nodes` nodes made without one;
+  // kNone: every configuration these edges reach was expanded (this search
+  // proves nothing: other texts may complete).  The session is left as it was.
+  CompletionResult SearchSpelled(Session* session, int64_t max_nodes, std::string* completion,
+                                 int64_t* nodes_used = nullptr);
+
+  // Search, then, where it runs out of its budget and the session has a
+  // suffix, SearchSpelled with the same budget: what steering uses.  kNone
+  // only from Search (a proved dead end).
+  CompletionResult SearchForSteering(Session* session, int64_t max_nodes, std::string* completion,
+                                     int64_t* nodes_used = nullptr);
+
+  // Per lexer terminal, a shortest text the store's lexer ends as it ("" if
+  // never met; the search of LexedMinBytes, keeping the bytes), made once.
+  const std::vector<std::string>& Spellings();
+
   // The search's estimate for the session as it is: a lower bound on the
   // bytes of any completion (with a suffix: of any middle m such that the
   // text + m + the suffix is complete); INT32_MAX if no hypothesis can
@@ -85,6 +115,8 @@ class Completer {
   // Per lexer terminal, the fewest bytes of a text the store's lexer ends as
   // it (a breadth-first search over its steps; 0 if never met).
   std::vector<int32_t> LexedMinBytes() const;
+  std::vector<std::string> spellings_;
+  bool spelled_ = false;
   // What the terminal in progress at lexer state q may already have
   // written of the bytes StackCost counts for it: the most, over the
   // terminals that can still end from q, of the terminal's cost less the

@@ -1222,28 +1222,32 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_bytes") = 256)
       .def(
           "shortest_completion",
-          [](PySession& s, int64_t max_expansions) -> py::object { InUse in_use(s);
+          [](PySession& s, int64_t max_expansions, bool steering) -> py::object { InUse in_use(s);
             std::string completion;
             bool found;
             {
               py::gil_scoped_release release;
               HeldCompleter completer(s.store);
-              found = (*completer).Find(&s.session, max_expansions, &completion);
+              found = steering ? (*completer).SearchForSteering(&s.session, max_expansions,
+                                                                &completion) ==
+                                     CompletionResult::kFound
+                               : (*completer).Find(&s.session, max_expansions, &completion);
             }
             if (!found) return py::none();
             return py::bytes(completion);
           },
-          py::arg("max_expansions") = 200000)
+          py::arg("max_expansions") = 200000, py::arg("steering") = false)
       .def(
           "completion_search",
-          [](PySession& s, int64_t max_nodes) -> py::tuple { InUse in_use(s);
+          [](PySession& s, int64_t max_nodes, bool steering) -> py::tuple { InUse in_use(s);
             std::string completion;
             int64_t used = 0;
             CompletionResult r;
             {
               py::gil_scoped_release release;
               HeldCompleter completer(s.store);
-              r = (*completer).Search(&s.session, max_nodes, &completion, &used);
+              r = steering ? (*completer).SearchForSteering(&s.session, max_nodes, &completion, &used)
+                           : (*completer).Search(&s.session, max_nodes, &completion, &used);
             }
             const char* what = r == CompletionResult::kFound  ? "found"
                                : r == CompletionResult::kNone ? "none"
@@ -1253,7 +1257,7 @@ PYBIND11_MODULE(_core, m) {
                                             : py::object(py::none()),
                                   used);
           },
-          py::arg("max_nodes") = 200000)
+          py::arg("max_nodes") = 200000, py::arg("steering") = false)
       .def(
           "tokenize_forced",
           [](const PySession& s, const py::bytes& data) { InUse in_use(s);

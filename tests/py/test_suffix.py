@@ -197,3 +197,27 @@ def test_indentation_and_brackets_move_with_the_parser_stack(parser):
         assert len(actions) == 1 and next(iter(actions))[0] == "Reduce", actions
         assert next(iter(actions))[1].startswith(tuple("<" + b for b in blocks)), actions
 
+
+
+# A middle that must open what the suffix goes on in: the suffix's `except`
+# needs a `try` the middle writes.  The byte-level search has no bound there
+# (the suffix may pay for anything) and runs out of a small budget; steering's
+# search over whole terminals (find_completion with shortest=False) finds a
+# middle, which the matcher takes, which ends the text, and which Lark and
+# CPython accept with the prefix and suffix.  (It reaches only a few
+# terminals deep: an `if x:` and a line break before a deeper suffix is past
+# 20,000 nodes; docs/serving.md has its figures.)
+def test_steering_opens_what_the_suffix_goes_on_in(store, parser):
+    prefix, suffix = "def f(x):\n    y = 1\n    ", "v = g(x)\n    except OSError:\n        pass\n"
+    m = cfgmask.GrammarMatcher(store, prefix=prefix, suffix=suffix)
+    assert not m.can_end()
+    what, text, nodes = m.completion_search(2000)
+    assert what == "budget", (what, text)  # what this search is for
+    what, text, nodes = m.completion_search(2000, shortest=False)
+    assert what == "found", (what, nodes)
+    assert nodes > 2000  # both searches counted
+    assert m.find_completion(2000, shortest=False) == text
+    assert m.accept_string(text) and m.can_end(), text
+    whole = prefix + text + suffix
+    assert lark_ok(parser, whole), whole
+    assert cpython_error(whole) is None, whole

@@ -330,18 +330,27 @@ class GrammarMatcher:
         max_bytes = _int_arg("max_bytes", max_bytes, 0, _INT32_MAX)
         return self._session.jump_forward_string(max_bytes).decode("utf-8", "surrogateescape")
 
-    def find_completion(self, max_expansions: int = 200_000):
+    def find_completion(self, max_expansions: int = 200_000, *, shortest: bool = True):
         """A shortest text that makes the text so far complete, or None if the
-        search gives up after `max_expansions` nodes."""
+        search gives up after `max_expansions` nodes.
+
+        With ``shortest=False`` (what steering uses): where that search runs
+        out of its budget and a suffix is set, a second one, over whole
+        terminals at their shortest spellings and, with the Python indenter,
+        line breaks to the indentation of a level open or of a line of the
+        suffix, finds a completion with the fewest such pieces (not
+        necessarily the fewest bytes; the same budget again).  It finds the
+        middles that must open what the suffix goes on in (``try:`` before
+        an ``except``), which the byte-level search cannot reach."""
         # The same argument rule as completion_search.
         if isinstance(max_expansions, numbers.Integral) and not isinstance(max_expansions, bool) \
                 and max_expansions < 0:
             raise ValueError("max_expansions must be >= 0")
         max_expansions = _int_arg("max_expansions", max_expansions, 0, _INT64_MAX)
-        c = self._session.shortest_completion(max_expansions)
+        c = self._session.shortest_completion(max_expansions, bool(not shortest))
         return None if c is None else c.decode("utf-8", "surrogateescape")
 
-    def completion_search(self, max_expansions: int = 200_000):
+    def completion_search(self, max_expansions: int = 200_000, *, shortest: bool = True):
         """Like find_completion, but says why nothing was found.
 
         Returns ``(outcome, text, nodes)``: outcome "found" with the shortest
@@ -349,12 +358,14 @@ class GrammarMatcher:
         here was searched and no text can end (a dead end; `text` is None);
         "budget" when `max_expansions` search nodes ran out first.  Time and
         memory are linear in `max_expansions`; `nodes` is the count used.
+        ``shortest=False``: find_completion's steering search (a completion,
+        not necessarily a shortest one; `nodes` counts both searches).
         """
         if isinstance(max_expansions, numbers.Integral) and not isinstance(max_expansions, bool) \
                 and max_expansions < 0:
             raise ValueError("max_expansions must be >= 0")
         max_expansions = _int_arg("max_expansions", max_expansions, 0, _INT64_MAX)
-        what, text, nodes = self._session.completion_search(max_expansions)
+        what, text, nodes = self._session.completion_search(max_expansions, bool(not shortest))
         if text is not None:
             text = text.decode("utf-8", "surrogateescape")
         return what, text, nodes

@@ -59,7 +59,7 @@ class _Steering:
             # With a suffix a sampled text can wander where no completion
             # meets it; a smaller budget bounds the search's last resort.
             budget = 20_000 if matcher.suffix else 200_000
-            completion = matcher.find_completion(budget)
+            completion = matcher.find_completion(budget, shortest=False)
             if completion is None:
                 self.failed = True
             else:
