@@ -712,11 +712,14 @@ CompletionResult Completer::SearchSpelled(Session* session, int64_t max_nodes,
   // The words: every terminal's spelling but the ignored ones' and the
   // indenter's newline (its edges carry the indentation), each once.
   // Punctuation (a spelling that starts with no word byte) other than
-  // brackets only as the first edge, unless the suffix's start uses it: an
-  // operator rarely opens what the suffix goes on in, and every one of them
-  // at every depth is most of the breadth.
+  // brackets only as the first edge, unless the text around the cut uses it
+  // (the last 512 bytes before, the first 256 after): an operator rarely
+  // opens what the suffix goes on in, and every one of them at every depth
+  // is most of the breadth.
   const std::string& suffix = session->suffix();
-  const std::string near = suffix.substr(0, 256);
+  const std::string& before = session->text();
+  const std::string near = before.substr(before.size() - std::min<size_t>(before.size(), 512)) +
+                           "\n" + suffix.substr(0, 256);
   std::vector<std::string> words;
   std::vector<uint8_t> first_only;
   for (int32_t t = 0; t < s_.num_terminals; ++t) {
