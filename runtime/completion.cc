@@ -174,28 +174,44 @@ Completer::Completer(const CompiledStore& store) : s_(store) {
 }
 
 std::vector<int32_t> Completer::LexedMinBytes() const {
+  std::vector<int32_t> bytes;
+  LexerSearch(&bytes, nullptr);
+  return bytes;
+}
+
+void Completer::LexerSearch(std::vector<int32_t>* bytes, std::vector<std::string>* spellings) const {
   // A breadth-first search over the store's lexer (Session::AdvanceOne's
   // moves): a terminal's text is read by byte steps from the state where it
   // starts (the initial state, or where a terminal before it ended:
   // cand_to) to a state where it ends (a cand of it), passing through the
   // compaction at each token's end (compact_to, no byte).  The fewest bytes
   // from any such start to any such end is therefore at most the bytes of
-  // any text lexed as it.  0 for a terminal never met.
+  // any text lexed as it.  0 (and "") for a terminal never met.  With
+  // `spellings`, each state's first parent (the state and byte it was
+  // reached from; byte -1 for a compaction or a start) spells the text:
+  // bytes are tried in increasing order, so among the shortest spellings the
+  // first in byte order is kept.
   const int32_t L = s_.num_lex_states;
-  std::vector<int32_t> depth(L, -1), best(s_.num_terminals, 0);
+  std::vector<int32_t> depth(L, -1), parent(L, -1), via(L, -1);
   std::vector<uint8_t> found(s_.num_terminals, 0), done(L, 0);
+  if (bytes) bytes->assign(s_.num_terminals, 0);
+  if (spellings) spellings->assign(s_.num_terminals, std::string());
   // Dijkstra with unit (a byte) and zero (compaction) weights.
   using Entry = std::pair<int32_t, int32_t>;  // depth, state
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  auto relax = [&](int32_t to, int32_t d) {
+  auto relax = [&](int32_t to, int32_t d, int32_t from, int32_t byte) {
     if (to < 0 || to >= L || (depth[to] >= 0 && depth[to] <= d)) return;
     depth[to] = d;
+    parent[to] = from;
+    via[to] = byte;
     heap.emplace(d, to);
   };
-  relax(s_.initial_lex_state, 0);
+  relax(s_.initial_lex_state, 0, -1, -1);
   for (int32_t q = 0; q < L; ++q) {
-    if (s_.at_start[q]) relax(q, 0);
-    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) relax(s_.cand_to[c], 0);
+    if (s_.at_start[q]) relax(q, 0, -1, -1);
+    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
+      relax(s_.cand_to[c], 0, -1, -1);
+    }
   }
   while (!heap.empty()) {
     const auto [d, q] = heap.top();
@@ -204,15 +220,22 @@ std::vector<int32_t> Completer::LexedMinBytes() const {
     done[q] = 1;
     for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
       const int32_t t = s_.cand_terminal[c];
-      if (t >= 0 && t < s_.num_terminals && !found[t]) {
-        found[t] = 1;
-        best[t] = d;
+      if (t < 0 || t >= s_.num_terminals || found[t]) continue;
+      found[t] = 1;
+      if (bytes) (*bytes)[t] = d;
+      if (!spellings) continue;
+      std::string text;
+      for (int32_t x = q; x >= 0; x = parent[x]) {
+        if (via[x] >= 0) text.push_back(static_cast<char>(via[x]));
       }
+      std::reverse(text.begin(), text.end());
+      (*spellings)[t] = std::move(text);
     }
-    relax(s_.compact_to[q], d);
-    for (int32_t k = s_.step_offsets[q]; k < s_.step_offsets[q + 1]; ++k) relax(s_.step_to[k], d + 1);
+    relax(s_.compact_to[q], d, q, -1);
+    for (int32_t k = s_.step_offsets[q]; k < s_.step_offsets[q + 1]; ++k) {
+      relax(s_.step_to[k], d + 1, q, s_.step_byte[k]);
+    }
   }
-  return best;
 }
 
 int32_t Completer::StackCost(const std::vector<int32_t>& stack) const {
@@ -622,54 +645,9 @@ bool Completer::Find(Session* session, int64_t max_nodes, std::string* completio
 }
 
 const std::vector<std::string>& Completer::Spellings() {
-  if (spelled_) return spellings_;
-  spelled_ = true;
-  // LexedMinBytes' search with the bytes kept: each state's first parent
-  // (the state and byte it was reached from; byte -1 for a compaction or a
-  // start).  Bytes are tried in increasing order, so among the shortest
-  // spellings the first in byte order is kept.
-  const int32_t L = s_.num_lex_states;
-  std::vector<int32_t> depth(L, -1), parent(L, -1), via(L, -1);
-  std::vector<uint8_t> done(L, 0);
-  spellings_.assign(s_.num_terminals, std::string());
-  std::vector<uint8_t> found(s_.num_terminals, 0);
-  using Entry = std::pair<int32_t, int32_t>;  // depth, state
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  auto relax = [&](int32_t to, int32_t d, int32_t from, int32_t byte) {
-    if (to < 0 || to >= L || (depth[to] >= 0 && depth[to] <= d)) return;
-    depth[to] = d;
-    parent[to] = from;
-    via[to] = byte;
-    heap.emplace(d, to);
-  };
-  relax(s_.initial_lex_state, 0, -1, -1);
-  for (int32_t q = 0; q < L; ++q) {
-    if (s_.at_start[q]) relax(q, 0, -1, -1);
-    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
-      relax(s_.cand_to[c], 0, -1, -1);
-    }
-  }
-  while (!heap.empty()) {
-    const auto [d, q] = heap.top();
-    heap.pop();
-    if (done[q] || d != depth[q]) continue;
-    done[q] = 1;
-    for (int32_t c = s_.cand_offsets[q]; c < s_.cand_offsets[q + 1]; ++c) {
-      const int32_t t = s_.cand_terminal[c];
-      if (t < 0 || t >= s_.num_terminals || found[t] || d == 0) continue;
-      found[t] = 1;
-      std::string text;
-      for (int32_t x = q; x >= 0 && parent[x] != x; x = parent[x]) {
-        if (via[x] >= 0) text.push_back(static_cast<char>(via[x]));
-        if (parent[x] < 0) break;
-      }
-      std::reverse(text.begin(), text.end());
-      spellings_[t] = std::move(text);
-    }
-    relax(s_.compact_to[q], d, q, -1);
-    for (int32_t k = s_.step_offsets[q]; k < s_.step_offsets[q + 1]; ++k) {
-      relax(s_.step_to[k], d + 1, q, s_.step_byte[k]);
-    }
+  if (!spelled_) {
+    LexerSearch(nullptr, &spellings_);
+    spelled_ = true;
   }
   return spellings_;
 }

@@ -115,6 +115,9 @@ class Completer {
   // Per lexer terminal, the fewest bytes of a text the store's lexer ends as
   // it (a breadth-first search over its steps; 0 if never met).
   std::vector<int32_t> LexedMinBytes() const;
+  // The search of both: per lexer terminal its fewest bytes and (with
+  // `spellings`) a text of that many, either may be null.
+  void LexerSearch(std::vector<int32_t>* bytes, std::vector<std::string>* spellings) const;
   std::vector<std::string> spellings_;
   bool spelled_ = false;
   // What the terminal in progress at lexer state q may already have

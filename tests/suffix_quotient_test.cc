@@ -417,6 +417,20 @@ TEST(SuffixQuotient, TheTerminalMiddleReadsBytesWhereNoBlankEndsAToken) {
   }
 }
 
+// A random grammar (with comments or not) compiled with a random small
+// vocabulary into `store`; false where the grammar has a conflict.
+bool RandomStore(std::mt19937& rng, bool comments, const std::string& name, std::string* grammar,
+                 CompiledStore* store) {
+  *grammar = RandomLarkGrammar(rng, comments);
+  std::string alphabet;
+  std::vector<std::string> tokens;
+  Vocabulary(*grammar, rng, &alphabet, &tokens);
+  const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".tokenizer.json");
+  WriteTextFile(gpath, *grammar);
+  WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+  return CompileStore(gpath, tpath, CompileOptions{}, store).ok();
+}
+
 // The session's default (SuffixMiddle::kAuto) builds the terminal-level
 // middle where the byte-level one's count fits, and its masks are the
 // byte-level ones: on random grammars (with and without comments), at random
@@ -427,17 +441,9 @@ TEST(SuffixQuotient, TheSessionDefaultIsTheTerminalMiddleWithTheSameMasks) {
   std::mt19937 rng(20261128);
   int64_t steps = 0, terminal = 0, sessions = 0, allowed = 0;
   for (int g = 0; g < (quick ? 30 : 300); ++g) {
-    const bool comments = g % 2 == 1;
-    const std::string grammar = RandomLarkGrammar(rng, comments);
-    std::string alphabet;
-    std::vector<std::string> tokens;
-    Vocabulary(grammar, rng, &alphabet, &tokens);
-    const std::string name = "auto" + std::to_string(g);
-    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".tokenizer.json");
-    WriteTextFile(gpath, grammar);
-    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    std::string grammar;
     CompiledStore store;
-    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;  // a conflict
+    if (!RandomStore(rng, g % 2 == 1, "auto" + std::to_string(g), &grammar, &store)) continue;
     for (int c = 0; c < 4; ++c) {
       const std::string text = RandomSentence(&store, rng, 14);
       if (text.empty()) continue;
@@ -487,16 +493,9 @@ TEST(SuffixQuotient, SessionsOfOneMemoShareTheLexingClasses) {
   std::mt19937 rng(20261129);
   int64_t compared = 0;
   for (int g = 0; g < 12 && compared == 0; ++g) {
-    const std::string grammar = RandomLarkGrammar(rng, g % 2 == 1);
-    std::string alphabet;
-    std::vector<std::string> tokens;
-    Vocabulary(grammar, rng, &alphabet, &tokens);
-    const std::string name = "shared" + std::to_string(g);
-    const std::string gpath = TempPath(name + ".lark"), tpath = TempPath(name + ".tokenizer.json");
-    WriteTextFile(gpath, grammar);
-    WriteTextFile(tpath, ByteLevelTokenizerJson(tokens));
+    std::string grammar;
     CompiledStore store;
-    if (!CompileStore(gpath, tpath, CompileOptions{}, &store).ok()) continue;
+    if (!RandomStore(rng, g % 2 == 1, "shared" + std::to_string(g), &grammar, &store)) continue;
     const std::string text = RandomSentence(&store, rng, 14);
     if (text.size() < 2) continue;
     const std::string prefix = text.substr(0, text.size() / 2), suffix = text.substr(text.size() / 2);
