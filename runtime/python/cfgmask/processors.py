@@ -81,8 +81,9 @@ class LlamaCppLogitsProcessor:
     ``steer_to_end`` set (e.g. when a token budget is reached) the text is
     driven to its end: the stop tokens whenever the
     grammar allows one, otherwise the tokens of a shortest completion
-    (GrammarMatcher.find_completion, searched once and then followed one
-    token per step).
+    (GrammarMatcher.find_completion with shortest=False, searched once and
+    then followed one token per step; with a suffix, where the shortest one
+    is not found within the budget, a completion of whole terminals).
 
     The scores are masked in place (llama-cpp-python's strided view of its
     token-data array included) and returned; scores of another dtype than
