@@ -59,7 +59,9 @@ class RowMemo {
   // The store's lexing classes for exact suffix masks (SuffixLexings,
   // runtime/suffix_quotient.h), shared by the quotients of every session that
   // shares this memo: a function of the store alone, made per lexer state on
-  // first use.
+  // first use and kept while the memo lives, at most 64 lexer states' worth
+  // (4 bytes per vocabulary token each, and their lexings; not counted in
+  // bytes()).
   const std::shared_ptr<SuffixLexings>& suffix_lexings() const { return suffix_lexings_; }
   static uint64_t Hash(const LiveState& l);
   // Appends the rows memoised for `l` and returns true, or returns false.
