@@ -740,7 +740,7 @@ CompletionResult Completer::SearchSpelled(Session* session, int64_t max_nodes,
   std::vector<Node> nodes{Node{-1, std::string()}};
   std::deque<int64_t> open{0};
   std::unordered_set<uint64_t> seen{SessionKey(*session)};
-  std::string path, edge;
+  std::string path;
   auto path_of = [&](int64_t id) {
     std::vector<int64_t> chain;
     for (; id > 0; id = nodes[id].parent) chain.push_back(id);
