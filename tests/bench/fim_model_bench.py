@@ -23,7 +23,7 @@ it prints a table (and writes --json).
 
     python tests/bench/fim_model_bench.py --model M.gguf --store S.cfgm
         [--package h11 ...] [--cuts 64] [--seed 2026] [--max-tokens 48]
-        [--temperature 0.7] [--json out.json]
+        [--temperature 0.7] [--no-model] [--json out.json]
 
 The store must be compiled with the model's own tokenizer (checked).
 """
@@ -106,7 +106,7 @@ def random_fill(store, prefix, suffix, rng, budget, steer):
             return "in budget", m.text[len(prefix):], 0.0
         m.accept_token(rng.choice(text_ids))
     t0 = time.perf_counter()
-    completion = m.find_completion(20_000)
+    completion = m.find_completion(20_000, shortest=False)  # as the processors steer
     searched = time.perf_counter() - t0
     if completion is None:
         return "no end", m.text[len(prefix):], searched
@@ -132,6 +132,7 @@ def main():
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--context", type=int, default=3000, help="prefix characters the model reads")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--no-model", action="store_true", help="the random fills alone")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -148,14 +149,22 @@ def main():
         row = {"file": path.split("site-packages/")[-1],
                "cut": len(prefix), "middle_taken": len(middle), "suffix": len(suffix)}
         # The real model.
-        res = generate(llm, prefix[-args.context:], store, max_tokens=args.max_tokens,
+        if args.no_model:
+            res = None
+        else:
+            res = generate(llm, prefix[-args.context:], store, max_tokens=args.max_tokens,
                        steer_tokens=args.steer_tokens, temperature=args.temperature,
-                       seed=args.seed + i, suffix=suffix.encode(), prefix=prefix.encode())
-        how = ("steered" if res.steered else "in budget") if res.ended else "no end"
-        row["model"] = {"how": how, "tokens": len(res.tokens),
-                        "mask_us_per_token": res.mask_us_per_token,
-                        "compiles": res.ended and cpython_compiles(prefix + res.text + suffix),
-                        "middle": res.text}
+                           seed=args.seed + i, suffix=suffix.encode(), prefix=prefix.encode())
+        if res is None:
+            how = "skipped"
+            row["model"] = {"how": how, "tokens": 0, "mask_us_per_token": 0.0,
+                            "compiles": False, "middle": ""}
+        else:
+            how = ("steered" if res.steered else "in budget") if res.ended else "no end"
+            row["model"] = {"how": how, "tokens": len(res.tokens),
+                            "mask_us_per_token": res.mask_us_per_token,
+                            "compiles": res.ended and cpython_compiles(prefix + res.text + suffix),
+                            "middle": res.text}
         # Random tokens on the same cut.
         how_r, mid_r, searched = random_fill(store, prefix, suffix, random.Random(args.seed + i),
                                              args.max_tokens, args.steer_tokens)
@@ -163,7 +172,7 @@ def main():
                          "compiles": how_r != "no end" and cpython_compiles(prefix + mid_r + suffix),
                          "middle": mid_r}
         rows.append(row)
-        print(f"{i:3d} {row['file']}:{len(prefix)} model {how} ({len(res.tokens)} tokens) "
+        print(f"{i:3d} {row['file']}:{len(prefix)} model {how} ({row['model']['tokens']} tokens) "
               f"random {how_r}", flush=True)
 
     def table(kind):
@@ -176,11 +185,14 @@ def main():
     print("| middle | ended within the budget | once steered | never ended | ended, CPython refuses |")
     print("|---|---:|---:|---:|---:|")
     for kind, label in (("model", "the model (T=%.1f)" % args.temperature), ("random", "random tokens")):
+        if kind == "model" and args.no_model:
+            continue
         a, b, c, d = table(kind)
         print(f"| {label} | {a} | {b} | {c} | {d} |")
     us = [r["model"]["mask_us_per_token"] for r in rows if r["model"]["tokens"]]
-    print(f"model: processor time per token (the steering's search included), mean per fill: p50 {pct(us, 50):.0f} µs, "
-          f"p99 {pct(us, 99):.0f} µs, max {max(us) if us else float('nan'):.0f} µs")
+    if us:
+        print(f"model: processor time per token (the steering's search included), mean per fill: p50 {pct(us, 50):.0f} µs, "
+              f"p99 {pct(us, 99):.0f} µs, max {max(us):.0f} µs")
     ss = [r["random"]["search_s"] for r in rows if r["random"]["search_s"]]
     if ss:
         print(f"random: steering search p50 {pct(ss, 50):.2f} s, max {max(ss):.2f} s")
