@@ -200,7 +200,6 @@ def test_indentation_and_brackets_move_with_the_parser_stack(parser):
         assert next(iter(actions))[1].startswith(tuple("<" + b for b in blocks)), actions
 
 
-
 # A middle that must open what the suffix goes on in: the suffix's `except`
 # needs a `try` the middle writes.  The byte-level search has no bound there
 # (the suffix may pay for anything) and runs out of a small budget; steering's
