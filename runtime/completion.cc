@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "lexer/terminal_automaton.h"
 #include "parser/lr_core.h"
 
 #include "runtime/suffix_quotient.h"
@@ -659,23 +660,16 @@ bool WordByte(uint8_t b) {
          b >= 0x80;
 }
 
-// The column after `text`'s last line break, as the indenter counts it (a
-// tab 8), and whether that line holds only blanks so far.
-int32_t LastColumn(const std::string& text, bool* blank_line) {
-  int32_t col = 0;
-  *blank_line = true;
-  const size_t nl = text.rfind('\n');
-  for (size_t i = nl == std::string::npos ? 0 : nl + 1; i < text.size(); ++i) {
-    if (text[i] == ' ') {
-      ++col;
-    } else if (text[i] == '\t') {
-      col += 8;
-    } else {
-      *blank_line = false;
-      ++col;
-    }
+// The width of the blanks in `text` from `from` on, as the indenter counts
+// a line's indentation (ColumnDelta: a tab 8); *end: the first other byte.
+int32_t BlankWidth(const std::string& text, size_t from, size_t* end) {
+  ColumnDelta width{true, 0};
+  size_t i = from;
+  for (; i < text.size() && (text[i] == ' ' || text[i] == '\t'); ++i) {
+    width.Feed(static_cast<uint8_t>(text[i]));
   }
-  return col;
+  *end = i;
+  return width.value;
 }
 
 }  // namespace
@@ -722,11 +716,8 @@ CompletionResult Completer::SearchSpelled(Session* session, int64_t max_nodes,
   // The columns of the suffix's lines (after each line break, its blanks).
   std::vector<int32_t> suffix_cols;
   for (size_t i = suffix.find('\n'); i != std::string::npos; i = suffix.find('\n', i + 1)) {
-    int32_t col = 0;
-    size_t j = i + 1;
-    for (; j < suffix.size() && (suffix[j] == ' ' || suffix[j] == '\t'); ++j) {
-      col += suffix[j] == ' ' ? 1 : 8;
-    }
+    size_t j = 0;
+    const int32_t col = BlankWidth(suffix, i + 1, &j);
     if (j < suffix.size() && suffix[j] != '\n' && suffix[j] != '\r' &&
         std::find(suffix_cols.begin(), suffix_cols.end(), col) == suffix_cols.end()) {
       suffix_cols.push_back(col);
@@ -776,9 +767,12 @@ CompletionResult Completer::SearchSpelled(Session* session, int64_t max_nodes,
     open.pop_front();
     path_of(id);
     if (!path.empty() && !session->AdvanceBytes(path).ok()) continue;
+    // At the start of a line (blanks only so far): its indentation.
     const std::string& text = session->text();
-    bool blank_line = false;
-    const int32_t col = LastColumn(text, &blank_line);
+    const size_t nl = text.rfind('\n');
+    size_t end = 0;
+    const int32_t col = BlankWidth(text, nl == std::string::npos ? 0 : nl + 1, &end);
+    const bool blank_line = end == text.size();
     const bool after_word = !text.empty() && WordByte(static_cast<uint8_t>(text.back()));
     edges.clear();
     for (size_t k = 0; k < words.size(); ++k) {

@@ -234,7 +234,7 @@ class SuffixQuotient {
   // Session::AdvanceOne walks a token's bytes) are found once and grouped
   // into classes of equal lexings; a step then checks one class once per
   // hypothesis: apply its items to the hypothesis's parser, compact, and
-  // ask Viable.  A token with more than kMaxLexings lexings is asked of
+  // ask Viable.  A token with more than SuffixLexings::kMaxLexings lexings is asked of
   // `slow(token)` (the session's own AdvanceOne and Viable).
   template <class Slow>
   void Filter(const std::vector<LiveState>& live, uint32_t* mask, Slow slow);
@@ -308,7 +308,6 @@ class SuffixQuotient {
   void Saturate();
   uint64_t Pair(int32_t c, int32_t g) const { return static_cast<uint64_t>(c) * G_ + g; }
 
-  static constexpr size_t kMaxLexings = SuffixLexings::kMaxLexings;
   using Lexing = SuffixLexing;
   using LexClasses = SuffixLexClasses;
   bool ClassViable(const LiveState& l, const std::vector<Lexing>& lexings);  // under mu_
