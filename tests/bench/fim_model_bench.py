@@ -28,7 +28,6 @@ it prints a table (and writes --json).
 The store must be compiled with the model's own tokenizer (checked).
 """
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -39,25 +38,14 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cfgmask  # noqa: E402
 from cfgmask.generate import generate, load_model, vocabulary_mismatches  # noqa: E402
+from generation_bench import package_files, pct  # noqa: E402
 
 DEFAULT_PACKAGES = ("h11", "dotenv", "idna", "certifi", "filelock")
 MAX_MIDDLE = 160
 MAX_FILE = 12000
-
-
-def package_files(name):
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        return []
-    if not spec.submodule_search_locations:
-        return [spec.origin] if spec.origin and spec.origin.endswith(".py") else []
-    root = list(spec.submodule_search_locations)[0]
-    out = []
-    for base, _, files in sorted(os.walk(root)):
-        out += [os.path.join(base, f) for f in sorted(files) if f.endswith(".py")]
-    return out
 
 
 def cpython_compiles(text):
@@ -114,10 +102,6 @@ def random_fill(store, prefix, suffix, rng, budget, steer):
     if len(forced) > steer or not all(m.accept_token(t) for t in forced) or not m.can_end():
         return "no end", m.text[len(prefix):], searched
     return "steered", m.text[len(prefix):], searched
-
-
-def pct(xs, q):
-    return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else float("nan")
 
 
 def main():

@@ -63,9 +63,12 @@ DEFAULT_PACKAGES = ("jinja2", "packaging", "dateutil", "mistune")
 
 
 def package_files(name):
+    """The .py files of an installed package (a single module: its file)."""
     spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None:
         return []
+    if not spec.submodule_search_locations:
+        return [spec.origin] if spec.origin and spec.origin.endswith(".py") else []
     root = list(spec.submodule_search_locations)[0]
     out = []
     for base, _, files in sorted(os.walk(root)):
